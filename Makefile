@@ -1,0 +1,37 @@
+# One-command setup and run. Every target sets up the virtualenv first if needed.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Re-install only when the inputs of the install change.
+STAMP := $(VENV)/.installed-$(shell cat setup.py constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+OUTPUT ?= output
+MODEL ?= cnn
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-all clean help
+
+help:
+	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
+	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
+	@echo "make test   - set up if needed, run the test suite (PYTEST_ARGS=...)"
+	@echo "make clean  - remove the run output (not the virtualenv)"
+
+setup: $(STAMP)
+
+$(STAMP):
+	@bash scripts/setup_venv.sh "$(VENV)"
+	@touch "$@"
+
+run: setup
+	$(PY) -m pipeline run --model $(MODEL) --output $(OUTPUT) $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Heavy cases (bigger data, longer training) live behind the `slow` marker.
+test-all: setup
+	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf "$(OUTPUT)"

@@ -1,0 +1,2 @@
+"""components."""
+import stackenv  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

@@ -1,0 +1,32 @@
+"""Install the TFX image/text pipeline project.
+
+Versions are bounded here and pinned exactly in constraints.txt (the whole resolved set);
+`make setup` installs with ``-c constraints.txt`` so every machine gets what CI tested.
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="tfx-pipeline-project",
+    version="0.1.0",
+    description="End-to-end TFX pipeline: Keras CNN and seq2seq text models, local Beam or Kubeflow.",
+    python_requires=">=3.10,<3.11",
+    packages=find_packages(include=["pipeline*", "components*", "models*", "data*"]),
+    py_modules=["stackenv"],
+    install_requires=[
+        "tfx==1.16.0",
+        "tensorflow==2.16.2",
+        "tf-keras>=2.16,<2.17",
+        "keras>=3.6,<3.7",
+        "apache-beam[gcp]==2.59.0",
+        "tensorflow-transform==1.16.0",
+        "tensorflow-model-analysis>=0.47,<0.48",
+        "tensorflow-data-validation==1.16.1",
+        "kfp==2.5.0",
+        "scikit-learn",
+        "pillow",
+    ],
+    extras_require={
+        "dev": ["pytest", "pytest-timeout"],
+    },
+    entry_points={"console_scripts": ["tfx-project=pipeline.cli:main"]},
+)

@@ -1,0 +1,30 @@
+"""Process environment the TF/TFX 1.16 stack needs, applied before TensorFlow loads.
+
+Every package of this project imports this module first (``import stackenv``), so the
+CLI, the tests, and the Trainer/Transform code that TFX imports by dotted path all get
+the same settings, whichever of them happens to import TensorFlow first.
+
+Why: TFT/TFMA 1.16 only work with Keras 2 (tf-keras). TensorFlow picks the Keras
+implementation when it is first imported, so ``TF_USE_LEGACY_KERAS=1`` must be set
+before that; TFT sets it itself on import, but too late, leaving a silent mix of
+Keras 3 in model code and Keras 2 inside TFT/TFMA.
+"""
+import os
+import sys
+import warnings
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# C++ INFO/WARNING lines (CPU feature notices, oneDNN hints) drown the pipeline's own log.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+# A fixed hash seed keeps Python-side ordering (sets, dict of sets) stable between runs.
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
+if "tensorflow" in sys.modules and "tf_keras" not in sys.modules:
+    warnings.warn(
+        "TensorFlow was imported before stackenv; if Keras 3 got loaded, TFT/TFMA will "
+        "fail. Import this project's packages before tensorflow, or export "
+        "TF_USE_LEGACY_KERAS=1 in the shell.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
