@@ -1,0 +1,48 @@
+"""TFMA EvalConfig for the CNN: what 'good enough to serve' means for a classifier."""
+from typing import Sequence
+
+import tensorflow_model_analysis as tfma
+
+from models.cnn import features
+
+ACCURACY = "sparse_categorical_accuracy"
+
+
+def eval_config(num_classes: int, min_accuracy: float, max_regression: float) -> tfma.EvalConfig:
+    """Accuracy, per-class precision/recall, example count and a confusion matrix.
+
+    Sliced overall, by class and by brightness. Blessing needs overall accuracy
+    >= ``min_accuracy`` and at most ``max_regression`` (absolute) below the baseline.
+    """
+    accuracy_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -max_regression}),
+    )
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(
+            signature_name="serving_default",
+            preprocessing_function_names=["transform_features"],
+            label_key=features.LABEL_XF,
+            prediction_key="probabilities",
+        )],
+        slicing_specs=_slices([features.LABEL, features.BRIGHTNESS]),
+        metrics_specs=[
+            tfma.MetricsSpec(metrics=[
+                tfma.MetricConfig(class_name="ExampleCount"),
+                tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
+                                  threshold=accuracy_threshold),
+                tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
+            ]),
+            tfma.MetricsSpec(
+                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
+                metrics=[tfma.MetricConfig(class_name="Precision"),
+                         tfma.MetricConfig(class_name="Recall")],
+            ),
+        ],
+    )
+
+
+def _slices(feature_keys: Sequence[str]):
+    return [tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[k]) for k in feature_keys]

@@ -1,0 +1,57 @@
+"""Export the CNN as a TF Serving SavedModel with its signatures.
+
+- ``serving_default``: serialized tf.Examples -> probabilities, class_ids, classes
+  (TFMA evaluates through it; TF Serving clients can send Examples).
+- ``predict_image``: float pixels [batch, H, W, C] in 0-255 -> the same outputs, for
+  clients that have images, not Examples.
+- ``transform_features``: for TFMA to read the transformed (id) label.
+The transform graph is embedded (``model.tft_layer``), so serving needs no Python.
+"""
+from typing import Dict, Sequence
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from models.cnn import features
+from models.common import signatures
+
+PREDICT_IMAGE_SIGNATURE = "predict_image"
+
+
+def _output_fn(model: tf.keras.Model, class_names: Sequence[str]):
+    names = tf.constant(list(class_names), dtype=tf.string)
+
+    def outputs(transformed: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        probabilities = model({features.IMAGE_XF: transformed[features.IMAGE_XF]})
+        class_ids = tf.argmax(probabilities, axis=-1)
+        return {
+            "probabilities": probabilities,
+            "class_ids": class_ids,
+            "classes": tf.gather(names, class_ids),
+        }
+
+    return outputs
+
+
+def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,
+                         export_dir: str, image_shape: Sequence[int]) -> None:
+    height, width, channels = (int(v) for v in image_shape)
+    class_names = [v.decode() for v in tf_transform_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    outputs = _output_fn(model, class_names)
+    raw_spec = signatures.raw_serving_spec(tf_transform_output, drop=features.LABEL_KEYS)
+    # Only the image is needed to predict; slicing/id features stay optional for clients.
+    raw_spec = {features.IMAGE: raw_spec[features.IMAGE]}
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, height, width, channels], tf.float32, name="images")])
+    def predict_image(images):
+        pixels = tf.cast(tf.round(tf.clip_by_value(images, 0.0, 255.0)), tf.int64)
+        flat = tf.reshape(pixels, [-1, height * width * channels])
+        return outputs(model.tft_layer({features.IMAGE: flat}))
+
+    tf.saved_model.save(model, export_dir, signatures={
+        "serving_default": signatures.examples_signature(model, raw_spec, outputs),
+        PREDICT_IMAGE_SIGNATURE: predict_image,
+        "transform_features": signatures.transform_features_signature(model, tf_transform_output),
+    })

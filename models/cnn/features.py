@@ -1,0 +1,9 @@
+"""Feature names of the CNN family: raw keys (the data contract) and transformed keys."""
+from data.features import BRIGHTNESS, EXAMPLE_ID, IMAGE, LABEL, LABEL_ID  # noqa: F401
+from models.common.signatures import transformed_name
+
+IMAGE_XF = transformed_name(IMAGE)
+LABEL_XF = transformed_name(LABEL)
+LABEL_VOCABULARY = "label"   # TFT vocabulary file name: class names in id order
+# Raw features a serving request does not carry.
+LABEL_KEYS = (LABEL, LABEL_ID)

@@ -1,0 +1,35 @@
+"""Pick the tf.distribute strategy named in the config.
+
+Model code builds and compiles inside ``strategy.scope()`` and scales its global batch
+by ``num_replicas_in_sync``; which strategy is used is configuration, not code.
+"""
+import logging
+
+import tensorflow as tf
+
+STRATEGIES = ("mirrored", "multi_worker", "default")
+
+log = logging.getLogger(__name__)
+
+
+def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
+    """Return the strategy for ``name``.
+
+    ``mirrored`` uses every GPU; on a CPU-only host it mirrors over all *logical* CPU
+    devices when more than one is configured (tests use that to get real replicas),
+    else the single CPU. ``multi_worker`` reads the cluster from ``TF_CONFIG``.
+    """
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        cpus = tf.config.list_logical_devices("CPU")
+        devices = [d.name for d in gpus] if gpus else [d.name for d in cpus]
+        strategy = tf.distribute.MirroredStrategy(devices=devices)
+    elif name == "multi_worker":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif name == "default":
+        strategy = tf.distribute.get_strategy()
+    else:
+        raise ValueError(f"Unknown distribution strategy {name!r}; choose one of {STRATEGIES}.")
+    log.info("Distribution strategy %s with %d replica(s) in sync",
+             type(strategy).__name__, strategy.num_replicas_in_sync)
+    return strategy

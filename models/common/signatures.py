@@ -1,0 +1,51 @@
+"""Names and serving signatures shared by every model family.
+
+TFMA and TF Serving both call ``serving_default`` with serialized ``tf.Example``s, and
+TFMA calls ``transform_features`` to read transformed labels; building them in one place
+keeps the two families' exports identical in shape.
+"""
+from typing import Callable, Dict, Iterable
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+TRANSFORMED_SUFFIX = "_xf"
+
+
+def transformed_name(key: str) -> str:
+    return key + TRANSFORMED_SUFFIX
+
+
+def raw_serving_spec(tf_transform_output: tft.TFTransformOutput, drop: Iterable[str]) -> dict:
+    """Raw feature spec a serving request must carry: everything but ``drop`` (labels)."""
+    spec = dict(tf_transform_output.raw_feature_spec())
+    for key in drop:
+        spec.pop(key, None)
+    return spec
+
+
+def examples_signature(model: tf.keras.Model, raw_spec: dict,
+                       outputs: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]):
+    """``serving_default``: serialized tf.Examples -> the model's outputs.
+
+    ``outputs`` maps transformed features to the output dict; ``model.tft_layer`` must be
+    set (TFT prunes the transform to the features it is fed, so labels may be absent).
+    """
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(serialized):
+        parsed = tf.io.parse_example(serialized, raw_spec)
+        return outputs(model.tft_layer(parsed))
+
+    return serve_examples
+
+
+def transform_features_signature(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput):
+    """``transform_features``: serialized tf.Examples -> all transformed features (for TFMA labels)."""
+    raw_spec = tf_transform_output.raw_feature_spec()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(serialized):
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+    return transform_features

@@ -1,0 +1,33 @@
+"""Settings the pipeline hands to a family's ``run_fn`` through Trainer ``custom_config``.
+
+The pipeline's typed config fills this; ``run_fn`` reads it back. Keeping the wire format
+a dataclass means a typo fails loudly on both sides instead of silently using a default.
+"""
+import dataclasses
+import math
+from typing import Any, Dict
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    strategy: str = "mirrored"
+    batch_size: int = 64          # per replica; global batch = batch_size * replicas
+    learning_rate: float = 1e-3
+    epochs: int = 1               # Keras epochs the TrainArgs steps are spread over
+    seed: int = 42
+    cache_dataset: bool = True
+    family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
+
+    def to_custom_config(self) -> Dict[str, Any]:
+        return {"training": dataclasses.asdict(self)}
+
+    @classmethod
+    def from_custom_config(cls, custom_config: Dict[str, Any]) -> "TrainingSettings":
+        values = dict((custom_config or {}).get("training") or {})
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown training settings {sorted(unknown)}")
+        return cls(**values)
+
+    def steps_per_epoch(self, total_steps: int) -> int:
+        return max(1, math.ceil(total_steps / max(1, self.epochs)))

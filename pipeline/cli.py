@@ -1,0 +1,212 @@
+"""Command line: ``python -m pipeline {run,predict} ...``.
+
+Heavy imports (TFX, TensorFlow) happen inside the commands, so ``--help`` is instant.
+Errors a user can fix are printed as one paragraph with a non-zero exit; the full
+traceback of an unexpected failure goes to a log file whose path is printed.
+"""
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import List, Optional
+
+import stackenv  # noqa: F401  (before anything imports TensorFlow)
+from pipeline.config import BEAM_MODES, MODEL_FAMILIES, PipelineConfig
+
+log = logging.getLogger("pipeline")
+EXIT_USER_ERROR = 2
+EXIT_PIPELINE_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A problem the user can fix; its message is the whole report."""
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S",
+                        force=True)
+    # TFX/Beam/TF log every step at INFO; keep their warnings, or everything with -v.
+    noisy_level = logging.INFO if verbose else logging.WARNING
+    for name in ("absl", "apache_beam", "tensorflow", "tensorflow_transform", "tfx", "root"):
+        logging.getLogger(name).setLevel(noisy_level)
+    try:
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.WARNING)
+    except ImportError:
+        pass
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = PipelineConfig.__dataclass_fields__
+    d = lambda name: defaults[name].default  # noqa: E731
+    parser.add_argument("--model", choices=MODEL_FAMILIES, default="cnn", help="model family to train")
+    parser.add_argument("--data", default=None, help=(
+        "image source: a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 "
+        "'python version' folder, or a folder of TFRecords in this project's feature spec "
+        "(default: scikit-learn's bundled 8x8 digits)"))
+    parser.add_argument("--output", default="output", help="output directory: pipeline root, "
+                        "MLMD, prepared data and serving/<model>/<version> (default: %(default)s)")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="resize images to N x N (default: native; folders 32)")
+    parser.add_argument("--channels", type=int, choices=(1, 3), default=None,
+                        help="1 = grayscale, 3 = RGB (default: native)")
+    steps = parser.add_mutually_exclusive_group()
+    steps.add_argument("--epochs", type=int, default=d("epochs"),
+                       help="passes over the training split (default: %(default)s)")
+    steps.add_argument("--train-steps", type=int, default=None, help="total training steps (overrides --epochs)")
+    parser.add_argument("--eval-steps", type=int, default=None, help="validation steps during training "
+                        "(default: one pass over the eval split)")
+    parser.add_argument("--batch-size", type=int, default=d("batch_size"),
+                        help="batch size per replica (default: %(default)s)")
+    parser.add_argument("--learning-rate", type=float, default=d("learning_rate"))
+    parser.add_argument("--strategy", choices=("mirrored", "multi_worker", "default"), default=d("strategy"),
+                        help="tf.distribute strategy (multi_worker reads TF_CONFIG) (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=d("seed"))
+    parser.add_argument("--min-accuracy", type=float, default=d("min_accuracy"),
+                        help="bless only if overall eval accuracy >= this (default: %(default)s)")
+    parser.add_argument("--max-regression", type=float, default=d("max_regression"),
+                        help="bless only if accuracy is at most this much below the last blessed "
+                        "model (absolute; default: %(default)s)")
+    parser.add_argument("--runner", choices=("beam",), default="beam",
+                        help="orchestrator; components run on Apache Beam (default: %(default)s)")
+    parser.add_argument("--beam-mode", choices=BEAM_MODES, default="auto",
+                        help="DirectRunner mode; auto = in_memory below 50k examples, else "
+                        "multi_processing (default: %(default)s)")
+    parser.add_argument("--beam-workers", type=int, default=os.cpu_count() or 1,
+                        help="multi_processing workers (default: CPU count, %(default)s)")
+    parser.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
+                        help="extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner")
+    parser.add_argument("--no-cache", action="store_true", help="re-run every component")
+    parser.add_argument("--pipeline-name", default=None, help="default: <model>-pipeline")
+    parser.add_argument("--serving-name", default=None, help="model name in the serving dir (default: --model)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=(
+        "TFX pipeline: ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> "
+        "Transform -> Trainer -> Evaluator -> Pusher, run locally on Apache Beam."))
+    parser.add_argument("-v", "--verbose", action="store_true", help="show TFX/Beam/TF logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="prepare data and run the pipeline locally",
+                              description="Prepare the data, run the pipeline on Apache Beam, print a summary.")
+    _add_run_arguments(run)
+
+    predict = commands.add_parser("predict", help="classify image files with a pushed model",
+                                  description="Classify images through the pushed model's predict_image signature.")
+    predict.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
+                         "version is used) or one version directory")
+    predict.add_argument("images", nargs="+", help="image files (PNG/JPEG)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    return PipelineConfig(
+        model=args.model, data=args.data, output_dir=args.output,
+        pipeline_name=args.pipeline_name, serving_model_name=args.serving_name,
+        image_size=args.image_size, channels=args.channels,
+        epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
+        batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
+        seed=args.seed, min_accuracy=args.min_accuracy, max_regression=args.max_regression,
+        beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
+        enable_cache=not args.no_cache,
+    )
+
+
+def _failure_report(error: BaseException, config: PipelineConfig) -> str:
+    """One paragraph: which component failed, the root cause, where the full log is."""
+    os.makedirs(config.logs_dir, exist_ok=True)
+    log_path = os.path.join(config.logs_dir, f"error-{time.strftime('%Y%m%d-%H%M%S')}.log")
+    with open(log_path, "w") as handle:
+        traceback.print_exception(type(error), error, error.__traceback__, file=handle)
+    from pipeline.local_runner import ComponentFailed
+
+    failed = _find_cause(error, ComponentFailed)
+    root = _root_cause(failed.cause if failed else error)
+    where = f"Component {failed.node_id} failed" if failed else "The pipeline failed"
+    return (f"{where}: {type(root).__name__}: {str(root).strip().splitlines()[-1] if str(root).strip() else ''}\n"
+            f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).")
+
+
+def _find_cause(error: BaseException, kind):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def command_run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        raise UserError(str(error)) from error
+    log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
+
+    from data.errors import DataError
+    from pipeline import summary as run_summary
+    from pipeline.families import get_family
+
+    try:
+        dataset = get_family(config.model).prepare_data(config)
+    except DataError as error:
+        raise UserError(str(error)) from error
+    log.info("Data: %d examples, %d classes, shape %s (%s)", dataset.num_examples, len(dataset.classes),
+             dataset.image_shape, dataset.examples_dir)
+
+    from pipeline.local_runner import run_local
+
+    try:
+        run_local(config, dataset)
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:  # noqa: BLE001 - reported in one paragraph, traceback to a file
+        print(_failure_report(error, config), file=sys.stderr)
+        return EXIT_PIPELINE_FAILED
+    result = run_summary.collect(config, dataset)
+    print(run_summary.format_summary(result, config, time.monotonic() - started))
+    run_summary.check_record_counts(result)
+    return 0
+
+
+def command_predict(args: argparse.Namespace) -> int:
+    from data.errors import DataError
+    from pipeline.predict import predict_files
+
+    try:
+        for line in predict_files(args.model_dir, args.images):
+            print(line)
+    except (DataError, FileNotFoundError) as error:
+        raise UserError(str(error)) from error
+    return 0
+
+
+COMMANDS = {"run": command_run, "predict": command_predict}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("\nInterrupted. Completed components are cached in MLMD; run the same command "
+              "again to resume from them.", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,127 @@
+"""The one typed configuration of a pipeline run; the CLI fills it, defaults run as is."""
+import dataclasses
+import math
+import os
+from typing import List, Optional
+
+MODEL_FAMILIES = ("cnn",)
+BEAM_MODES = ("auto", "in_memory", "multi_processing")
+# Below this many examples, multi_processing's worker start-up (~10 s per Beam
+# component, measured) costs more than the parallelism gains.
+AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+@dataclasses.dataclass
+class PipelineConfig:
+    """Everything that shapes a run. Paths may be local or object-store URIs (gs://, s3://)."""
+
+    model: str = "cnn"
+    data: Optional[str] = None          # None: the bundled default data set
+    output_dir: str = "output"
+    pipeline_name: Optional[str] = None  # default: "<model>-pipeline"
+    serving_model_name: Optional[str] = None  # default: the model family name
+
+    # Data preparation (images)
+    image_size: Optional[int] = None     # default: native size (digits 8, folders 32)
+    channels: Optional[int] = None       # default: native (digits 1, folders/CIFAR 3)
+    train_buckets: int = 4               # hash split train:eval = 4:1 on example_id
+    eval_buckets: int = 1
+
+    # Training
+    epochs: int = 15
+    train_steps: Optional[int] = None    # overrides epochs when set
+    eval_steps: Optional[int] = None     # default: one pass over the eval split
+    batch_size: int = 64                 # per replica
+    learning_rate: float = 1e-3
+    strategy: str = "mirrored"
+    seed: int = 42
+
+    # Evaluation gate
+    min_accuracy: float = 0.9            # value threshold on overall accuracy
+    max_regression: float = 0.01         # tolerated absolute drop vs. the last blessed model
+
+    # Orchestration
+    beam_mode: str = "auto"
+    beam_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    beam_args: List[str] = dataclasses.field(default_factory=list)
+    enable_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_FAMILIES:
+            raise ValueError(f"--model must be one of {MODEL_FAMILIES}, got {self.model!r}")
+        if self.beam_mode not in BEAM_MODES:
+            raise ValueError(f"--beam-mode must be one of {BEAM_MODES}, got {self.beam_mode!r}")
+        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.min_accuracy <= 1.0 or self.max_regression < 0:
+            raise ValueError("min_accuracy must be in [0, 1] and max_regression >= 0")
+        if not _is_uri(self.output_dir):
+            self.output_dir = os.path.abspath(self.output_dir)
+        self.pipeline_name = self.pipeline_name or f"{self.model}-pipeline"
+        self.serving_model_name = self.serving_model_name or self.model
+
+    # Where things live, all under output_dir.
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.output_dir, "tfx", self.pipeline_name)
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.output_dir, "metadata.sqlite")
+
+    @property
+    def serving_dir(self) -> str:
+        return os.path.join(self.output_dir, "serving")
+
+    @property
+    def serving_model_dir(self) -> str:
+        """TF Serving model base path: versions are pushed as <this>/<version>/."""
+        return os.path.join(self.serving_dir, self.serving_model_name)
+
+    @property
+    def data_cache_dir(self) -> str:
+        return os.path.join(self.output_dir, "data")
+
+    @property
+    def logs_dir(self) -> str:
+        return os.path.join(self.output_dir, "logs")
+
+    def train_fraction(self) -> float:
+        return self.train_buckets / (self.train_buckets + self.eval_buckets)
+
+    def resolved_train_steps(self, num_examples: int) -> int:
+        """--train-steps, or epochs x (estimated train examples / batch size)."""
+        if self.train_steps:
+            return self.train_steps
+        per_epoch = math.ceil(num_examples * self.train_fraction() / self.batch_size)
+        return max(1, self.epochs * per_epoch)
+
+    def resolved_eval_steps(self, num_examples: int) -> int:
+        if self.eval_steps:
+            return self.eval_steps
+        return max(1, math.ceil(num_examples * (1 - self.train_fraction()) / self.batch_size))
+
+    def resolved_epochs(self) -> int:
+        """Keras epochs to spread the steps over (validation runs once per epoch)."""
+        if self.train_steps:
+            return max(1, min(self.epochs, self.train_steps))
+        return self.epochs
+
+    def direct_running_mode(self, num_examples: int) -> str:
+        if self.beam_mode != "auto":
+            return self.beam_mode
+        big = num_examples >= AUTO_MULTIPROCESSING_MIN_EXAMPLES and self.beam_workers > 1
+        return "multi_processing" if big else "in_memory"
+
+    def beam_pipeline_args(self, num_examples: int) -> List[str]:
+        """DirectRunner settings, then the user's args (which win: --runner=FlinkRunner ...)."""
+        mode = self.direct_running_mode(num_examples)
+        args = [f"--direct_running_mode={mode}"]
+        if mode == "multi_processing":
+            args.append(f"--direct_num_workers={self.beam_workers}")
+        return args + list(self.beam_args)

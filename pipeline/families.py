@@ -1,0 +1,71 @@
+"""What the pipeline needs to know about each model family, in one table.
+
+Model code stays orchestration-free: the pipeline refers to its functions by dotted path
+(so a Kubeflow container imports them from the installed package, not from a local file)
+and asks the family for its data preparation and evaluation config.
+"""
+import dataclasses
+import hashlib
+import pathlib
+from typing import Any, Callable, Dict
+
+import tensorflow_model_analysis as tfma
+
+from data.tfrecords import DatasetManifest
+from pipeline.config import PipelineConfig
+
+_MODELS_DIR = pathlib.Path(__file__).resolve().parent.parent / "models"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    name: str
+    preprocessing_fn: str                       # dotted path, run by Transform
+    run_fn: str                                 # dotted path, run by Trainer
+    prepare_data: Callable[[PipelineConfig], DatasetManifest]
+    transform_config: Callable[[DatasetManifest], Dict[str, Any]]
+    trainer_config: Callable[[DatasetManifest], Dict[str, Any]]
+    eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
+
+    def code_version(self) -> str:
+        """Hash of the family's and the shared model code.
+
+        Transform/Trainer reference code by dotted path, so TFX cannot see a code change;
+        putting this hash in their custom_config makes such a change invalidate the cache.
+        """
+        digest = hashlib.sha256()
+        for package in (_MODELS_DIR / "common", _MODELS_DIR / self.name):
+            for path in sorted(package.rglob("*.py")):
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+        return digest.hexdigest()[:16]
+
+
+def _prepare_images(config: PipelineConfig) -> DatasetManifest:
+    from data.images import prepare_image_dataset
+
+    return prepare_image_dataset(config.data, config.data_cache_dir,
+                                 image_size=config.image_size, channels=config.channels)
+
+
+def _cnn_eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+    from models.cnn.evaluation import eval_config
+
+    return eval_config(len(dataset.classes), config.min_accuracy, config.max_regression)
+
+
+CNN = ModelFamily(
+    name="cnn",
+    preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
+    run_fn="models.cnn.trainer.run_fn",
+    prepare_data=_prepare_images,
+    transform_config=lambda dataset: {"class_names": list(dataset.classes)},
+    trainer_config=lambda dataset: {"image_shape": list(dataset.image_shape)},
+    eval_config=_cnn_eval_config,
+)
+
+FAMILIES = {family.name: family for family in (CNN,)}
+
+
+def get_family(name: str) -> ModelFamily:
+    return FAMILIES[name]

@@ -1,0 +1,107 @@
+"""The component graph, built from the typed config; knows nothing about runners.
+
+ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Trainer
+-> (latest blessed model) -> Evaluator -> Pusher. Local Beam and Kubeflow runners both
+call ``create_pipeline`` and only add their own orchestration settings.
+"""
+from typing import Optional, Sequence
+
+from tfx import v1 as tfx
+from tfx.proto import example_gen_pb2
+
+from data.features import EXAMPLE_ID
+from data.tfrecords import DatasetManifest
+from models.common.training import TrainingSettings
+from pipeline.config import PipelineConfig
+from pipeline.families import get_family
+
+# Component ids, used by the runners' progress log and the run summary.
+EXAMPLE_GEN = "ImportExampleGen"
+STATISTICS_GEN = "StatisticsGen"
+SCHEMA_GEN = "SchemaGen"
+EXAMPLE_VALIDATOR = "ExampleValidator"
+TRANSFORM = "Transform"
+TRAINER = "Trainer"
+BASELINE_RESOLVER = "latest_blessed_model_resolver"
+EVALUATOR = "Evaluator"
+PUSHER = "Pusher"
+
+
+def create_pipeline(
+    config: PipelineConfig,
+    dataset: DatasetManifest,
+    *,
+    metadata_connection_config=None,
+    beam_pipeline_args: Sequence[str] = (),
+) -> tfx.dsl.Pipeline:
+    family = get_family(config.model)
+    code_version = family.code_version()
+
+    example_gen = tfx.components.ImportExampleGen(
+        input_base=dataset.examples_dir,
+        input_config=example_gen_pb2.Input(splits=[
+            example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]),
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
+            splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
+            ],
+            # Split on a stable id, so an example stays in its split when other features change.
+            partition_feature_name=EXAMPLE_ID,
+        )),
+    )
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=family.preprocessing_fn,
+        custom_config={**family.transform_config(dataset), "code_version": code_version},
+    )
+    settings = TrainingSettings(
+        strategy=config.strategy,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        epochs=config.resolved_epochs(),
+        seed=config.seed,
+        family=family.trainer_config(dataset),
+    )
+    trainer = tfx.components.Trainer(
+        run_fn=family.run_fn,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.resolved_train_steps(dataset.num_examples)),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
+        custom_config={**settings.to_custom_config(), "code_version": code_version},
+    )
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id(BASELINE_RESOLVER)
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=family.eval_config(config, dataset),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=config.serving_model_dir)),
+    )
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
+                    trainer, baseline_resolver, evaluator, pusher],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(beam_pipeline_args),
+    )

@@ -1,0 +1,75 @@
+"""Shared fixtures. ``stackenv`` first: it must set TF_USE_LEGACY_KERAS before TensorFlow loads."""
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import stackenv  # noqa: F401
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def digits_dataset(tmp_path_factory):
+    """The bundled digits, prepared once per session."""
+    from data.images import prepare_image_dataset
+
+    return prepare_image_dataset(None, tmp_path_factory.mktemp("digits-cache"))
+
+
+@pytest.fixture(scope="session")
+def digits_examples(digits_dataset):
+    """A small, class-balanced list of raw digit examples as dicts (image, label)."""
+    import numpy as np
+    from data import features
+    from data.tfrecords import read_examples
+
+    rows = []
+    for example in read_examples(os.path.join(digits_dataset.examples_dir, digits_dataset.file_pattern)):
+        f = example.features.feature
+        rows.append({
+            features.IMAGE: np.array(f[features.IMAGE].int64_list.value, dtype=np.int64),
+            features.LABEL: f[features.LABEL].bytes_list.value[0],
+            features.LABEL_ID: f[features.LABEL_ID].int64_list.value[0],
+        })
+    return rows
+
+
+def analyze_and_transform(preprocessing_fn, raw_spec, rows, out_dir: Path, custom_config=None):
+    """Run a preprocessing_fn through real tft_beam; returns (TFTransformOutput, transformed rows)."""
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+
+    fn = functools.partial(preprocessing_fn, custom_config=custom_config) if custom_config else preprocessing_fn
+    metadata = dataset_metadata.DatasetMetadata.from_feature_spec(raw_spec)
+    with tft_beam.Context(temp_dir=str(out_dir / "tmp"), force_tf_compat_v1=False):
+        (transformed, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            fn, output_record_batches=False)
+        _ = transform_fn | tft_beam.WriteTransformFn(str(out_dir / "transform"))
+    # TFX's Transform also stores the raw schema there; serving signatures read it.
+    metadata_io.write_metadata(metadata, str(out_dir / "transform" / tft.TFTransformOutput.RAW_METADATA_DIR))
+    return tft.TFTransformOutput(str(out_dir / "transform")), list(transformed)
+
+
+@pytest.fixture(scope="session")
+def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
+    """CNN preprocessing analysed on 300 digits: (TFTransformOutput, transformed rows)."""
+    import tensorflow as tf
+    from models.cnn import features
+    from models.cnn.preprocessing import preprocessing_fn
+
+    size = int(__import__("numpy").prod(digits_dataset.image_shape))
+    raw_spec = {features.IMAGE: tf.io.FixedLenFeature([size], tf.int64),
+                features.LABEL: tf.io.FixedLenFeature([], tf.string)}
+    rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:300]]
+    return analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path_factory.mktemp("cnn-tft"),
+                                 custom_config={"class_names": list(digits_dataset.classes)})
+
+
+def run_cli(*args, cwd=None, timeout=900, env=None):
+    """Run ``python -m pipeline ...`` in a subprocess, as a user would; returns CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env)

@@ -1,0 +1,82 @@
+"""CNN family: preprocessing through real tft_beam, model build, training, export signatures."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.cnn import export, features
+from models.cnn.model import build_cnn, conv_block_count
+from models.common.inputs import make_dataset
+
+
+def test_vocabulary_keeps_sorted_class_order_and_ids_match_data(cnn_transform, digits_dataset, digits_examples):
+    tft_output, transformed = cnn_transform
+    vocabulary = [v.decode() for v in tft_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
+    assert vocabulary == list(digits_dataset.classes)
+    for raw, row in zip(digits_examples, transformed):
+        assert row[features.LABEL_XF] == raw[features.LABEL_ID]
+
+
+def test_pixels_are_scaled_to_unit_range(cnn_transform, digits_examples):
+    _, transformed = cnn_transform
+    pixels = np.stack([row[features.IMAGE_XF] for row in transformed])
+    raw = np.stack([r[features.IMAGE] for r in digits_examples[: len(transformed)]])
+    np.testing.assert_allclose(pixels, raw / 255.0, rtol=1e-6)
+    assert pixels.min() >= 0.0 and pixels.max() <= 1.0
+
+
+@pytest.mark.parametrize("shape,blocks", [((8, 8, 1), 2), ((32, 32, 3), 3), ((4, 4, 1), 1)])
+def test_model_shapes(shape, blocks):
+    assert conv_block_count(shape[0], shape[1]) == blocks
+    model = build_cnn(shape, num_classes=7)
+    batch = np.random.rand(5, int(np.prod(shape))).astype("float32")
+    out = model.predict(batch, verbose=0)
+    assert out.shape == (5, 7)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+    assert model.optimizer is not None and model.compiled_loss is not None
+
+
+def _write_transformed(rows, path):
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for row in rows:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                features.IMAGE_XF: tf.train.Feature(float_list=tf.train.FloatList(value=row[features.IMAGE_XF])),
+                features.LABEL_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[row[features.LABEL_XF]])),
+            })).SerializeToString())
+
+
+def test_train_export_and_both_signatures(cnn_transform, digits_examples, digits_dataset, tmp_path):
+    tft_output, transformed = cnn_transform
+    _write_transformed(transformed, tmp_path / "train.tfrecord.gz")
+    spec = tft_output.transformed_feature_spec()
+    dataset = make_dataset(str(tmp_path / "*.tfrecord.gz"), spec, features.LABEL_XF, 32, seed=1)
+    model = build_cnn(digits_dataset.image_shape, len(digits_dataset.classes))
+    history = model.fit(dataset, epochs=3, steps_per_epoch=20, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tft_output, export_dir, digits_dataset.image_shape)
+    loaded = tf.saved_model.load(export_dir)
+    assert {"serving_default", export.PREDICT_IMAGE_SIGNATURE, "transform_features"} <= set(loaded.signatures)
+
+    rows = digits_examples[:8]
+    serialized = [tf.train.Example(features=tf.train.Features(feature={
+        features.IMAGE: tf.train.Feature(int64_list=tf.train.Int64List(value=r[features.IMAGE]))}))
+        .SerializeToString() for r in rows]
+    by_example = loaded.signatures["serving_default"](examples=tf.constant(serialized))
+    h, w, c = digits_dataset.image_shape
+    images = np.stack([r[features.IMAGE] for r in rows]).reshape(-1, h, w, c).astype("float32")
+    by_image = loaded.signatures[export.PREDICT_IMAGE_SIGNATURE](images=tf.constant(images))
+
+    n = len(digits_dataset.classes)
+    assert by_example["probabilities"].shape == (8, n) and by_image["probabilities"].shape == (8, n)
+    np.testing.assert_allclose(by_example["probabilities"], by_image["probabilities"], rtol=1e-4, atol=1e-6)
+    names = [v.decode() for v in by_image["classes"].numpy()]
+    assert names == [digits_dataset.classes[i] for i in by_image["class_ids"].numpy()]
+
+    # TFMA reads the transformed label through this signature.
+    with_label = [tf.train.Example(features=tf.train.Features(feature={
+        features.IMAGE: tf.train.Feature(int64_list=tf.train.Int64List(value=r[features.IMAGE])),
+        features.LABEL: tf.train.Feature(bytes_list=tf.train.BytesList(value=[r[features.LABEL]]))}))
+        .SerializeToString() for r in rows]
+    labels = loaded.signatures["transform_features"](examples=tf.constant(with_label))[features.LABEL_XF]
+    assert list(labels.numpy()) == [r[features.LABEL_ID] for r in rows]
