@@ -20,6 +20,13 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 # A fixed hash seed keeps Python-side ordering (sets, dict of sets) stable between runs.
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
+# The Google Cloud clients TFX pulls in warn on every import that Python 3.10 is old;
+# 3.10 is the newest Python TFX 1.16 supports, so the warning helps nobody here.
+warnings.filterwarnings("ignore", message="You are using a non-supported Python version",
+                        category=FutureWarning)
+warnings.filterwarnings("ignore", message="Support for google-cloud-storage < 3.0.0",
+                        category=FutureWarning)
+
 if "tensorflow" in sys.modules and "tf_keras" not in sys.modules:
     warnings.warn(
         "TensorFlow was imported before stackenv; if Keras 3 got loaded, TFT/TFMA will "

@@ -5,7 +5,6 @@ Errors a user can fix are printed as one paragraph with a non-zero exit; the ful
 traceback of an unexpected failure goes to a log file whose path is printed.
 """
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -29,14 +28,16 @@ class UserError(Exception):
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S",
                         force=True)
-    # TFX/Beam/TF log every step at INFO; keep their warnings, or everything with -v.
-    noisy_level = logging.INFO if verbose else logging.WARNING
-    for name in ("absl", "apache_beam", "tensorflow", "tensorflow_transform", "tfx", "root"):
-        logging.getLogger(name).setLevel(noisy_level)
+    # TFX/Beam/TF log every step at INFO and many harmless deprecation notices at
+    # WARNING; show their errors only, or everything with -v.
+    noisy_level = logging.INFO if verbose else logging.ERROR
+    logging.getLogger().setLevel(noisy_level)
+    for name in ("pipeline", "data", "models", "components"):
+        logging.getLogger(name).setLevel(logging.INFO)
     try:
         from absl import logging as absl_logging
 
-        absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.WARNING)
+        absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.ERROR)
     except ImportError:
         pass
 
@@ -200,6 +201,9 @@ COMMANDS = {"run": command_run, "predict": command_predict}
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.verbose:
+        # TF's C++ start-up prints harmless "Unable to register cuDNN factory" errors.
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     _configure_logging(args.verbose)
     try:
         return COMMANDS[args.command](args)

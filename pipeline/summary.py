@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_metadata.proto.v0 import statistics_pb2
+from tensorflow_model_analysis.writers import eval_config_writer
 
 from data.tfrecords import DatasetManifest
 from pipeline import graph, mlmd
@@ -38,6 +39,7 @@ class RunSummary:
     num_input_examples: int
     metric_name: str
     overall: Optional[SliceMetric] = None
+    baseline_overall: Optional[SliceMetric] = None
     slices: List[SliceMetric] = dataclasses.field(default_factory=list)
     blessed: Optional[bool] = None
     not_blessed_reasons: List[str] = dataclasses.field(default_factory=list)
@@ -75,15 +77,24 @@ def _slice_name(slice_key: Tuple) -> str:
     return "overall" if not slice_key else ", ".join(f"{k}={v}" for k, v in slice_key)
 
 
-def _load_eval_result(uri: str):
-    try:
-        return tfma.load_eval_result(uri, model_name="candidate")
-    except Exception:  # noqa: BLE001 - no baseline: the single model has no name
-        return tfma.load_eval_result(uri)
+def evaluated_models(evaluation_uri: str) -> Dict[str, Optional[str]]:
+    """TFMA model names of the candidate and (if any) the baseline in an evaluation.
+
+    Without a baseline the single model is unnamed; with one, TFX names them.
+    """
+    eval_config = eval_config_writer.load_eval_run(evaluation_uri)[0]
+    names = {"candidate": None, "baseline": None}
+    for spec in eval_config.model_specs:
+        names["baseline" if spec.is_baseline else "candidate"] = spec.name or None
+    return names
 
 
-def slice_metrics(evaluation_uri: str, metric_name: str) -> List[SliceMetric]:
-    result = _load_eval_result(evaluation_uri)
+def slice_metrics(evaluation_uri: str, metric_name: str, model: str = "candidate") -> List[SliceMetric]:
+    """``metric_name`` (with example counts) per slice for the candidate or the baseline model."""
+    names = evaluated_models(evaluation_uri)
+    if model == "baseline" and names["baseline"] is None:
+        return []
+    result = tfma.load_eval_result(evaluation_uri, model_name=names[model])
     metrics = []
     for slice_key, by_output in result.slicing_metrics:
         values = by_output.get("", {}).get("", {})
@@ -99,29 +110,40 @@ def validation_failures(evaluation_uri: str) -> List[str]:
     result = tfma.load_validation_result(evaluation_uri)
     reasons = []
     for per_slice in result.metric_validations_per_slice:
+        where = _slice_key_text(per_slice.slice_key)
         for failure in per_slice.failures:
-            reasons.append(f"{failure.metric_key.name} = {failure.metric_value.double_value.value:.4f} "
-                           f"fails {_threshold_text(failure.metric_threshold)}")
+            reasons.append(f"{failure.metric_key.name} ({where}) = "
+                           f"{failure.metric_value.double_value.value:.4f} fails "
+                           f"{_threshold_text(failure.metric_threshold)}")
     if not reasons and not result.validation_ok:
         reasons.append(str(result.validation_details or "validation failed").strip())
     return reasons
+
+
+def _slice_key_text(slice_key) -> str:
+    parts = []
+    for key in slice_key.single_slice_keys:
+        value = getattr(key, key.WhichOneof("kind"))
+        parts.append(f"{key.column}={value.decode() if isinstance(value, bytes) else value}")
+    return ", ".join(parts) or "overall"
 
 
 def _threshold_text(threshold) -> str:
     if threshold.HasField("value_threshold"):
         bound = threshold.value_threshold
         if bound.HasField("lower_bound"):
-            return f"lower bound {bound.lower_bound.value}"
-        return f"upper bound {bound.upper_bound.value}"
+                return f"the minimum {bound.lower_bound.value}"
+        return f"the maximum {bound.upper_bound.value}"
     change = threshold.change_threshold
-    return f"change vs. baseline (absolute {change.absolute.value:+})"
+    return f"the change limit vs. the last blessed model ({change.absolute.value:+})"
 
 
 def collect(config: PipelineConfig, dataset: DatasetManifest,
             metric_name: str = ACCURACY_METRIC) -> RunSummary:
     store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
     run = mlmd.latest_run(store, config.pipeline_name)
-    summary = RunSummary(config.pipeline_name, list(run.values()), {}, dataset.num_examples, metric_name)
+    components = sorted(run.values(), key=lambda c: c.execution.id)
+    summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name)
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -131,6 +153,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest,
         metrics = slice_metrics(evaluation_uri, metric_name)
         summary.overall = next((m for m in metrics if m.slice_name == "overall"), None)
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
+        summary.baseline_overall = next(
+            (m for m in slice_metrics(evaluation_uri, metric_name, "baseline") if m.slice_name == "overall"), None)
     blessing = (run.get(graph.EVALUATOR).outputs.get("blessing") or [None])[0] if run.get(graph.EVALUATOR) else None
     if blessing is not None and "blessed" in blessing.custom_properties:
         summary.blessed = bool(blessing.custom_properties["blessed"].int_value)
@@ -163,6 +187,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"Accuracy (overall): {summary.overall.value:.4f}{count}")
+    if summary.baseline_overall:
+        lines.append(f"Last blessed model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""

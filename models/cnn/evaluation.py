@@ -31,8 +31,10 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
         metrics_specs=[
             tfma.MetricsSpec(metrics=[
                 tfma.MetricConfig(class_name="ExampleCount"),
-                tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
-                                  threshold=accuracy_threshold),
+                # The gate applies to the overall slice; per-slice values are reported.
+                tfma.MetricConfig(class_name="SparseCategoricalAccuracy", per_slice_thresholds=[
+                    tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()],
+                                                 threshold=accuracy_threshold)]),
                 tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
             ]),
             tfma.MetricsSpec(
