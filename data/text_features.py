@@ -1,0 +1,53 @@
+"""Feature keys of text examples: the contract between text preparation and the models.
+
+Every prepared text dataset is a set of GZIP-compressed TFRecord files of
+``tf.train.Example`` protos, one per *window* of a document, with exactly these features
+(all ``bytes``, UTF-8):
+
+``context``
+    ``context_words`` consecutive whitespace-separated words of the document, joined by
+    single spaces (line breaks and runs of spaces are not kept).
+``target``
+    The ``target_words`` words that follow the context in the document, joined the same
+    way. The model learns to continue ``context`` with ``target``.
+``document``
+    Id of the source document: the topic name for the default corpus (CPython's
+    ``pydoc_data.topics``), the file's path relative to the source folder for a folder of
+    ``.txt`` files, or the file name for a single file. Slicing feature, and the unit of
+    the train/eval split (see ``SPLIT_FEATURE``).
+``position``
+    ``"start"``, ``"middle"`` or ``"end"``: the third of its document the window falls in
+    (window ``i`` of ``n`` goes to bucket ``floor(3 * i / n)``). Second slicing feature:
+    openings of documents (headings, definitions) read differently from their bodies.
+``example_id``
+    ``"<document>/<window index, 5 digits>"``; unique within a dataset, stable while the
+    document and the window settings are unchanged.
+
+Windows start every ``stride`` words; the window settings are recorded in the manifest
+(``DatasetManifest.extra``: ``context_words``, ``target_words``, ``stride``, documents).
+
+Why the split unit is the document, not the window: with a stride smaller than
+``context_words + target_words``, neighbouring windows share most of their words, so a
+window-level split would put almost every eval target word into some train window (as
+context or as target) and the eval score would measure memorisation of the training
+text, not the ability to continue unseen text. Hashing whole documents into one split
+keeps every eval word unseen in training, so the eval metric is an honest estimate for
+new text. (The price: eval size varies with which documents hash to eval, because
+documents differ in length.)
+"""
+
+CONTEXT = "context"
+TARGET = "target"
+DOCUMENT = "document"
+POSITION = "position"
+EXAMPLE_ID = "example_id"
+
+POSITION_BUCKETS = ("start", "middle", "end")
+
+# ExampleGen hashes this feature to assign train/eval, so a document's windows stay together.
+SPLIT_FEATURE = DOCUMENT
+# Features the model must see at serving time; the others are labels or metadata.
+SERVING_FEATURES = (CONTEXT,)
+SLICING_FEATURES = (DOCUMENT, POSITION)
+
+ALL_FEATURES = (CONTEXT, TARGET, DOCUMENT, POSITION, EXAMPLE_ID)

@@ -1,0 +1,80 @@
+"""Bad input through the real CLI: one clear paragraph, non-zero exit, nothing pushed."""
+import os
+
+import pytest
+from PIL import Image
+
+from conftest import run_cli
+
+
+def _assert_user_error(result, *must_mention):
+    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("error: ")
+    for text in must_mention:
+        assert str(text) in message, message
+
+
+def _assert_nothing_served(output):
+    assert not os.path.exists(os.path.join(output, "serving"))
+
+
+def test_help_lists_commands_and_options():
+    result = run_cli("run", "--help")
+    assert result.returncode == 0
+    for option in ("--model", "--data", "--output", "--epochs", "--train-steps", "--runner", "--beam-mode",
+                   "--strategy", "--min-accuracy", "--max-regression"):
+        assert option in result.stdout
+
+
+def test_missing_data_path(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    result = run_cli("run", "--data", missing, "--output", tmp_path / "out")
+    _assert_user_error(result, missing)
+    _assert_nothing_served(tmp_path / "out")
+
+
+def test_single_class_folder(tmp_path):
+    folder = tmp_path / "images" / "cat"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        Image.new("RGB", (10, 12), (i * 40, 10, 10)).save(folder / f"{i}.png")
+    result = run_cli("run", "--data", tmp_path / "images", "--output", tmp_path / "out")
+    _assert_user_error(result, "cat")
+    _assert_nothing_served(tmp_path / "out")
+
+
+def test_non_image_file_with_image_extension(tmp_path):
+    for cls in ("a", "b"):
+        (tmp_path / "images" / cls).mkdir(parents=True)
+        Image.new("L", (8, 8), 100).save(tmp_path / "images" / cls / "ok.png")
+    bad = tmp_path / "images" / "b" / "broken.jpg"
+    bad.write_bytes(b"this is not a jpeg")
+    result = run_cli("run", "--data", tmp_path / "images", "--output", tmp_path / "out")
+    _assert_user_error(result, bad)
+    _assert_nothing_served(tmp_path / "out")
+
+
+def test_corrupt_tfrecord(tmp_path, digits_dataset):
+    source = os.path.join(digits_dataset.examples_dir, digits_dataset.files[0])
+    data = open(source, "rb").read()
+    corrupt = tmp_path / "records" / "part.tfrecord.gz"
+    corrupt.parent.mkdir()
+    corrupt.write_bytes(data[: len(data) // 2])
+    result = run_cli("run", "--data", corrupt.parent, "--output", tmp_path / "out")
+    _assert_user_error(result, corrupt)
+    _assert_nothing_served(tmp_path / "out")
+
+
+@pytest.mark.parametrize("args", [("--epochs", "0"), ("--min-accuracy", "1.5")])
+def test_invalid_settings(tmp_path, args):
+    result = run_cli("run", "--output", tmp_path / "out", *args)
+    _assert_user_error(result)
+
+
+def test_predict_without_a_pushed_model(tmp_path):
+    image = tmp_path / "x.png"
+    Image.new("L", (8, 8)).save(image)
+    result = run_cli("predict", "--model-dir", tmp_path / "serving" / "cnn", image)
+    _assert_user_error(result, tmp_path / "serving" / "cnn")

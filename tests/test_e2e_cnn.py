@@ -1,0 +1,122 @@
+"""The whole CNN pipeline under real Beam, TFX and MLMD, driven through the CLI.
+
+One small run (few training steps) is shared by the tests in this module; a second run
+on the same output directory must be served from cache.
+"""
+import base64
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from conftest import run_cli
+from pipeline import graph, mlmd
+from pipeline.config import PipelineConfig
+from tf_serving_rest import predict
+
+pytestmark = pytest.mark.e2e
+
+ALL_NODES = {graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.EXAMPLE_VALIDATOR,
+             graph.TRANSFORM, graph.TRAINER, graph.BASELINE_RESOLVER, graph.EVALUATOR, graph.PUSHER}
+RUN_ARGS = ("--train-steps", "60", "--min-accuracy", "0.3")
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    output = tmp_path_factory.mktemp("cnn-e2e")
+    result = run_cli("run", "--model", "cnn", "--output", output, *RUN_ARGS)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    config = PipelineConfig(model="cnn", output_dir=str(output))
+    store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
+    return config, result, mlmd.latest_run(store, config.pipeline_name)
+
+
+def test_every_component_ran_and_wrote_its_artifacts(first_run):
+    _, result, run = first_run
+    assert set(run) == ALL_NODES
+    for node_id, execution in run.items():
+        assert execution.state == "COMPLETE", (node_id, execution.state)
+        for key, artifacts in execution.outputs.items():
+            for artifact in artifacts:
+                assert tf.io.gfile.exists(artifact.uri), (node_id, key, artifact.uri)
+    for node_id in ALL_NODES - {graph.BASELINE_RESOLVER}:
+        assert f"▶ {node_id}" in result.stderr and f"✓ {node_id} done" in result.stderr
+
+
+def test_summary_reports_metrics_blessing_and_push(first_run):
+    config, result, _ = first_run
+    out = result.stdout
+    assert "Components: 9 ran, 0 cached" in out
+    assert "Examples: 1797 in -> " in out
+    assert "Accuracy (overall): " in out and "Worst slice: " in out
+    assert "Blessed: yes" in out
+    assert f"Pushed: {config.serving_model_dir}{os.sep}" in out
+
+
+def test_evaluation_has_overall_class_and_brightness_slices(first_run):
+    from pipeline.summary import slice_metrics
+
+    _, _, run = first_run
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    names = {m.slice_name for m in slice_metrics(uri, "sparse_categorical_accuracy")}
+    assert "overall" in names
+    assert {f"label={d}" for d in range(10)} <= names
+    assert {"brightness=dark", "brightness=medium", "brightness=bright"} <= names
+    blessing = run[graph.EVALUATOR].outputs["blessing"][0]
+    assert blessing.custom_properties["blessed"].int_value == 1
+
+
+def _pushed_version_dir(config):
+    versions = [v for v in os.listdir(config.serving_model_dir) if v.isdigit()]
+    assert len(versions) == 1, versions
+    return os.path.join(config.serving_model_dir, versions[0])
+
+
+def test_pushed_model_answers_tf_serving_rest_requests(first_run, digits_examples):
+    config, _, _ = first_run
+    model = tf.saved_model.load(_pushed_version_dir(config))
+    rows = digits_examples[:4]
+    examples = [tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(int64_list=tf.train.Int64List(value=r["image"]))})).SerializeToString()
+        for r in rows]
+    by_example = predict(model, {"instances": [{"b64": base64.b64encode(e).decode()} for e in examples]})
+    images = np.stack([r["image"] for r in rows]).reshape(-1, 8, 8, 1).tolist()
+    by_image = predict(model, {"signature_name": "predict_image", "instances": images})
+    for answer in (by_example, by_image):
+        assert len(answer["predictions"]) == 4
+        for prediction in answer["predictions"]:
+            assert len(prediction["probabilities"]) == 10
+            assert abs(sum(prediction["probabilities"]) - 1) < 1e-4
+            assert prediction["classes"] == str(prediction["class_ids"])  # digit classes are "0".."9"
+    assert [p["class_ids"] for p in by_example["predictions"]] == [p["class_ids"] for p in by_image["predictions"]]
+
+
+def test_predict_cli_classifies_image_files(first_run, digits_examples, tmp_path):
+    config, _, _ = first_run
+    paths = []
+    for i, row in enumerate(digits_examples[:3]):
+        path = tmp_path / f"digit{i}.png"
+        Image.fromarray(np.asarray(row["image"], dtype=np.uint8).reshape(8, 8), mode="L").save(path)
+        paths.append(path)
+    result = run_cli("predict", "--model-dir", config.serving_model_dir, *paths)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 3
+    for path, line in zip(paths, lines):
+        name, label, confidence = line.split("\t")
+        assert name == str(path) and label in {str(d) for d in range(10)} and 0 < float(confidence) <= 1
+
+
+def test_second_run_is_served_from_cache(first_run):
+    config, _, _ = first_run
+    result = run_cli("run", "--model", "cnn", "--output", config.output_dir, *RUN_ARGS)
+    assert result.returncode == 0, result.stderr[-5000:]
+    store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
+    run = mlmd.latest_run(store, config.pipeline_name)
+    upstream = {graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.EXAMPLE_VALIDATOR,
+                graph.TRANSFORM, graph.TRAINER}
+    assert {n for n, e in run.items() if e.cached} >= upstream
+    assert f"✓ {graph.TRAINER} cached" in result.stderr
+    assert "Blessed: yes" in result.stdout
