@@ -1,0 +1,105 @@
+"""Encoder-decoder with attention over token ids (tf-keras; no tensorflow-addons).
+
+encoder: shared Embedding(mask_zero) -> LSTM/GRU (all outputs + final state)
+decoder: shared Embedding -> LSTM/GRU started from the encoder state -> dot-product
+         attention over the encoder outputs -> concat -> Dense(tanh) -> Dense(vocab) logits
+
+The embedding is shared because the decoder emits the tokens the encoder reads and the
+corpus is small: one table learns from both sides. ``encode`` and ``decode`` are public so
+the export can run the encoder once and then step the decoder inside a graph loop.
+Dropout sits between layers, never inside the recurrent cells (recurrent dropout disables
+the cuDNN kernel and complicates export).
+"""
+from typing import Dict, List, Tuple
+
+import tensorflow as tf
+
+from models.seq2seq import features
+
+CELLS = ("lstm", "gru")
+
+
+class Seq2Seq(tf.keras.Model):
+    """``call({CONTEXT_XF, DECODER_INPUT_XF})`` -> next-token logits [batch, steps, vocab]."""
+
+    def __init__(self, vocab_size: int, embedding_dim: int = 128, units: int = 256,
+                 dropout: float = 0.2, cell: str = "lstm", **kwargs):
+        super().__init__(**kwargs)
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
+        self.vocab_size = vocab_size
+        self.cell = cell
+        rnn = tf.keras.layers.LSTM if cell == "lstm" else tf.keras.layers.GRU
+        self.embedding = tf.keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
+                                                   name="embedding")
+        self.encoder_rnn = rnn(units, return_sequences=True, return_state=True, name="encoder")
+        self.decoder_rnn = rnn(units, return_sequences=True, return_state=True, name="decoder")
+        self.attention = tf.keras.layers.Attention(name="attention")
+        self.combine = tf.keras.layers.Dense(units, activation="tanh", name="combine")
+        self.dropout = tf.keras.layers.Dropout(dropout)
+        self.logits = tf.keras.layers.Dense(vocab_size, name="logits")
+
+    def encode(self, context_ids: tf.Tensor, training: bool = False
+               ) -> Tuple[tf.Tensor, tf.Tensor, List[tf.Tensor]]:
+        """[batch, Lc] ids -> (outputs [batch, Lc, units], mask [batch, Lc], final states)."""
+        embedded = self.dropout(self.embedding(context_ids), training=training)
+        mask = self.embedding.compute_mask(context_ids)
+        outputs, *states = self.encoder_rnn(embedded, mask=mask, training=training)
+        return outputs, mask, states
+
+    def decode(self, decoder_ids: tf.Tensor, states: List[tf.Tensor], encoder_outputs: tf.Tensor,
+               encoder_mask: tf.Tensor, training: bool = False
+               ) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+        """[batch, steps] ids from ``states`` -> (logits [batch, steps, vocab], new states)."""
+        embedded = self.dropout(self.embedding(decoder_ids), training=training)
+        mask = self.embedding.compute_mask(decoder_ids)
+        outputs, *states = self.decoder_rnn(embedded, mask=mask, initial_state=states,
+                                            training=training)
+        attended = self.attention([outputs, encoder_outputs], mask=[mask, encoder_mask])
+        hidden = self.combine(tf.concat([outputs, attended], axis=-1))
+        return self.logits(self.dropout(hidden, training=training)), states
+
+    def call(self, inputs: Dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+        encoder_outputs, encoder_mask, states = self.encode(inputs[features.CONTEXT_XF], training)
+        logits, _ = self.decode(inputs[features.DECODER_INPUT_XF], states, encoder_outputs,
+                                encoder_mask, training)
+        return logits
+
+    def next_token_logits(self, context_ids: tf.Tensor) -> tf.Tensor:
+        """[batch, Lc] ids -> logits [batch, vocab] of the first target token (inference)."""
+        encoder_outputs, encoder_mask, states = self.encode(context_ids)
+        start = tf.fill([tf.shape(context_ids)[0], 1], tf.constant(features.START_ID, tf.int64))
+        logits, _ = self.decode(start, states, encoder_outputs, encoder_mask)
+        return logits[:, 0, :]
+
+
+def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
+                  learning_rate: float = 3e-3, embedding_dim: int = 128, units: int = 256,
+                  dropout: float = 0.2, cell: str = "lstm") -> Seq2Seq:
+    """Build (variables created) and compile the model; call inside ``strategy.scope()``.
+
+    Loss and accuracy are per target token; padding is excluded through the sample
+    weights that :func:`teacher_forcing` adds.
+    """
+    model = Seq2Seq(vocab_size, embedding_dim, units, dropout, cell, name="seq2seq")
+    model({features.CONTEXT_XF: tf.zeros([1, context_tokens], tf.int64),
+           features.DECODER_INPUT_XF: tf.ones([1, target_tokens], tf.int64)})
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(learning_rate, clipnorm=1.0),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[
+            tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            tf.keras.metrics.SparseTopKCategoricalAccuracy(k=5, name="top5_accuracy"),
+        ],
+    )
+    return model
+
+
+def teacher_forcing(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``(features, target ids)`` batches -> ``(model inputs, target ids, non-pad weights)``."""
+
+    def split(batch: Dict[str, tf.Tensor], target: tf.Tensor):
+        inputs = {k: batch[k] for k in (features.CONTEXT_XF, features.DECODER_INPUT_XF)}
+        return inputs, target, tf.cast(tf.not_equal(target, features.PAD_ID), tf.float32)
+
+    return dataset.map(split, num_parallel_calls=tf.data.AUTOTUNE)
