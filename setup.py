@@ -24,9 +24,12 @@ setup(
         "kfp==2.5.0",
         "scikit-learn",
         "pillow",
+        "matplotlib",  # plots in the HTML report
     ],
     extras_require={
         "dev": ["pytest", "pytest-timeout"],
+        # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
+        "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
     },
     entry_points={"console_scripts": ["tfx-project=pipeline.cli:main"]},
 )
