@@ -71,7 +71,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-accuracy", type=float, default=d("min_accuracy"),
                         help="bless only if overall eval accuracy >= this (default: %(default)s)")
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
-                        help="bless only if accuracy is at most this much below the last blessed "
+                        help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
     parser.add_argument("--runner", choices=("beam",), default="beam",
                         help="orchestrator; components run on Apache Beam (default: %(default)s)")

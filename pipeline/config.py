@@ -42,7 +42,7 @@ class PipelineConfig:
 
     # Evaluation gate
     min_accuracy: float = 0.9            # value threshold on overall accuracy
-    max_regression: float = 0.01         # tolerated absolute drop vs. the last blessed model
+    max_regression: float = 0.01         # tolerated absolute drop vs. the served model
 
     # Orchestration
     beam_mode: str = "auto"

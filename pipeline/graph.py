@@ -1,14 +1,15 @@
 """The component graph, built from the typed config; knows nothing about runners.
 
 ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Trainer
--> (latest blessed model) -> Evaluator -> Pusher. Local Beam and Kubeflow runners both
-call ``create_pipeline`` and only add their own orchestration settings.
+-> Evaluator (baseline: the model being served) -> Pusher. Local Beam and Kubeflow
+runners both call ``create_pipeline`` and only add their own orchestration settings.
 """
 from typing import Optional, Sequence
 
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
+from components.evaluator import ServedBaselineEvaluator
 from data.features import EXAMPLE_ID
 from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
@@ -22,7 +23,6 @@ SCHEMA_GEN = "SchemaGen"
 EXAMPLE_VALIDATOR = "ExampleValidator"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
-BASELINE_RESOLVER = "latest_blessed_model_resolver"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
 
@@ -78,17 +78,14 @@ def create_pipeline(
         eval_args=tfx.proto.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
         custom_config={**settings.to_custom_config(), "code_version": code_version},
     )
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id(BASELINE_RESOLVER)
-    evaluator = tfx.components.Evaluator(
+    # Baseline = the version TF Serving serves now (see components/evaluator.py for why
+    # not TFX's latest-blessed-model Resolver).
+    evaluator = ServedBaselineEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
         eval_config=family.eval_config(config, dataset),
-    )
+        baseline_serving_dir=config.serving_model_dir,
+    ).with_id(EVALUATOR)
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -100,7 +97,7 @@ def create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    trainer, baseline_resolver, evaluator, pusher],
+                    trainer, evaluator, pusher],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

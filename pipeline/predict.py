@@ -8,24 +8,24 @@ from typing import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from components.serving_dir import latest_version_dir
 from data.images import load_image_array
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 
 
 def resolve_version_dir(model_dir: str) -> str:
-    """A version dir as is, or the newest numeric version under a model base dir (as TF Serving picks)."""
+    """A version dir as is, or the newest version under a model base dir (as TF Serving picks)."""
     if tf.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")):
         return model_dir
     if not tf.io.gfile.isdir(model_dir):
         raise FileNotFoundError(f"Model directory {model_dir} does not exist. Pass the serving dir of a "
                                 "pushed model, e.g. output/serving/cnn (see the run summary's 'Pushed:' line).")
-    versions = [v.rstrip("/") for v in tf.io.gfile.listdir(model_dir) if v.rstrip("/").isdigit()
-                and tf.io.gfile.exists(os.path.join(model_dir, v.rstrip("/"), "saved_model.pb"))]
-    if not versions:
+    version_dir = latest_version_dir(model_dir)
+    if version_dir is None:
         raise FileNotFoundError(f"No model version (a numeric folder with saved_model.pb) in {model_dir}. "
                                 "Run the pipeline until a model is blessed and pushed.")
-    return os.path.join(model_dir, max(versions, key=int))
+    return version_dir
 
 
 def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:

@@ -135,7 +135,7 @@ def _threshold_text(threshold) -> str:
                 return f"the minimum {bound.lower_bound.value}"
         return f"the maximum {bound.upper_bound.value}"
     change = threshold.change_threshold
-    return f"the change limit vs. the last blessed model ({change.absolute.value:+})"
+    return f"the change limit vs. the served model ({change.absolute.value:+})"
 
 
 def collect(config: PipelineConfig, dataset: DatasetManifest,
@@ -188,12 +188,12 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"Accuracy (overall): {summary.overall.value:.4f}{count}")
     if summary.baseline_overall:
-        lines.append(f"Last blessed model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
+        lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
-    gate = f"accuracy >= {config.min_accuracy}, at most {config.max_regression} below the last blessed model"
+    gate = f"accuracy >= {config.min_accuracy}, at most {config.max_regression} below the served model"
     if summary.blessed is None:
         lines.append("Blessed: unknown (the Evaluator did not run)")
     elif summary.blessed:

@@ -19,7 +19,7 @@ from tf_serving_rest import predict
 pytestmark = pytest.mark.e2e
 
 ALL_NODES = {graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.EXAMPLE_VALIDATOR,
-             graph.TRANSFORM, graph.TRAINER, graph.BASELINE_RESOLVER, graph.EVALUATOR, graph.PUSHER}
+             graph.TRANSFORM, graph.TRAINER, graph.EVALUATOR, graph.PUSHER}
 RUN_ARGS = ("--train-steps", "60", "--min-accuracy", "0.3")
 
 
@@ -41,14 +41,14 @@ def test_every_component_ran_and_wrote_its_artifacts(first_run):
         for key, artifacts in execution.outputs.items():
             for artifact in artifacts:
                 assert tf.io.gfile.exists(artifact.uri), (node_id, key, artifact.uri)
-    for node_id in ALL_NODES - {graph.BASELINE_RESOLVER}:
+    for node_id in ALL_NODES:
         assert f"▶ {node_id}" in result.stderr and f"✓ {node_id} done" in result.stderr
 
 
 def test_summary_reports_metrics_blessing_and_push(first_run):
     config, result, _ = first_run
     out = result.stdout
-    assert "Components: 9 ran, 0 cached" in out
+    assert "Components: 8 ran, 0 cached" in out
     assert "Examples: 1797 in -> " in out
     assert "Accuracy (overall): " in out and "Worst slice: " in out
     assert "Blessed: yes" in out
@@ -109,14 +109,35 @@ def test_predict_cli_classifies_image_files(first_run, digits_examples, tmp_path
         assert name == str(path) and label in {str(d) for d in range(10)} and 0 < float(confidence) <= 1
 
 
+def _latest_run(config):
+    return mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
+
+
 def test_second_run_is_served_from_cache(first_run):
     config, _, _ = first_run
     result = run_cli("run", "--model", "cnn", "--output", config.output_dir, *RUN_ARGS)
     assert result.returncode == 0, result.stderr[-5000:]
-    store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
-    run = mlmd.latest_run(store, config.pipeline_name)
-    upstream = {graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.EXAMPLE_VALIDATOR,
-                graph.TRANSFORM, graph.TRAINER}
-    assert {n for n, e in run.items() if e.cached} >= upstream
-    assert f"✓ {graph.TRAINER} cached" in result.stderr
-    assert "Blessed: yes" in result.stdout
+    run = _latest_run(config)
+    assert set(run) == ALL_NODES and all(e.cached for e in run.values()), {n: e.state for n, e in run.items()}
+    assert "Components: 0 ran, 8 cached" in result.stdout
+    _pushed_version_dir(config)  # still exactly one version: an unchanged model is not pushed again
+
+
+def test_new_model_is_gated_against_the_served_model(first_run):
+    """A retrained model is evaluated against the served one; failing the gate pushes nothing."""
+    from pipeline.summary import slice_metrics
+
+    config, _, _ = first_run
+    served = _pushed_version_dir(config)
+    result = run_cli("run", "--model", "cnn", "--output", config.output_dir, "--train-steps", "20",
+                     "--seed", "7", "--min-accuracy", "0.999")
+    assert result.returncode == 0, result.stderr[-5000:]
+    run = _latest_run(config)
+    assert run[graph.TRAINER].state == "COMPLETE" and run[graph.EVALUATOR].state == "COMPLETE"
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    assert slice_metrics(uri, "sparse_categorical_accuracy", model="baseline"), "served model not used as baseline"
+    assert run[graph.EVALUATOR].outputs["blessing"][0].custom_properties["blessed"].int_value == 0
+    assert "Blessed: NO" in result.stdout
+    assert "sparse_categorical_accuracy (overall)" in result.stdout and "fails the minimum 0.999" in result.stdout
+    assert "Pushed: nothing" in result.stdout
+    assert _pushed_version_dir(config) == served

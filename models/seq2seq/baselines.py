@@ -12,7 +12,7 @@ model's: a model that does not beat them has learned nothing a frequency table w
 Ties are broken by the smaller token id, so results are deterministic.
 """
 import collections
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
 from data.tfrecords import read_examples
 from models.seq2seq import features
@@ -20,8 +20,14 @@ from models.seq2seq import features
 TOP_K = 5
 
 
-def ngram_baselines(train_pattern: str, eval_pattern: str) -> Dict[str, float]:
-    """``{"unigram_top5", "bigram_top5", "eval_examples"}`` for the given TFRecord globs."""
+Patterns = Union[str, Sequence[str]]
+
+
+def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> Dict[str, float]:
+    """``{"unigram_top5", "bigram_top5", "eval_examples"}`` for TFRecord globs (GZIP if .gz).
+
+    A pattern may be a list of globs, as TFX's ``fn_args.train_files``.
+    """
     unigram: collections.Counter = collections.Counter()
     bigram: Dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for last, next_token in _pairs(train_pattern):
@@ -41,8 +47,13 @@ def ngram_baselines(train_pattern: str, eval_pattern: str) -> Dict[str, float]:
     }
 
 
-def _pairs(pattern: str) -> Iterable[Tuple[int, int]]:
+def _pairs(patterns: Patterns) -> Iterable[Tuple[int, int]]:
     """(last non-pad context id, next token id) per transformed example."""
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        yield from _file_pairs(pattern)
+
+
+def _file_pairs(pattern: str) -> Iterable[Tuple[int, int]]:
     for example in read_examples(pattern):
         feature = example.features.feature
         context = [t for t in feature[features.CONTEXT_XF].int64_list.value

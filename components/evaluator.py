@@ -1,0 +1,73 @@
+"""Evaluator whose baseline is the model currently served.
+
+TFX's usual baseline, ``Resolver(LatestBlessedModelStrategy)``, compiles for Kubeflow V2 to
+a ``resolver.outputArtifactQueries`` step that only Vertex AI Pipelines implements, so an
+open-source KFP cluster cannot run it. This Evaluator instead reads the newest version in
+the TF Serving model directory, which is exactly what a new model has to beat, and hands
+it to TFX's own Evaluator logic as ``baseline_model``. Same node on every runner, no
+resolver, and a re-run whose model is unchanged stays fully cached (no duplicate push).
+"""
+import logging
+import os
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import tensorflow_model_analysis as tfma
+from tfx import types
+from tfx.components.evaluator import executor as evaluator_executor
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+from tfx.utils import io_utils, json_utils, path_utils
+
+from components.serving_dir import latest_version_dir
+
+BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
+
+log = logging.getLogger(__name__)
+
+
+class ServedBaselineEvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    PARAMETERS = {
+        **standard_component_specs.EvaluatorSpec.PARAMETERS,
+        BASELINE_SERVING_DIR_KEY: ExecutionParameter(type=str, optional=True),
+    }
+
+
+class Executor(evaluator_executor.Executor):
+    """TFX's Evaluator executor with the served model injected as the baseline."""
+
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        exec_properties = dict(exec_properties)
+        served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")
+        if served is None:
+            log.info("No model served yet: evaluating without a baseline (change thresholds skipped).")
+            return super().Do(input_dict, output_dict, exec_properties)
+        log.info("Baseline: the served model %s", served)
+        # TFX reads a Model artifact's SavedModel from <uri>/Format-Serving.
+        with tempfile.TemporaryDirectory(prefix="served-baseline-") as artifact_dir:
+            io_utils.copy_dir(served, path_utils.serving_model_dir(artifact_dir))
+            baseline = standard_artifacts.Model()
+            baseline.uri = artifact_dir
+            inputs = {**input_dict, standard_component_specs.BASELINE_MODEL_KEY: [baseline]}
+            return super().Do(inputs, output_dict, exec_properties)
+
+
+class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):
+    """Evaluator with the served model as baseline; outputs ``evaluation`` and ``blessing``."""
+
+    SPEC_CLASS = ServedBaselineEvaluatorSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, eval_config: tfma.EvalConfig,
+                 baseline_serving_dir: str, example_splits: Optional[List[str]] = None):
+        super().__init__(spec=ServedBaselineEvaluatorSpec(
+            examples=examples,
+            model=model,
+            eval_config=eval_config,
+            example_splits=json_utils.dumps(example_splits),
+            baseline_serving_dir=baseline_serving_dir,
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        ))

@@ -1,0 +1,121 @@
+"""Export the seq2seq model as a TF Serving SavedModel with its signatures.
+
+- ``serving_default``: serialized tf.Examples (only ``context`` is required) ->
+  ``probabilities`` [batch, vocab] (the next-token distribution: the decoder's first step
+  after START), ``top_k_tokens`` / ``top_k_probabilities`` [batch, 5]. TFMA scores it.
+- ``transform_features``: serialized tf.Examples -> transformed features (TFMA's label
+  ``next_token_xf``).
+- ``generate``: ``prompts`` string [batch], ``max_new_tokens`` int32 scalar (capped at
+  ``MAX_NEW_TOKENS``), ``top_k`` int32 scalar (<= 1: greedy), ``temperature`` float32
+  scalar (<= 0: greedy) -> ``continuations`` string [batch]: the generated tokens joined
+  by spaces, stopping at the end token. Pad, start and OOV tokens are never emitted.
+  The encoder runs once, then a graph while-loop steps the decoder, so TF Serving runs it
+  with no Python. Sampling draws from the ``top_k`` most likely tokens after dividing the
+  logits by ``temperature``.
+
+TF Serving REST: scalars need the columnar ("inputs") request form, e.g.
+``POST /v1/models/seq2seq:predict`` with
+``{"signature_name": "generate", "inputs": {"prompts": ["the for statement is used"],
+"max_new_tokens": 12, "top_k": 5, "temperature": 0.8}}`` ->
+``{"outputs": ["to iterate over ..."]}``. Next-token probabilities from raw text:
+``{"inputs": {"examples": [{"b64": "<base64 of a serialized tf.Example>"}]}}``.
+
+The transform graph is embedded (``model.tft_layer``): ``generate`` tokenizes prompts
+with it, so serving and training tokenization cannot drift apart.
+"""
+from typing import Dict, List
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from models.common import signatures
+from models.seq2seq import features
+from models.seq2seq.model import Seq2Seq
+
+GENERATE_SIGNATURE = "generate"
+MAX_NEW_TOKENS = 64     # upper bound of the decoder loop, whatever the request asks
+TOP_K_OUTPUTS = 5
+UNKNOWN_TOKEN = "<unk>"  # printable name of the OOV id
+_BANNED = -1e9           # logit bias that keeps a token from being generated
+
+
+def vocabulary_tokens(tf_transform_output: tft.TFTransformOutput) -> List[str]:
+    """Token string of every model output id: the vocabulary file, then the OOV token."""
+    tokens = [t.decode("utf-8", "replace")
+              for t in tf_transform_output.vocabulary_by_name(features.VOCABULARY)]
+    return tokens + [UNKNOWN_TOKEN] * features.NUM_OOV_BUCKETS
+
+
+def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOutput,
+                         export_dir: str) -> None:
+    tokens = vocabulary_tokens(tf_transform_output)
+    if len(tokens) != model.vocab_size:
+        raise ValueError(f"Model has {model.vocab_size} outputs, vocabulary {len(tokens)} tokens")
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    names = tf.constant(tokens)
+    raw_spec = signatures.raw_serving_spec(tf_transform_output, drop=features.LABEL_KEYS)
+    raw_spec = {features.CONTEXT: raw_spec[features.CONTEXT]}
+
+    def next_token_outputs(transformed: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        probabilities = tf.nn.softmax(model.next_token_logits(transformed[features.CONTEXT_XF]))
+        top = tf.math.top_k(probabilities, k=TOP_K_OUTPUTS)
+        return {
+            "probabilities": probabilities,
+            "top_k_tokens": tf.gather(names, top.indices),
+            "top_k_probabilities": top.values,
+        }
+
+    tf.saved_model.save(model, export_dir, signatures={
+        "serving_default": signatures.examples_signature(model, raw_spec, next_token_outputs),
+        "transform_features": signatures.transform_features_signature(model, tf_transform_output),
+        GENERATE_SIGNATURE: _generate_function(model, names),
+    })
+
+
+def _generate_function(model: Seq2Seq, names: tf.Tensor):
+    vocab_size = model.vocab_size
+    banned = [features.PAD_ID, features.START_ID] + list(
+        range(vocab_size - features.NUM_OOV_BUCKETS, vocab_size))
+    bias = tf.constant([_BANNED if i in banned else 0.0 for i in range(vocab_size)], tf.float32)
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name="prompts"),
+        tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+        tf.TensorSpec([], tf.int32, name="top_k"),
+        tf.TensorSpec([], tf.float32, name="temperature"),
+    ])
+    def generate(prompts, max_new_tokens, top_k, temperature):
+        context = model.tft_layer({features.CONTEXT: prompts})[features.CONTEXT_XF]
+        encoder_outputs, encoder_mask, states = model.encode(context)
+        batch = tf.shape(prompts)[0]
+        steps = tf.clip_by_value(max_new_tokens, 0, MAX_NEW_TOKENS)
+        greedy = tf.logical_or(top_k <= 1, temperature <= 0.0)
+        k = tf.clip_by_value(top_k, 1, vocab_size)
+        token = tf.fill([batch], tf.constant(features.START_ID, tf.int64))
+        done = tf.zeros([batch], tf.bool)
+        generated = tf.zeros([batch, 0], tf.int64)
+        for _ in tf.range(steps):
+            tf.autograph.experimental.set_loop_options(
+                shape_invariants=[(generated, tf.TensorShape([None, None]))])
+            if tf.reduce_all(done):
+                break
+            logits, states = model.decode(token[:, None], states, encoder_outputs, encoder_mask)
+            logits = logits[:, 0, :] + bias
+            token = tf.cond(greedy, lambda: tf.argmax(logits, axis=-1),
+                            lambda: _sample(logits, k, temperature))
+            token = tf.where(done, tf.constant(features.PAD_ID, tf.int64), token)
+            done = tf.logical_or(done, tf.equal(token, features.END_ID))
+            generated = tf.concat([generated, token[:, None]], axis=1)
+        keep = tf.logical_and(tf.not_equal(generated, features.PAD_ID),
+                              tf.not_equal(generated, features.END_ID))
+        words = tf.ragged.boolean_mask(tf.gather(names, generated), keep)
+        return {"continuations": tf.strings.reduce_join(words, axis=1, separator=" ")}
+
+    return generate
+
+
+def _sample(logits: tf.Tensor, k: tf.Tensor, temperature: tf.Tensor) -> tf.Tensor:
+    """One id per row, drawn from the ``k`` largest logits scaled by ``1 / temperature``."""
+    top = tf.math.top_k(logits / temperature, k=k)
+    choice = tf.random.categorical(top.values, 1, dtype=tf.int32)
+    return tf.cast(tf.gather(top.indices, choice, batch_dims=1)[:, 0], tf.int64)

@@ -1,0 +1,95 @@
+"""TFX Trainer entry point for the seq2seq family (``run_fn`` is referenced by dotted path).
+
+``TrainingSettings.family`` (all optional, see ``MODEL_DEFAULTS``): ``embedding_dim``,
+``units``, ``dropout``, ``cell`` ("lstm" or "gru"). Vocabulary and sequence lengths come
+from the Transform output, so they cannot disagree with the data.
+"""
+import json
+import logging
+import os
+import time
+from typing import Any, Dict, Mapping
+
+import tensorflow as tf
+import tensorflow_transform as tft
+from tfx.components.trainer.fn_args_utils import FnArgs
+
+from models.common.distribution import make_strategy
+from models.common.inputs import make_dataset
+from models.common.training import TrainingSettings
+from models.seq2seq import baselines, export, features
+from models.seq2seq.model import build_seq2seq, teacher_forcing
+
+log = logging.getLogger(__package__)  # "models.seq2seq"
+
+MODEL_DEFAULTS: Dict[str, Any] = {"embedding_dim": 128, "units": 256, "dropout": 0.2, "cell": "lstm"}
+BASELINES_FILE = "baselines.json"
+
+
+def model_settings(family: Mapping[str, Any]) -> Dict[str, Any]:
+    """``MODEL_DEFAULTS`` overridden by the family settings; unknown keys fail loudly."""
+    unknown = set(family) - set(MODEL_DEFAULTS)
+    if unknown:
+        raise ValueError(f"Unknown seq2seq settings {sorted(unknown)}; known: {sorted(MODEL_DEFAULTS)}")
+    return {**MODEL_DEFAULTS, **family}
+
+
+class EpochLogger(tf.keras.callbacks.Callback):
+    """One log line per epoch (Keras' own progress output is off under TFX)."""
+
+    def __init__(self, epochs: int):
+        super().__init__()
+        self.epochs = epochs
+        self.started = time.monotonic()
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        values = ", ".join(f"{k} {v:.4f}" for k, v in sorted((logs or {}).items()))
+        log.info("Epoch %d/%d (%.0f s): %s", epoch + 1, self.epochs,
+                 time.monotonic() - self.started, values)
+
+
+def run_fn(fn_args: FnArgs) -> None:
+    settings = TrainingSettings.from_custom_config(fn_args.custom_config)
+    hyper = model_settings(settings.family)
+    tf.keras.utils.set_random_seed(settings.seed)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    vocab_size = (tf_transform_output.vocabulary_size_by_name(features.VOCABULARY)
+                  + features.NUM_OOV_BUCKETS)
+    spec = tf_transform_output.transformed_feature_spec()
+    context_tokens = spec[features.CONTEXT_XF].shape[0]
+    target_tokens = spec[features.TARGET_XF].shape[0]
+
+    reference = baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files)
+    log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f",
+             reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"])
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
+        f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
+
+    strategy = make_strategy(settings.strategy)
+    global_batch = settings.batch_size * strategy.num_replicas_in_sync
+    train = teacher_forcing(make_dataset(fn_args.train_files, spec, features.TARGET_XF,
+                                         global_batch, seed=settings.seed,
+                                         cache=settings.cache_dataset))
+    evaluation = teacher_forcing(make_dataset(fn_args.eval_files, spec, features.TARGET_XF,
+                                              global_batch, shuffle=False, repeat=True,
+                                              cache=settings.cache_dataset))
+    with strategy.scope():
+        model = build_seq2seq(vocab_size, context_tokens, target_tokens,
+                              settings.learning_rate, **hyper)
+    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
+    log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
+             "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
+             target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
+             steps_per_epoch, global_batch)
+    model.fit(
+        train,
+        epochs=settings.epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=evaluation,
+        validation_steps=max(1, fn_args.eval_steps or 1),
+        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir),
+                   EpochLogger(settings.epochs)],
+        verbose=0,
+    )
+    export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir)
