@@ -9,12 +9,15 @@ MODEL ?= cnn
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-all clean help
+IMAGE ?= tfx-project:latest
+
+.PHONY: setup run test test-all clean help image push-image
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
 	@echo "make test   - set up if needed, run the test suite (PYTEST_ARGS=...)"
+	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
 
 setup: $(STAMP)
@@ -32,6 +35,13 @@ test: setup
 # Heavy cases (bigger data, longer training) live behind the `slow` marker.
 test-all: setup
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+# Kubeflow pipeline image (needs a Docker engine; see kubeflow/README.md).
+image:
+	docker build -f kubeflow/Dockerfile -t $(IMAGE) .
+
+push-image: image
+	docker push $(IMAGE)
 
 clean:
 	rm -rf "$(OUTPUT)"

@@ -42,20 +42,25 @@ def _configure_logging(verbose: bool) -> None:
         pass
 
 
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = PipelineConfig.__dataclass_fields__
-    d = lambda name: defaults[name].default  # noqa: E731
+DATA_HELP = ("image source: a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 "
+             "'python version' folder, or a folder of TFRecords in this project's feature spec "
+             "(default: scikit-learn's bundled 8x8 digits)")
+OUTPUT_HELP = ("output directory: pipeline root, MLMD, prepared data and serving/<model>/<version> "
+               "(default: %(default)s)")
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser, data_help: str = DATA_HELP) -> None:
     parser.add_argument("--model", choices=MODEL_FAMILIES, default="cnn", help="model family to train")
-    parser.add_argument("--data", default=None, help=(
-        "image source: a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 "
-        "'python version' folder, or a folder of TFRecords in this project's feature spec "
-        "(default: scikit-learn's bundled 8x8 digits)"))
-    parser.add_argument("--output", default="output", help="output directory: pipeline root, "
-                        "MLMD, prepared data and serving/<model>/<version> (default: %(default)s)")
+    parser.add_argument("--data", default=None, help=data_help)
     parser.add_argument("--image-size", type=int, default=None,
                         help="resize images to N x N (default: native; folders 32)")
     parser.add_argument("--channels", type=int, choices=(1, 3), default=None,
                         help="1 = grayscale, 3 = RGB (default: native)")
+
+
+def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = PipelineConfig.__dataclass_fields__
+    d = lambda name: defaults[name].default  # noqa: E731
     steps = parser.add_mutually_exclusive_group()
     steps.add_argument("--epochs", type=int, default=d("epochs"),
                        help="passes over the training split (default: %(default)s)")
@@ -73,8 +78,6 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
                         help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
-    parser.add_argument("--runner", choices=("beam",), default="beam",
-                        help="orchestrator; components run on Apache Beam (default: %(default)s)")
     parser.add_argument("--beam-mode", choices=BEAM_MODES, default="auto",
                         help="DirectRunner mode; auto = in_memory below 50k examples, else "
                         "multi_processing (default: %(default)s)")
@@ -96,7 +99,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="prepare data and run the pipeline locally",
                               description="Prepare the data, run the pipeline on Apache Beam, print a summary.")
-    _add_run_arguments(run)
+    _add_data_arguments(run)
+    run.add_argument("--output", default="output", help=OUTPUT_HELP)
+    run.add_argument("--runner", choices=("beam",), default="beam",
+                     help="local orchestrator; components run on Apache Beam (default: %(default)s). "
+                     "For Kubeflow use `compile` and `deploy`.")
+    _add_pipeline_arguments(run)
+
+    prepare = commands.add_parser("prepare", help="only convert a data source to TFRecords",
+                                  description="Convert a data source to the TFRecords the pipeline reads and "
+                                  "print their directory (e.g. to upload it for Kubeflow).")
+    _add_data_arguments(prepare)
+    prepare.add_argument("--output", default="output", help=OUTPUT_HELP)
+
+    compile_ = commands.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines (KFP v2)",
+                                   description="Compile the same pipeline graph to a KFP v2 PipelineSpec YAML "
+                                   "that `deploy` (or kfp.Client().upload_pipeline) uploads.")
+    _add_data_arguments(compile_, data_help=(
+        "a PREPARED dataset directory (holding manifest.json), local or an object-store URI "
+        "readable by the cluster; see `prepare` (default: the bundled data baked into the image)"))
+    compile_.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
+    compile_.add_argument("--pipeline-root", required=True, help="object-store URI for all outputs, e.g. "
+                          "gs://bucket/tfx (pipeline root, serving/<model>/<version>)")
+    compile_.add_argument("--output", dest="package", default=None,
+                          help="package path (default: kubeflow/<pipeline-name>.yaml)")
+    _add_pipeline_arguments(compile_)
 
     predict = commands.add_parser("predict", help="classify image files with a pushed model",
                                   description="Classify images through the pushed model's predict_image signature.")
@@ -107,8 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    output_dir = getattr(args, "pipeline_root", None) or args.output
+    if not hasattr(args, "epochs"):  # `prepare`: data settings only
+        return PipelineConfig(model=args.model, data=args.data, output_dir=output_dir,
+                              image_size=args.image_size, channels=args.channels)
     return PipelineConfig(
-        model=args.model, data=args.data, output_dir=args.output,
+        model=args.model, data=args.data, output_dir=output_dir,
         pipeline_name=args.pipeline_name, serving_model_name=args.serving_name,
         image_size=args.image_size, channels=args.channels,
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
@@ -150,16 +181,15 @@ def _root_cause(error: BaseException) -> BaseException:
     return error
 
 
-def command_run(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+def _config(args: argparse.Namespace) -> PipelineConfig:
     try:
-        config = config_from_args(args)
+        return config_from_args(args)
     except ValueError as error:
         raise UserError(str(error)) from error
-    log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
 
+
+def _prepare(config: PipelineConfig):
     from data.errors import DataError
-    from pipeline import summary as run_summary
     from pipeline.families import get_family
 
     try:
@@ -168,6 +198,38 @@ def command_run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from error
     log.info("Data: %d examples, %d classes, shape %s (%s)", dataset.num_examples, len(dataset.classes),
              dataset.image_shape, dataset.examples_dir)
+    return dataset
+
+
+def command_prepare(args: argparse.Namespace) -> int:
+    print(_prepare(_config(args)).examples_dir)
+    return 0
+
+
+def command_compile(args: argparse.Namespace) -> int:
+    config = _config(args)
+    from pipeline.kubeflow_runner import compile_pipeline, dataset_for_cluster
+
+    try:
+        dataset = dataset_for_cluster(config, _prepare)
+    except FileNotFoundError as error:
+        raise UserError(str(error)) from error
+    package = compile_pipeline(config, dataset, args.image, args.package)
+    print(package)
+    log.info("Compiled %s for image %s, pipeline root %s, data %s. Deploy: python -m pipeline deploy "
+             "--host URL --package %s --run", config.pipeline_name, args.image, config.pipeline_root,
+             dataset.examples_dir, package)
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    config = _config(args)
+    log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
+
+    from pipeline import summary as run_summary
+
+    dataset = _prepare(config)
 
     from pipeline.local_runner import run_local
 
@@ -196,7 +258,8 @@ def command_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "predict": command_predict}
+COMMANDS = {"run": command_run, "prepare": command_prepare, "compile": command_compile,
+            "predict": command_predict}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

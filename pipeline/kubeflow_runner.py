@@ -1,0 +1,77 @@
+"""Compile the same graph for Kubeflow Pipelines (KFP v2 spec) with KubeflowV2DagRunner.
+
+Choices (TFX 1.16 traps included):
+- ``use_pipeline_spec_2_1=True``: with spec 2.0 the container entrypoint reads execution
+  properties only from the deprecated ``inputs.parameters``; an open-source KFP v2
+  backend fills ``parameterValues``, which only the 2.1 path reads.
+- No runtime parameters (tfx#7733): every value is a compile-time constant; recompile to
+  change one.
+- Model code is referenced by dotted path and baked into the image (kubeflow/Dockerfile),
+  so no module file has to be found in the container.
+- The baseline is read from the serving dir by our Evaluator (components/evaluator.py),
+  since TFX's Resolver compiles to a step only Vertex AI implements.
+"""
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from typing import Optional
+
+from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
+from data.tfrecords import MANIFEST_NAME, DatasetManifest
+from pipeline.config import PipelineConfig
+from pipeline.graph import create_pipeline
+
+log = logging.getLogger("pipeline")
+
+# Where kubeflow/Dockerfile prepares the bundled data sets inside the image.
+IMAGE_DATA_ROOT = "/opt/tfx-data/data"
+
+
+def default_package_path(config: PipelineConfig) -> str:
+    return os.path.join("kubeflow", f"{config.pipeline_name}.yaml")
+
+
+def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManifest:
+    """The dataset as the cluster will read it.
+
+    ``--data`` must name a prepared dataset directory (it holds ``manifest.json``), local
+    or on object storage; without ``--data`` the bundled default baked into the image is
+    used: it is prepared locally only to read its manifest (preparation is deterministic,
+    so the image holds the same files under the same fingerprint).
+    """
+    import tensorflow as tf
+
+    if config.data:
+        manifest_path = os.path.join(config.data, MANIFEST_NAME)
+        if not tf.io.gfile.exists(manifest_path):
+            raise FileNotFoundError(
+                f"{config.data} is not a prepared dataset (no {MANIFEST_NAME}). On Kubeflow the pipeline "
+                "reads prepared TFRecords: run `python -m pipeline prepare --data SOURCE --output out`, copy "
+                "the printed directory to object storage (e.g. gsutil cp -r), and pass that URI as --data.")
+        with tf.io.gfile.GFile(manifest_path) as handle:
+            dataset = DatasetManifest.from_dict(json.load(handle))
+        dataset.examples_dir = config.data
+        return dataset
+    with tempfile.TemporaryDirectory(prefix="compile-data-") as local_output:
+        dataset = prepare_locally(dataclasses.replace(config, output_dir=local_output))
+    dataset.examples_dir = f"{IMAGE_DATA_ROOT}/{os.path.basename(dataset.examples_dir.rstrip('/'))}"
+    return dataset
+
+
+def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest, image: str,
+                     package_path: Optional[str] = None) -> str:
+    """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes)."""
+    package_path = package_path or default_package_path(config)
+    pipeline = create_pipeline(config, dataset,
+                               beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples))
+    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+            default_image=image, use_pipeline_spec_2_1=True),
+        output_dir=os.path.dirname(os.path.abspath(package_path)),
+        output_filename=os.path.basename(package_path),
+    )
+    runner.run(pipeline, write_out=True)
+    return package_path

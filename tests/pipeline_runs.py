@@ -1,0 +1,32 @@
+"""Pipeline outputs shared by the metrics-inspection tests (report and notebook).
+
+Import the fixture into a test module (``from pipeline_runs import cnn_run_with_baseline``);
+it is session-scoped, so the two modules share one output directory in one pytest run.
+"""
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT_ROOT, run_cli
+
+ARTIFACTS_DIR = PROJECT_ROOT / "test-artifacts"   # gitignored; CI keeps it
+PIPELINE_NAME = "cnn-pipeline"
+FIRST_RUN = ("--train-steps", "40", "--min-accuracy", "0.3")
+# A different seed retrains (the Evaluator's inputs change, so it re-runs and compares with
+# the served first model, giving real diffs), and an unreachable floor makes the gate fail,
+# so the not-blessed path is exercised for real. Transform stays cached.
+SECOND_RUN = ("--train-steps", "40", "--min-accuracy", "0.99", "--seed", "7")
+
+
+def _run(output: Path, args) -> None:
+    result = run_cli("run", "--model", "cnn", "--output", output, *args)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+
+
+@pytest.fixture(scope="session")
+def cnn_run_with_baseline(tmp_path_factory) -> Path:
+    """Output dir with two evaluations: a blessed, pushed one, then one with a baseline that fails the gate."""
+    output = tmp_path_factory.mktemp("metrics-run")
+    _run(output, FIRST_RUN)
+    _run(output, SECOND_RUN)
+    return output

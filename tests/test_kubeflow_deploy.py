@@ -1,0 +1,452 @@
+"""``pipeline.kubeflow_deploy`` against a fake KFP v2 REST API on 127.0.0.1.
+
+The fake speaks the endpoints kfp 2.5.0 / kfp_server_api 2.0.5 call, records every request
+(multipart uploads decoded), and can answer with errors, so the tests check what the real
+client sends over the wire, not calls on a mock object.
+"""
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import stackenv  # noqa: F401  (before TFX, which the package fixture imports)
+import kfp
+import pytest
+
+from pipeline.kubeflow_deploy import DeployError, deploy
+
+API = "/apis/v2beta1"
+PORT_FORWARD = "kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80"
+
+
+@dataclass
+class Recorded:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    form: dict[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class FakeKfp:
+    """State of the fake server; tests read ``requests`` and set ``fail``/``delay`` by route."""
+
+    url: str = ""
+    multi_user: bool = False
+    requests: list[Recorded] = field(default_factory=list)
+    pipelines: dict[str, dict] = field(default_factory=dict)
+    versions: dict[str, list[dict]] = field(default_factory=dict)
+    experiments: list[dict] = field(default_factory=list)
+    runs: list[dict] = field(default_factory=list)
+    fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)  # route or "*"
+    delay: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent(self, method: str, path: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and r.path == API + path]
+
+
+def _parse_multipart(content_type: str, body: bytes) -> tuple[dict, dict]:
+    """Exact bytes of each part (the email parser may rewrite line endings)."""
+    boundary = re.search(r'boundary="?([^";]+)"?', content_type).group(1).encode()
+    files, form = {}, {}
+    for chunk in body.split(b"--" + boundary)[1:-1]:
+        head, _, data = chunk[2:].partition(b"\r\n\r\n")
+        data = data[:-2]  # the CRLF before the next boundary
+        disposition = head.decode()
+        name = re.search(r'name="([^"]*)"', disposition).group(1)
+        filename = re.search(r'filename="([^"]*)"', disposition)
+        if filename:
+            files[name] = (filename.group(1), data)
+        else:
+            form[name] = data.decode()
+    return files, form
+
+
+def _route(method: str, path: str) -> str:
+    routes = {
+        ("GET", f"{API}/healthz"): "healthz",
+        ("GET", f"{API}/pipelines"): "list_pipelines",
+        ("POST", f"{API}/pipelines/upload"): "upload",
+        ("POST", f"{API}/pipelines/upload_version"): "upload_version",
+        ("GET", f"{API}/experiments"): "list_experiments",
+        ("POST", f"{API}/experiments"): "create_experiment",
+        ("POST", f"{API}/runs"): "create_run",
+    }
+    if method == "GET" and re.fullmatch(f"{API}/pipelines/[^/]+/versions", path):
+        return "list_versions"
+    return routes.get((method, path), "unknown")
+
+
+def _display_name_filter(query: dict) -> str | None:
+    """The name a kfp ``EQUALS display_name`` filter asks for."""
+    if "filter" not in query:
+        return None
+    predicates = json.loads(query["filter"][0])["predicates"]
+    assert predicates[0]["key"] == "display_name" and predicates[0]["operation"] in (1, "EQUALS")
+    return predicates[0]["stringValue"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeKfp
+    timeout = 5  # a stuck client cannot pin a server thread
+
+    def log_message(self, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _handle(self, method: str) -> None:
+        split = urlsplit(self.path)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        record = Recorded(method, split.path, parse_qs(split.query, keep_blank_values=True),
+                          dict(self.headers.items()), body)
+        if self.headers.get("Content-Type", "").startswith("multipart/form-data"):
+            record.files, record.form = _parse_multipart(self.headers["Content-Type"], body)
+        fake = self.fake
+        route = _route(method, split.path)
+        with fake.lock:
+            fake.requests.append(record)
+            failure = fake.fail.get(route) or fake.fail.get("*")
+            delay = fake.delay.get(route, 0.0)
+        if delay:
+            time.sleep(delay)
+        if failure:
+            status, payload, headers = failure
+            return self._reply(status, payload, headers)
+        with fake.lock:
+            status, payload = getattr(self, f"_{route}")(record)
+        self._reply(status, payload)
+
+    def _unknown(self, record: Recorded) -> tuple[int, dict]:
+        return 404, {"error": "Not Found", "code": 5, "message": f"no route for {record.path}"}
+
+    def _healthz(self, record: Recorded) -> tuple[int, dict]:
+        return 200, {"commit_sha": "fake", "tag_name": "2.0.5", "multi_user": self.fake.multi_user}
+
+    def _list_pipelines(self, record: Recorded) -> tuple[int, dict]:
+        name = _display_name_filter(record.query)
+        found = [p for p in self.fake.pipelines.values() if name is None or p["display_name"] == name]
+        return 200, ({"pipelines": found, "total_size": len(found)} if found else {})
+
+    def _add_version(self, pipeline_id: str, name: str) -> dict:
+        version = {"pipeline_id": pipeline_id, "pipeline_version_id": str(uuid.uuid4()),
+                   "display_name": name, "created_at": "2024-05-01T12:00:00Z"}
+        self.fake.versions[pipeline_id].insert(0, version)  # newest first, like created_at desc
+        return version
+
+    def _upload(self, record: Recorded) -> tuple[int, dict]:
+        name = record.query["name"][0]
+        if any(p["display_name"] == name for p in self.fake.pipelines.values()):
+            return 409, {"error_message": f"pipeline {name} already exists", "error_details": "exists"}
+        pipeline = {"pipeline_id": str(uuid.uuid4()), "display_name": name,
+                    "created_at": "2024-05-01T12:00:00Z"}
+        self.fake.pipelines[pipeline["pipeline_id"]] = pipeline
+        self.fake.versions[pipeline["pipeline_id"]] = []
+        self._add_version(pipeline["pipeline_id"], name)
+        return 200, pipeline
+
+    def _upload_version(self, record: Recorded) -> tuple[int, dict]:
+        pipeline_id = record.query["pipelineid"][0]
+        if pipeline_id not in self.fake.pipelines:
+            return 404, {"error_message": f"pipeline {pipeline_id} not found"}
+        return 200, self._add_version(pipeline_id, record.query["name"][0])
+
+    def _list_versions(self, record: Recorded) -> tuple[int, dict]:
+        pipeline_id = record.path.split("/")[-2]
+        found = self.fake.versions.get(pipeline_id, [])
+        return 200, {"pipeline_versions": found, "total_size": len(found)}
+
+    def _list_experiments(self, record: Recorded) -> tuple[int, dict]:
+        name = _display_name_filter(record.query)
+        namespace = record.query.get("namespace", [""])[0]
+        found = [e for e in self.fake.experiments
+                 if e["display_name"] == name and e.get("namespace", "") == namespace]
+        return 200, ({"experiments": found, "total_size": len(found)} if found else {})
+
+    def _create_experiment(self, record: Recorded) -> tuple[int, dict]:
+        experiment = dict(record.json(), experiment_id=str(uuid.uuid4()))
+        self.fake.experiments.append(experiment)
+        return 200, experiment
+
+    def _create_run(self, record: Recorded) -> tuple[int, dict]:
+        run = dict(record.json(), run_id=str(uuid.uuid4()), created_at="2024-05-01T12:00:00Z")
+        self.fake.runs.append(run)
+        return 200, run
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that timed out and hung up is expected in the timeout test
+
+
+@pytest.fixture
+def kfp_server() -> Iterator[FakeKfp]:
+    """A fake KFP API on an ephemeral port; a watchdog stops it if teardown never comes."""
+    fake = FakeKfp()
+    server = _QuietServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"fake": fake}))
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    watchdog = threading.Timer(120, server.shutdown)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield fake
+    finally:
+        watchdog.cancel()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_kfp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No ~/.config/kfp/context.json or KFP env vars of the machine leak into a test."""
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    for name in ("KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real package: what TFX's KubeflowV2DagRunner writes for a one-component pipeline."""
+    from tfx import v1 as tfx
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    out = tmp_path_factory.mktemp("kfp-package")
+    pipeline = tfx.dsl.Pipeline(pipeline_name="deploy-test", pipeline_root="/tmp/root",
+                                components=[tfx.components.ImportExampleGen(input_base="/tmp/x")])
+    v2.KubeflowV2DagRunner(
+        config=v2.KubeflowV2DagRunnerConfig(default_image="example/image:1", use_pipeline_spec_2_1=True),
+        output_dir=str(out), output_filename="p.yaml").run(pipeline)
+    return out / "p.yaml"
+
+
+def _deploy_error(*args: Any, **kwargs: Any) -> str:
+    with pytest.raises(DeployError) as caught:
+        deploy(*args, **kwargs)
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# --------------------------------------------------------------------------- success paths
+
+
+def test_first_deploy_creates_pipeline_with_exact_package(kfp_server: FakeKfp, package: Path) -> None:
+    result = deploy(kfp_server.url, str(package))
+
+    assert result.created_pipeline and result.run_id is None
+    [lookup] = kfp_server.sent("GET", "/pipelines")
+    assert _display_name_filter(lookup.query) == "deploy-test"  # name from pipelineInfo.name
+    [upload] = kfp_server.sent("POST", "/pipelines/upload")
+    assert upload.query["name"] == ["deploy-test"]
+    assert upload.files["uploadfile"] == ("p.yaml", package.read_bytes())
+    assert not kfp_server.sent("POST", "/pipelines/upload_version")
+    [pipeline] = kfp_server.pipelines.values()
+    assert result.pipeline_id == pipeline["pipeline_id"]
+    assert result.version_id == kfp_server.versions[pipeline["pipeline_id"]][0]["pipeline_version_id"]
+    assert result.pipeline_url == (f"{kfp_server.url}/#/pipelines/details/{result.pipeline_id}"
+                                   f"/version/{result.version_id}")
+    assert not kfp_server.sent("POST", "/runs") and not kfp_server.sent("POST", "/experiments")
+
+
+def test_second_deploy_adds_version_to_existing_pipeline(kfp_server: FakeKfp, package: Path) -> None:
+    first = deploy(kfp_server.url, str(package), pipeline_name="my pipeline")
+    second = deploy(kfp_server.url, str(package), pipeline_name="my pipeline")
+
+    assert not second.created_pipeline
+    assert second.pipeline_id == first.pipeline_id and second.version_id != first.version_id
+    assert len(kfp_server.sent("POST", "/pipelines/upload")) == 1 and len(kfp_server.pipelines) == 1
+    [version_upload] = kfp_server.sent("POST", "/pipelines/upload_version")
+    assert version_upload.query["pipelineid"] == [first.pipeline_id]
+    assert re.fullmatch(r"my pipeline-\d{8}-\d{6}", version_upload.query["name"][0])
+    assert version_upload.files["uploadfile"] == ("p.yaml", package.read_bytes())
+    assert second.version_id == kfp_server.versions[first.pipeline_id][0]["pipeline_version_id"]
+
+
+def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.multi_user = True
+    first = deploy(kfp_server.url, str(package), run=True, namespace="team-a",
+                   experiment="nightly", run_name="first run", pipeline_root="minio://bucket/root")
+    second = deploy(kfp_server.url, str(package), run=True, namespace="team-a", experiment="nightly")
+
+    [created] = kfp_server.sent("POST", "/experiments")  # the second deploy finds it
+    assert created.json() == {"display_name": "nightly", "namespace": "team-a"}
+    lookups = kfp_server.sent("GET", "/experiments")
+    assert [(r.query["namespace"], _display_name_filter(r.query)) for r in lookups] == [
+        (["team-a"], "nightly")] * 2
+    experiment_id = kfp_server.experiments[0]["experiment_id"]
+    assert first.experiment_id == second.experiment_id == experiment_id
+    runs = [r.json() for r in kfp_server.sent("POST", "/runs")]
+    for run, result in zip(runs, (first, second)):
+        assert run["experiment_id"] == experiment_id
+        assert run["pipeline_version_reference"] == {"pipeline_id": result.pipeline_id,
+                                                     "pipeline_version_id": result.version_id}
+        assert "pipeline_spec" not in run  # runs the uploaded version, not an inline copy
+    assert runs[0]["display_name"] == "first run"
+    assert runs[0]["runtime_config"]["pipeline_root"] == "minio://bucket/root"
+    assert first.version_id != second.version_id
+    assert [first.run_id, second.run_id] == [r["run_id"] for r in kfp_server.runs]
+    assert second.run_url == f"{kfp_server.url}/#/runs/details/{second.run_id}"
+
+
+def test_token_from_env_file_is_sent(kfp_server: FakeKfp, package: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    monkeypatch.setenv("KF_PIPELINES_SA_TOKEN_PATH", str(token_file))
+    deploy(kfp_server.url, str(package))
+    assert kfp_server.requests
+    assert [(r.method, r.path, r.headers.get("Authorization")) for r in kfp_server.requests] == []
+
+
+def test_json_named_spec_is_uploaded_under_yaml_name(kfp_server: FakeKfp, package: Path,
+                                                     tmp_path: Path) -> None:
+    """KFP servers pick the parser by file name and reject .json up to 2.0; JSON is YAML."""
+    import yaml
+
+    spec_json = tmp_path / "spec.json"
+    spec_json.write_text(json.dumps(yaml.safe_load(package.read_text())))
+    deploy(kfp_server.url, str(spec_json))
+    [upload] = kfp_server.sent("POST", "/pipelines/upload")
+    assert upload.files["uploadfile"] == ("spec.yaml", spec_json.read_bytes())
+
+
+# --------------------------------------------------------------------------- package errors
+
+
+def test_missing_package(kfp_server: FakeKfp, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    message = _deploy_error(kfp_server.url, str(missing))
+    assert str(missing) in message and "does not exist" in message and "KubeflowV2DagRunner" in message
+    assert not kfp_server.requests
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("broken.yaml", "a: [unclosed", "is not a YAML file"),
+    ("values.yaml", "name: x\nimage: y\n", "missing top-level pipelineInfo, root, deploymentSpec"),
+    ("job.json", json.dumps({"displayName": "x", "pipelineSpec": {"pipelineInfo": {"name": "x"}}}),
+     "Vertex AI PipelineJob"),
+    ("workflow.yaml", "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nspec: {}\n", "KFP v1 Argo Workflow"),
+    ("image.yaml", b"\x89PNG\r\n\x1a\n\x00\xff", "is not a YAML file"),
+    ("list.yaml", "- a\n- b\n", "is not a KFP v2 PipelineSpec"),
+])
+def test_not_a_pipeline_spec(kfp_server: FakeKfp, tmp_path: Path, name: str, content: Any,
+                             expected: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    message = _deploy_error(kfp_server.url, str(path))
+    assert str(path) in message and expected in message and "output_filename" in message
+    assert not kfp_server.requests
+
+
+# --------------------------------------------------------------------------- connection errors
+
+
+def test_closed_port_fails_fast_with_port_forward_hint(package: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        host = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    message = _deploy_error(host, str(package))
+    assert time.monotonic() - started < 15
+    assert host in message and "connection refused" in message
+    assert PORT_FORWARD in message and "--host http://localhost:8080" in message
+
+
+def test_silent_server_times_out(package: Path) -> None:
+    """Accepts TCP connections (kernel backlog) but never answers."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        message = _deploy_error(host, str(package), timeout=1)
+        assert time.monotonic() - started < 10
+    assert host in message and "no answer in time" in message and PORT_FORWARD in message
+
+
+def test_stalled_upload_is_bounded_and_not_resent(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.delay["upload"] = 3
+    started = time.monotonic()
+    message = _deploy_error(kfp_server.url, str(package), api_timeout=1)
+    assert time.monotonic() - started < 3
+    assert "no answer in time" in message and "uploading" in message
+    assert len(kfp_server.sent("POST", "/pipelines/upload")) == 1  # a POST is never retried
+
+
+# --------------------------------------------------------------------------- server errors
+
+
+@pytest.mark.parametrize("status, route", [(401, "*"), (403, "*"), (401, "upload"),
+                                           (403, "create_experiment")])
+def test_auth_failures_explain_how_to_authenticate(kfp_server: FakeKfp, package: Path, status: int,
+                                                   route: str) -> None:
+    text = "Unauthenticated" if status == 401 else "user bob is not allowed in namespace team-a"
+    kfp_server.fail[route] = (status, {"error": text, "code": 16, "message": text}, {})
+    message = _deploy_error(kfp_server.url, str(package), run=True, namespace="team-a")
+    assert f"HTTP {status}" in message and text in message and kfp_server.url in message
+    for hint in ("KF_PIPELINES_SA_TOKEN_PATH", "existing_token", "--namespace"):
+        assert hint in message
+    assert not kfp_server.sent("POST", "/runs")
+
+
+def test_login_redirect_is_reported_as_auth(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.fail["*"] = (302, b"", {"Location": "/dex/auth?client_id=kubeflow-oidc-authservice"})
+    message = _deploy_error(kfp_server.url, str(package))
+    assert "HTTP 302" in message and "/dex/auth" in message and "KF_PIPELINES_SA_TOKEN_PATH" in message
+
+
+def test_server_error_reports_status_and_message(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.fail["list_pipelines"] = (500, {"error": "x", "code": 13,
+                                               "message": "database is locked (mysql)"}, {})
+    message = _deploy_error(kfp_server.url, str(package))
+    assert "HTTP 500" in message and "database is locked (mysql)" in message
+    assert "looking up pipeline 'deploy-test'" in message
+    assert not kfp_server.sent("POST", "/pipelines/upload")
+
+
+def test_not_a_kfp_v2_api(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.fail["healthz"] = (404, b"404 page not found", {})
+    message = _deploy_error(kfp_server.url, str(package))
+    assert "HTTP 404" in message and "v2 API" in message and PORT_FORWARD in message
+
+
+def test_multi_user_run_needs_namespace(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.multi_user = True
+    message = _deploy_error(kfp_server.url, str(package), run=True)
+    assert "multi-user" in message and "--namespace" in message
+    assert not [r for r in kfp_server.requests if r.method == "POST"]
