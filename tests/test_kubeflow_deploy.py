@@ -33,7 +33,7 @@ class Recorded:
     method: str
     path: str
     query: dict[str, list[str]]
-    headers: dict[str, str]
+    headers: dict[str, str]  # lower-case names
     body: bytes
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     form: dict[str, str] = field(default_factory=dict)
@@ -129,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         record = Recorded(method, split.path, parse_qs(split.query, keep_blank_values=True),
-                          dict(self.headers.items()), body)
+                          {k.lower(): v for k, v in self.headers.items()}, body)
         if self.headers.get("Content-Type", "").startswith("multipart/form-data"):
             record.files, record.form = _parse_multipart(self.headers["Content-Type"], body)
         fake = self.fake
@@ -330,7 +330,7 @@ def test_token_from_env_file_is_sent(kfp_server: FakeKfp, package: Path, tmp_pat
     monkeypatch.setenv("KF_PIPELINES_SA_TOKEN_PATH", str(token_file))
     deploy(kfp_server.url, str(package))
     assert kfp_server.requests
-    assert [(r.method, r.path, r.headers.get("Authorization")) for r in kfp_server.requests] == []
+    assert {r.headers.get("authorization") for r in kfp_server.requests} == {"Bearer s3cret"}
 
 
 def test_json_named_spec_is_uploaded_under_yaml_name(kfp_server: FakeKfp, package: Path,
