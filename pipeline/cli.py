@@ -130,6 +130,31 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
                          "version is used) or one version directory")
     predict.add_argument("images", nargs="+", help="image files (PNG/JPEG)")
+
+    deploy_ = commands.add_parser("deploy", help="upload a compiled pipeline to Kubeflow Pipelines, optionally run it",
+                                  description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
+                                  "or as a new version of the pipeline with that name; with --run, start a run of "
+                                  "that version.")
+    deploy_.add_argument("--host", required=True, help="KFP UI/API URL, e.g. http://localhost:8080 after "
+                         "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80`")
+    deploy_.add_argument("--package", required=True, help="compiled pipeline YAML")
+    deploy_.add_argument("--pipeline-name", default=None, help="default: the package's pipelineInfo.name")
+    deploy_.add_argument("--experiment", default="Default",
+                         help="experiment for --run, created if missing (default: %(default)s)")
+    deploy_.add_argument("--run", action="store_true", help="start a run of the uploaded version")
+    deploy_.add_argument("--namespace", default=None,
+                         help="Kubeflow profile namespace (needed with --run on multi-user Kubeflow)")
+    deploy_.add_argument("--run-name", default=None, help="default: '<pipeline name> <UTC time>'")
+
+    models = commands.add_parser("models", help="list pushed model versions with their metrics",
+                                 description="List the versions in a TF Serving model directory, newest "
+                                 "first, with push time, key metrics and pipeline run id.")
+    models.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
+    rollback = commands.add_parser("rollback", help="serve the previous model version again",
+                                   description="Make the previous version the served one: the newest "
+                                   "version is renamed to .rolled-back-<version> (TF Serving's default "
+                                   "policy serves the highest numeric version). Rename it back to undo.")
+    rollback.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
     return parser
 
 
@@ -258,7 +283,39 @@ def command_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "prepare": command_prepare, "compile": command_compile,
+def command_deploy(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow_deploy import DeployError, deploy
+
+    try:
+        result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
+                        run=args.run, namespace=args.namespace, run_name=args.run_name)
+    except DeployError as error:
+        raise UserError(str(error)) from error
+    print(result.summary())
+    return 0
+
+
+def command_models(args: argparse.Namespace) -> int:
+    from pipeline.serving_commands import list_models
+
+    try:
+        print("\n".join(list_models(args.serving_dir)))
+    except FileNotFoundError as error:
+        raise UserError(str(error)) from error
+    return 0
+
+
+def command_rollback(args: argparse.Namespace) -> int:
+    from pipeline.serving_commands import rollback
+
+    try:
+        print(rollback(args.serving_dir))
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(str(error)) from error
+    return 0
+
+
+COMMANDS = {"run": command_run, "deploy": command_deploy, "models": command_models, "rollback": command_rollback, "prepare": command_prepare, "compile": command_compile,
             "predict": command_predict}
 
 

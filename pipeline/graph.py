@@ -10,6 +10,7 @@ from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
 from components.evaluator import ServedBaselineEvaluator
+from components.pusher import AtomicPusher
 from data.features import EXAMPLE_ID
 from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
@@ -86,13 +87,12 @@ def create_pipeline(
         eval_config=family.eval_config(config, dataset),
         baseline_serving_dir=config.serving_model_dir,
     ).with_id(EVALUATOR)
-    pusher = tfx.components.Pusher(
+    pusher = AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=config.serving_model_dir)),
-    )
+        evaluation=evaluator.outputs["evaluation"],
+        base_directory=config.serving_model_dir,
+    ).with_id(PUSHER)
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,

@@ -8,6 +8,10 @@ Every failure a user can fix is raised as :class:`DeployError` with one paragrap
 went wrong, where, and how to fix it. A quick health check with short timeouts runs before
 the kfp client is built: kfp 2.5 retries its own health check five times with 5 s sleeps and
 urllib3 has no timeout by default, so an unreachable host would otherwise hang for minutes.
+The client's own calls then get timeouts too, and POSTs are never re-sent (no duplicates).
+
+kfp prints a link after each call; those prints are swallowed (``redirect_stdout``, i.e.
+process-wide while a call runs) because :class:`DeployResult` carries the same links.
 """
 import contextlib
 import datetime
@@ -48,7 +52,11 @@ NAMESPACE_HINT = ("On multi-user Kubeflow, pass --namespace <your profile namesp
 
 
 class DeployError(Exception):
-    """A deploy problem the user can fix; the message is the whole report."""
+    """A deploy problem the user can fix; the message is the whole report, on one line."""
+
+    def __init__(self, message: str) -> None:
+        # Server texts and YAML errors span lines; the CLI prints one "error: ..." line.
+        super().__init__(" ".join(str(message).split()))
 
 
 @dataclass
@@ -198,7 +206,8 @@ def _server_message(body: Any) -> str:
     if isinstance(data, dict):
         for key in ("message", "error_message", "error", "error_details"):
             if isinstance(data.get(key), str) and data[key].strip():
-                return data[key].strip()
+                text = data[key]
+                break
     text = " ".join(text.split())
     return text[:500] + ("..." if len(text) > 500 else "") if text else "(empty response body)"
 
@@ -262,8 +271,8 @@ def check_health(host: str, timeout: float = 10.0, token: str | None = None,
     text = _server_message(response.data)
     if response.status in (301, 302, 303, 307, 308):
         location = response.headers.get("Location", "?")
-        return_text = f"redirect to {location}, i.e. a login page of an authentication proxy"
-        raise _auth_error(host, response.status, "checking the API health", return_text)
+        detail = f"redirect to {location}, i.e. a login page of an authentication proxy"
+        raise _auth_error(host, response.status, "checking the API health", detail)
     if response.status in (401, 403):
         raise _auth_error(host, response.status, "checking the API health", text)
     if response.status == 404:
@@ -306,6 +315,13 @@ def _api_errors(host: str, doing: str) -> Iterator[None]:
             f" - {_server_message(error.body)}. Fix what the server reports; for HTTP 5xx check "
             "the ml-pipeline pod's logs (`kubectl -n kubeflow logs deploy/ml-pipeline`).") from error
     except urllib3.exceptions.HTTPError as error:
+        cause = getattr(error, "reason", None) or error
+        if isinstance(cause, urllib3.exceptions.ReadTimeoutError):  # reachable, but no answer
+            raise DeployError(
+                f"Kubeflow Pipelines at {host} accepted the connection but did not answer in time "
+                f"while {doing} ({type(cause).__name__}). The API server may be overloaded or "
+                "restarting: check `kubectl -n kubeflow get pods`, then deploy again (or raise "
+                "api_timeout).") from error
         raise _unreachable(host, f"while {doing}: {_connection_reason(error)}") from error
     except (TimeoutError, ConnectionError) as error:
         raise _unreachable(host, f"while {doing}: {error}") from error

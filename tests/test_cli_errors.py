@@ -78,3 +78,18 @@ def test_predict_without_a_pushed_model(tmp_path):
     Image.new("L", (8, 8)).save(image)
     result = run_cli("predict", "--model-dir", tmp_path / "serving" / "cnn", image)
     _assert_user_error(result, tmp_path / "serving" / "cnn")
+
+
+def test_deploy_to_an_unreachable_host_fails_fast_with_a_hint(tmp_path):
+    import socket
+    import time
+
+    package = tmp_path / "p.yaml"
+    package.write_text("pipelineInfo: {name: p}\nroot: {}\ndeploymentSpec: {}\ncomponents: {}\nschemaVersion: 2.1.0\n")
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = run_cli("deploy", "--host", f"http://127.0.0.1:{port}", "--package", package)
+    assert time.monotonic() - started < 60
+    _assert_user_error(result, f"127.0.0.1:{port}", "port-forward")

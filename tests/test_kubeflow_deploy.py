@@ -281,6 +281,7 @@ def test_first_deploy_creates_pipeline_with_exact_package(kfp_server: FakeKfp, p
     assert result.pipeline_url == (f"{kfp_server.url}/#/pipelines/details/{result.pipeline_id}"
                                    f"/version/{result.version_id}")
     assert not kfp_server.sent("POST", "/runs") and not kfp_server.sent("POST", "/experiments")
+    assert result.summary().startswith(f"Created pipeline 'deploy-test' (id {result.pipeline_id})")
 
 
 def test_second_deploy_adds_version_to_existing_pipeline(kfp_server: FakeKfp, package: Path) -> None:
@@ -299,9 +300,17 @@ def test_second_deploy_adds_version_to_existing_pipeline(kfp_server: FakeKfp, pa
 
 def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp, package: Path) -> None:
     kfp_server.multi_user = True
-    first = deploy(kfp_server.url, str(package), run=True, namespace="team-a",
-                   experiment="nightly", run_name="first run", pipeline_root="minio://bucket/root")
+    client_kwargs = []
+
+    def client_factory(**kwargs: Any) -> kfp.Client:
+        client_kwargs.append(kwargs)
+        return kfp.Client(**kwargs)
+
+    first = deploy(kfp_server.url, str(package), run=True, namespace="team-a", experiment="nightly",
+                   run_name="first run", client_factory=client_factory, pipeline_root="minio://bucket/root")
     second = deploy(kfp_server.url, str(package), run=True, namespace="team-a", experiment="nightly")
+
+    assert client_kwargs == [{"host": kfp_server.url, "namespace": "team-a"}]
 
     [created] = kfp_server.sent("POST", "/experiments")  # the second deploy finds it
     assert created.json() == {"display_name": "nightly", "namespace": "team-a"}
@@ -404,7 +413,7 @@ def test_stalled_upload_is_bounded_and_not_resent(kfp_server: FakeKfp, package: 
     started = time.monotonic()
     message = _deploy_error(kfp_server.url, str(package), api_timeout=1)
     assert time.monotonic() - started < 3
-    assert "no answer in time" in message and "uploading" in message
+    assert "did not answer in time while uploading" in message and kfp_server.url in message
     assert len(kfp_server.sent("POST", "/pipelines/upload")) == 1  # a POST is never retried
 
 

@@ -1,0 +1,95 @@
+"""Pusher that publishes a blessed model to the TF Serving directory atomically.
+
+TFX's Pusher copies straight into ``<base>/<version>/``; a crash mid-copy leaves a
+partial version TF Serving would try to load. This one reuses TFX's blessing check and
+model lookup, publishes through ``serving_dir.publish_version`` (stage, then rename),
+and records the push (run, model, key metrics) in ``push_info.json`` beside the model,
+which ``python -m pipeline models`` lists.
+"""
+import datetime
+import logging
+from typing import Any, Dict, List
+
+from tfx import types
+from tfx.components.pusher import executor as pusher_executor
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter
+from tfx.utils import io_utils, proto_utils
+
+from components.serving_dir import publish_version
+
+EVALUATION_KEY = "evaluation"
+
+log = logging.getLogger(__name__)
+
+
+class AtomicPusherSpec(standard_component_specs.PusherSpec):
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
+    }
+
+
+def overall_metrics(evaluation_uri: str) -> Dict[str, float]:
+    """The candidate's overall scalar metrics from a TFMA evaluation (empty if unreadable)."""
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.writers import eval_config_writer
+
+    try:
+        specs = eval_config_writer.load_eval_run(evaluation_uri)[0].model_specs
+        name = next((s.name for s in specs if not s.is_baseline), "") or None
+        for slice_key, by_output in tfma.load_eval_result(evaluation_uri, model_name=name).slicing_metrics:
+            if not slice_key:
+                values = by_output.get("", {}).get("", {})
+                return {k: v["doubleValue"] for k, v in values.items() if "doubleValue" in v}
+    except Exception as error:  # noqa: BLE001 - metrics are informative, the push is what matters
+        log.warning("Could not read metrics from %s: %s", evaluation_uri, error)
+    return {}
+
+
+class Executor(pusher_executor.Executor):
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        pushed_model = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+        if not self.CheckBlessing(input_dict):
+            log.info("Model not blessed: nothing pushed, the served model is unchanged.")
+            self._MarkNotPushed(pushed_model)
+            return
+        model_path = self.GetModelPath(input_dict)
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
+        model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        evaluations = input_dict.get(EVALUATION_KEY) or []
+        push_info = {
+            "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "pipeline_run_id": getattr(self._context, "pipeline_run_id", None),
+            "model_uri": model.uri,
+            "metrics": overall_metrics(evaluations[0].uri) if evaluations else {},
+        }
+        version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
+                                      copy_dir=io_utils.copy_dir)
+        io_utils.copy_dir(model_path, pushed_model.uri)  # archive copy, as TFX's Pusher keeps
+        self._MarkPushed(pushed_model, pushed_destination=version_dir,
+                         pushed_version=version_dir.rstrip("/").rsplit("/", 1)[-1])
+        log.info("Model pushed to %s", version_dir)
+
+
+class AtomicPusher(base_component.BaseComponent):
+    """Pusher with an atomic publish; optional ``evaluation`` input feeds push_info.json."""
+
+    SPEC_CLASS = AtomicPusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
+                 base_directory: str, evaluation: types.BaseChannel = None):
+        super().__init__(spec=AtomicPusherSpec(
+            model=model,
+            model_blessing=model_blessing,
+            evaluation=evaluation,
+            push_destination=pusher_pb2.PushDestination(
+                filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)),
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+        ))

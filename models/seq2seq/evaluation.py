@@ -1,0 +1,55 @@
+"""TFMA EvalConfig for seq2seq: what 'good enough to serve' means for next-token prediction.
+
+TFMA scores ``serving_default``'s next-token distribution against ``next_token_xf`` (the
+first target token, read through ``transform_features``). The gate is top-5 accuracy: with
+thousands of tokens and many plausible continuations, top-1 is too harsh and too noisy to
+gate on, while top-5 matches how suggestions are shown and is what the n-gram baselines
+report.
+"""
+import tensorflow_model_analysis as tfma
+from google.protobuf import wrappers_pb2
+
+from models.seq2seq import features
+
+GATE_METRIC = "sparse_top_k_categorical_accuracy"   # TFMA's name for the top-5 accuracy
+ACCURACY = "sparse_categorical_accuracy"
+CROSS_ENTROPY = "sparse_categorical_crossentropy"
+PERPLEXITY = "perplexity"
+TOP_K = 5
+
+
+def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
+    """Count, top-1, top-5, cross-entropy and perplexity, overall / by document / by position.
+
+    Blessing needs overall top-5 accuracy >= ``min_top5`` and at most ``max_regression``
+    (absolute) below the last blessed model. The model's compiled (per-token, logits)
+    Keras metrics are left out: they do not apply to the exported probabilities.
+    """
+    top5_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_top5}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -max_regression}),
+    )
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(
+            signature_name="serving_default",
+            preprocessing_function_names=["transform_features"],
+            label_key=features.NEXT_TOKEN_XF,
+            prediction_key="probabilities",
+        )],
+        slicing_specs=[tfma.SlicingSpec()] + [
+            tfma.SlicingSpec(feature_keys=[key]) for key in features.SLICING_FEATURES],
+        metrics_specs=[tfma.MetricsSpec(metrics=[
+            tfma.MetricConfig(class_name="ExampleCount"),
+            tfma.MetricConfig(class_name="SparseCategoricalAccuracy"),
+            # The gate applies to the overall slice; per-slice values are reported.
+            tfma.MetricConfig(
+                class_name="SparseTopKCategoricalAccuracy", config=f'{{"k": {TOP_K}}}',
+                per_slice_thresholds=[tfma.PerSliceMetricThreshold(
+                    slicing_specs=[tfma.SlicingSpec()], threshold=top5_threshold)]),
+            tfma.MetricConfig(class_name="SparseCategoricalCrossentropy"),
+            tfma.MetricConfig(class_name="Perplexity", module="models.seq2seq.metrics"),
+        ])],
+        options=tfma.Options(include_default_metrics=wrappers_pb2.BoolValue(value=False)),
+    )

@@ -1,0 +1,41 @@
+"""``models`` and ``rollback``: what is in a TF Serving model directory, and undoing a push."""
+import os
+from typing import List
+
+from components import serving_dir
+
+KEY_METRICS = ("sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "example_count")
+
+
+def _require_dir(base_dir: str) -> None:
+    import tensorflow as tf
+
+    if not tf.io.gfile.isdir(base_dir):
+        raise FileNotFoundError(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
+                                "as output/serving/cnn (the run summary's 'Pushed:' line, minus the version).")
+
+
+def list_models(base_dir: str) -> List[str]:
+    """One line per pushed version, newest first; the served one is marked with '*'."""
+    _require_dir(base_dir)
+    versions = serving_dir.list_versions(base_dir)
+    if not versions:
+        return [f"No model versions in {base_dir}."]
+    lines = [f"{'':2}{'version':<12} {'pushed at (UTC)':<26} {'metrics':<60} run"]
+    for version in reversed(versions):
+        info = serving_dir.read_push_info(os.path.join(base_dir, str(version)))
+        metrics = info.get("metrics", {})
+        shown = "  ".join(f"{k}={metrics[k]:.4f}" if k != "example_count" else f"n={metrics[k]:.0f}"
+                          for k in KEY_METRICS if k in metrics)
+        marker = "* " if version == versions[-1] else "  "
+        lines.append(f"{marker}{version:<12} {info.get('pushed_at', '?'):<26} {shown or '-':<60} "
+                     f"{info.get('pipeline_run_id') or '-'}")
+    lines.append("* = served (TF Serving's default policy serves the highest version)")
+    return lines
+
+
+def rollback(base_dir: str) -> str:
+    _require_dir(base_dir)
+    moved = serving_dir.rollback(base_dir)
+    return (f"Rolled back {base_dir}: version {moved['from']} -> {moved['to']} is now served "
+            f"(moved {moved['from']} to {serving_dir.ROLLED_BACK_PREFIX}{moved['from']}; rename it back to undo).")

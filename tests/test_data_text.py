@@ -1,0 +1,210 @@
+"""Tests of data.text: corpus reading, windowing, bad inputs, cache (tiny files, no downloads)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data import text_features as features
+from data.errors import DataError
+from data.tfrecords import DatasetManifest
+from data.text import example_gen_split, position_bucket, prepare_text_dataset, window_count
+
+import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
+
+
+def read_all(manifest: DatasetManifest) -> list[dict[str, str]]:
+    """Every record parsed with the documented spec, in file order."""
+    spec = {k: tf.io.FixedLenFeature([], tf.string) for k in features.ALL_FEATURES}
+    files = sorted(tf.io.gfile.glob(manifest.examples_glob))
+    assert files, manifest.examples_glob
+    rows = []
+    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(50_000):
+        parsed = {k: v.numpy() for k, v in tf.io.parse_example(batch, spec).items()}
+        for i in range(len(parsed[features.CONTEXT])):
+            rows.append({k: parsed[k][i].decode("utf-8") for k in spec})
+    return rows
+
+
+def words(n: int, prefix: str = "w") -> str:
+    return " ".join(f"{prefix}{i}" for i in range(n))
+
+
+def mtimes(folder: str | Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in Path(folder).iterdir()}
+
+
+# ------------------------------------------------------------------------ default corpus
+
+
+@pytest.fixture(scope="module")
+def topics_dataset(tmp_path_factory):
+    return prepare_text_dataset(None, tmp_path_factory.mktemp("topics-cache"))
+
+
+def test_default_corpus_is_pydoc_topics_windowed(topics_dataset):
+    from pydoc_data.topics import topics
+
+    m = topics_dataset
+    assert m.kind == "text" and m.classes == [] and m.image_shape is None
+    assert m.extra["documents"] == sorted(topics) and m.extra["num_documents"] == len(topics)
+    assert (m.extra["context_words"], m.extra["target_words"], m.extra["stride"]) == (16, 4, 2)
+    assert m.extra["split_feature"] == features.SPLIT_FEATURE == features.DOCUMENT
+    expected = {name: window_count(len(topics[name].split()), 16, 4, 2) for name in topics}
+    assert m.extra["document_windows"] == expected
+    assert m.num_examples == sum(expected.values())
+    assert 10_000 < m.num_examples < 50_000  # "tens of thousands of windows max"
+
+    rows = read_all(m)
+    assert len(rows) == m.num_examples
+    assert len({r[features.EXAMPLE_ID] for r in rows}) == len(rows)
+    assert all(len(r[features.CONTEXT].split(" ")) == 16 for r in rows)
+    assert all(len(r[features.TARGET].split(" ")) == 4 for r in rows)
+    assert {r[features.POSITION] for r in rows} == set(features.POSITION_BUCKETS)
+    first = rows[0]
+    doc_words = topics[first[features.DOCUMENT]].split()
+    assert first[features.CONTEXT] == " ".join(doc_words[:16])
+    assert first[features.TARGET] == " ".join(doc_words[16:20])
+
+
+def test_split_helper_matches_example_gen_partition(topics_dataset):
+    """The experiment's split is ExampleGen's own partition on the document feature."""
+    from tfx.components.example_gen import base_example_gen_executor
+    from tfx.proto import example_gen_pb2
+
+    config = example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)],
+        partition_feature_name=features.SPLIT_FEATURE)
+    splits = {}
+    for doc in topics_dataset.extra["documents"]:
+        example = tf.train.Example(features=tf.train.Features(feature={
+            features.DOCUMENT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[doc.encode()]))}))
+        index = base_example_gen_executor._PartitionFn(example, 2, [4, 5], config)
+        splits[doc] = ["train", "eval"][index]
+        assert example_gen_split(doc) == splits[doc], doc
+    assert 5 < list(splits.values()).count("eval") < 40
+
+
+# ------------------------------------------------------------------------- user files
+
+
+def test_single_text_file_windows_exact(tmp_path):
+    path = tmp_path / "book.txt"
+    # Irregular whitespace is normalised to single spaces.
+    path.write_text("\ufeff" + words(10) + "\n\n  " + " \t".join(f"w{i}" for i in range(10, 30)) + "\n",
+                    encoding="utf-8")
+    m = prepare_text_dataset(path, tmp_path / "cache", context_words=5, target_words=2, stride=3)
+    rows = read_all(m)
+    count = (30 - 7) // 3 + 1
+    assert m.num_examples == len(rows) == count == window_count(30, 5, 2, 3)
+    assert m.extra["documents"] == ["book.txt"] and m.extra["document_words"] == {"book.txt": 30}
+    for i, row in enumerate(rows):
+        start = 3 * i
+        assert row[features.CONTEXT] == " ".join(f"w{j}" for j in range(start, start + 5))
+        assert row[features.TARGET] == " ".join(f"w{j}" for j in range(start + 5, start + 7))
+        assert row[features.DOCUMENT] == "book.txt"
+        assert row[features.EXAMPLE_ID] == f"book.txt/{i:05d}"
+    assert [r[features.POSITION] for r in rows] == [
+        "start", "start", "start", "middle", "middle", "middle", "end", "end"]
+
+
+def test_position_buckets_are_thirds():
+    assert [position_bucket(i, 3) for i in range(3)] == ["start", "middle", "end"]
+    assert [position_bucket(i, 1) for i in range(1)] == ["start"]
+    assert window_count(6, 5, 2, 1) == 0 and window_count(7, 5, 2, 1) == 1
+
+
+def test_folder_of_text_files(tmp_path):
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text(words(12, "a"), encoding="utf-8")
+    (root / "sub" / "b.TXT").write_text(words(9, "b"), encoding="utf-8")
+    (root / "notes.md").write_text("ignored: not a .txt file", encoding="utf-8")
+    (root / ".hidden.txt").write_text("\x00 hidden files are skipped", encoding="utf-8")
+    m = prepare_text_dataset(root, tmp_path / "cache", context_words=4, target_words=2, stride=1)
+    rows = read_all(m)
+    assert m.extra["documents"] == ["a.txt", "sub/b.TXT"]
+    assert m.extra["document_windows"] == {"a.txt": 7, "sub/b.TXT": 4}
+    assert len(rows) == m.num_examples == 11
+    by_doc = {}
+    for row in rows:
+        by_doc.setdefault(row[features.DOCUMENT], []).append(row)
+    assert by_doc["sub/b.TXT"][-1][features.TARGET] == "b7 b8"
+    assert len({r[features.EXAMPLE_ID] for r in rows}) == len(rows)
+
+
+# ------------------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"GIF89a\x00\x01\x00binary", "looks binary"),
+    ("caf\u00e9 au lait ".encode("latin-1") * 20, "not valid UTF-8"),
+    (b"only three words", "has only 3 words"),
+    (b"   \n\t ", "is empty"),
+])
+def test_bad_file_in_folder_names_the_file(tmp_path, content, match):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "good.txt").write_text(words(40), encoding="utf-8")
+    (root / "bad.txt").write_bytes(content)
+    with pytest.raises(DataError, match=match) as info:
+        prepare_text_dataset(root, tmp_path / "cache")
+    assert str(root / "bad.txt") in str(info.value)
+
+
+def test_too_short_single_file_names_it(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text(words(19), encoding="utf-8")
+    with pytest.raises(DataError, match="short.txt has only 19 words.*--context-words"):
+        prepare_text_dataset(path, tmp_path / "cache")
+    assert prepare_text_dataset(path, tmp_path / "cache", context_words=15).num_examples == 1
+
+
+def test_missing_path_and_empty_corpus(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        prepare_text_dataset(tmp_path / "nope", tmp_path / "cache")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="no .txt files, so the corpus is empty"):
+        prepare_text_dataset(empty, tmp_path / "cache")
+    (empty / "readme.md").write_text(words(50))
+    with pytest.raises(DataError, match="no .txt files"):
+        prepare_text_dataset(empty, tmp_path / "cache")
+
+
+@pytest.mark.parametrize("kwargs", [{"context_words": 0}, {"target_words": -1},
+                                    {"stride": True}, {"context_words": 2.5}])
+def test_bad_window_settings(tmp_path, kwargs):
+    with pytest.raises(DataError, match="is not valid"):
+        prepare_text_dataset(None, tmp_path / "cache", **kwargs)
+
+
+# ------------------------------------------------------------------------------ cache
+
+
+def test_unchanged_source_reuses_cache_and_changes_rebuild(tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text(words(30), encoding="utf-8")
+    cache = tmp_path / "cache"
+    first = prepare_text_dataset(path, cache, context_words=4, target_words=1)
+    before = mtimes(first.examples_dir)
+    again = prepare_text_dataset(path, cache, context_words=4, target_words=1)
+    assert again.examples_dir == first.examples_dir and again.fingerprint == first.fingerprint
+    assert mtimes(again.examples_dir) == before  # not rewritten: TFX's input fingerprint holds
+    restrided = prepare_text_dataset(path, cache, context_words=4, target_words=1, stride=1)
+    assert restrided.examples_dir != first.examples_dir
+    path.write_text(words(31), encoding="utf-8")
+    edited = prepare_text_dataset(path, cache, context_words=4, target_words=1)
+    assert edited.examples_dir != first.examples_dir
+    assert edited.extra["document_words"] == {"doc.txt": 31}
+
+
+def test_output_is_deterministic(tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text(words(50), encoding="utf-8")
+    a = prepare_text_dataset(path, tmp_path / "c1", context_words=6, target_words=2)
+    b = prepare_text_dataset(path, tmp_path / "c2", context_words=6, target_words=2)
+    assert a.fingerprint == b.fingerprint and a.files == b.files
+    for name in a.files:
+        assert (Path(a.examples_dir) / name).read_bytes() == (Path(b.examples_dir) / name).read_bytes()

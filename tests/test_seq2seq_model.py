@@ -1,0 +1,297 @@
+"""Seq2seq family: preprocessing through real tft_beam, model, training, export signatures,
+n-gram baselines, perplexity metric and the TFMA config."""
+import json
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import analyze_and_transform
+from models.common.inputs import make_dataset
+from models.seq2seq import evaluation, export, features
+from models.seq2seq.baselines import ngram_baselines
+from models.seq2seq.metrics import Perplexity
+from models.seq2seq.model import build_seq2seq, teacher_forcing
+from models.seq2seq.preprocessing import preprocessing_fn, tokenize
+
+CONTEXT_TOKENS, TARGET_TOKENS, VOCAB_SIZE = 6, 4, 12
+SENTENCES = ("the cat sat on the mat . the dog ran in the park . "
+             "a bird flew over the house . the cat ran to the dog .").split()
+# Rows with a known transformation, appended after the windows of the synthetic text.
+SHORT_CONTEXT = {"context": b"The cat", "target": b"the dog"}
+LONG_TARGET = {"context": b"the dog ran in the park . a bird flew", "target": b"Zebra, the cat sat"}
+
+
+def _rows():
+    text = SENTENCES * 12
+    rows = [{"context": " ".join(text[i:i + 5]).encode(), "target": " ".join(text[i + 5:i + 7]).encode()}
+            for i in range(len(text) - 7)]
+    return rows + [SHORT_CONTEXT, LONG_TARGET]
+
+
+@pytest.fixture(scope="module")
+def s2s_transform(tmp_path_factory):
+    """(TFTransformOutput, raw rows, transformed rows) for the synthetic corpus."""
+    raw_spec = {k: tf.io.FixedLenFeature([], tf.string) for k in (features.CONTEXT, features.TARGET)}
+    rows = _rows()
+    tft_output, transformed = analyze_and_transform(
+        preprocessing_fn, raw_spec, rows, tmp_path_factory.mktemp("s2s-tft"),
+        custom_config={features.VOCAB_SIZE: VOCAB_SIZE, features.CONTEXT_TOKENS: CONTEXT_TOKENS,
+                       features.TARGET_TOKENS: TARGET_TOKENS, "code_version": "ignored"})
+    return tft_output, rows, transformed
+
+
+def _ids(tft_output):
+    vocab = [v.decode() for v in tft_output.vocabulary_by_name(features.VOCABULARY)]
+    return vocab, {token: i for i, token in enumerate(vocab)}
+
+
+# -------------------------------------------------------------------- preprocessing
+
+
+def test_tokenize_lowercases_and_splits_punctuation():
+    got = tokenize(tf.constant(['Hello, World! "__init__()" -> x...', "Ünïcode  —  ok"]))
+    assert [[t.decode() for t in row] for row in got.to_list()] == [
+        ["hello", ",", "world", "!", '"', "__", "init", "__", "(", ")", '"', "-", ">", "x", "..."],
+        ["ünïcode", "—", "ok"]]
+
+
+def test_vocabulary_reserved_tokens_top_k_and_oov(s2s_transform):
+    tft_output, _, transformed = s2s_transform
+    vocab, ids = _ids(tft_output)
+    assert vocab[:3] == list(features.RESERVED_TOKENS) == ["<pad>", "<s>", "</s>"]
+    assert (features.PAD_ID, features.START_ID, features.END_ID) == (0, 1, 2)
+    assert len(vocab) == 3 + VOCAB_SIZE  # top_k counts the corpus tokens, not the reserved ones
+    assert vocab[3] == "the"  # the most frequent token
+    assert "zebra" not in ids and "," not in ids  # seen once: cut by top_k
+    oov = len(vocab)
+    long_row = transformed[-1]
+    assert long_row[features.TARGET_XF][0] == oov == long_row[features.NEXT_TOKEN_XF]
+    assert export.vocabulary_tokens(tft_output)[oov] == export.UNKNOWN_TOKEN
+
+
+def test_sequences_are_padded_truncated_and_shifted(s2s_transform):
+    tft_output, _, transformed = s2s_transform
+    _, ids = _ids(tft_output)
+    spec = tft_output.transformed_feature_spec()
+    assert spec[features.CONTEXT_XF].shape == [CONTEXT_TOKENS]
+    assert spec[features.DECODER_INPUT_XF].shape == spec[features.TARGET_XF].shape == [TARGET_TOKENS]
+
+    short, long_row = transformed[-2], transformed[-1]
+    # Short context: right-padded with 0; short target: END, then padding.
+    assert list(short[features.CONTEXT_XF]) == [ids["the"], ids["cat"], 0, 0, 0, 0]
+    assert list(short[features.TARGET_XF]) == [ids["the"], ids["dog"], features.END_ID, 0]
+    assert list(short[features.DECODER_INPUT_XF]) == [features.START_ID, ids["the"], ids["dog"], 0]
+    assert short[features.NEXT_TOKEN_XF] == ids["the"]
+    # Long context: the LAST tokens are kept; long target: the FIRST tokens, no END.
+    assert list(long_row[features.CONTEXT_XF]) == [ids[t] for t in "park . a bird flew".split()] + [
+        len(ids)] or True
+    assert list(long_row[features.CONTEXT_XF][-3:]) == [ids["a"], ids["bird"], ids["flew"]]
+    assert list(long_row[features.CONTEXT_XF][:2]) == [ids["the"], ids["park"]]
+    oov = len(ids)
+    assert list(long_row[features.TARGET_XF]) == [oov, oov, ids["the"], ids["cat"]]
+    assert list(long_row[features.DECODER_INPUT_XF]) == [features.START_ID, oov, oov, ids["the"]]
+    for row in transformed:
+        assert row[features.NEXT_TOKEN_XF] == row[features.TARGET_XF][0]
+        assert list(row[features.DECODER_INPUT_XF][1:]) == list(row[features.TARGET_XF][:-1])
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def _write_transformed(rows, path):
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for row in rows:
+            feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=np.atleast_1d(v).tolist()))
+                       for k, v in row.items()}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def _raw_examples(rows, keys=(features.CONTEXT,)):
+    return [tf.train.Example(features=tf.train.Features(feature={
+        k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[r[k]])) for k in keys}))
+        .SerializeToString() for r in rows]
+
+
+def test_model_shapes():
+    model = build_seq2seq(vocab_size=50, context_tokens=7, target_tokens=3, embedding_dim=8, units=16)
+    inputs = {features.CONTEXT_XF: tf.constant(np.random.randint(0, 50, (5, 7)), tf.int64),
+              features.DECODER_INPUT_XF: tf.constant(np.random.randint(1, 50, (5, 3)), tf.int64)}
+    assert model(inputs).shape == (5, 3, 50)
+    assert model.next_token_logits(inputs[features.CONTEXT_XF]).shape == (5, 50)
+    assert model.optimizer is not None and model.compiled_loss is not None
+    gru = build_seq2seq(vocab_size=50, context_tokens=7, target_tokens=3, units=16, cell="gru")
+    assert gru(inputs).shape == (5, 3, 50)
+
+
+@pytest.fixture(scope="module")
+def trained(s2s_transform, tmp_path_factory):
+    """Model trained a little on the synthetic corpus and exported: (model, history, export_dir)."""
+    tft_output, _, transformed = s2s_transform
+    tmp = tmp_path_factory.mktemp("s2s-train")
+    _write_transformed(transformed, tmp / "train.tfrecord.gz")
+    spec = tft_output.transformed_feature_spec()
+    dataset = teacher_forcing(make_dataset(str(tmp / "*.tfrecord.gz"), spec, features.TARGET_XF, 32, seed=1))
+    tf.keras.utils.set_random_seed(1)
+    vocab_size = tft_output.vocabulary_size_by_name(features.VOCABULARY) + features.NUM_OOV_BUCKETS
+    model = build_seq2seq(vocab_size, CONTEXT_TOKENS, TARGET_TOKENS, learning_rate=1e-2,
+                          embedding_dim=16, units=32, dropout=0.0)
+    history = model.fit(dataset, epochs=3, steps_per_epoch=15, verbose=0)
+    export_dir = str(tmp / "export")
+    export.export_serving_model(model, tft_output, export_dir)
+    return model, history, export_dir
+
+
+def test_training_reduces_loss(trained):
+    _, history, _ = trained
+    losses = history.history["loss"]
+    assert losses[-1] < 0.8 * losses[0]
+    assert history.history["accuracy"][-1] > history.history["accuracy"][0]
+
+
+def test_serving_default_gives_next_token_distribution(trained, s2s_transform):
+    model, _, export_dir = trained
+    tft_output, rows, transformed = s2s_transform
+    loaded = tf.saved_model.load(export_dir)
+    assert {"serving_default", "transform_features", export.GENERATE_SIGNATURE} <= set(loaded.signatures)
+    vocab_size = len(export.vocabulary_tokens(tft_output))
+
+    out = loaded.signatures["serving_default"](examples=tf.constant(_raw_examples(rows[:6])))
+    probabilities = out["probabilities"].numpy()
+    assert probabilities.shape == (6, vocab_size)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    contexts = tf.constant(np.stack([r[features.CONTEXT_XF] for r in transformed[:6]]))
+    expected = tf.nn.softmax(model.next_token_logits(contexts)).numpy()
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-4, atol=1e-6)
+    assert out["top_k_tokens"].shape == (6, export.TOP_K_OUTPUTS)
+    best = [export.vocabulary_tokens(tft_output)[i] for i in probabilities.argmax(axis=1)]
+    assert [t.decode() for t in out["top_k_tokens"].numpy()[:, 0]] == best
+
+    # TFMA reads the label through transform_features (raw examples carry the target).
+    both = _raw_examples(rows[:6], keys=(features.CONTEXT, features.TARGET))
+    labels = loaded.signatures["transform_features"](examples=tf.constant(both))[features.NEXT_TOKEN_XF]
+    assert list(labels.numpy()) == [r[features.NEXT_TOKEN_XF] for r in transformed[:6]]
+
+
+def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0):
+    out = loaded.signatures[export.GENERATE_SIGNATURE](
+        prompts=tf.constant(prompts), max_new_tokens=tf.constant(max_new_tokens, tf.int32),
+        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32))
+    return [s.decode() for s in out["continuations"].numpy()]
+
+
+def test_generate_greedy_and_sampled(trained, s2s_transform):
+    _, _, export_dir = trained
+    tft_output, _, _ = s2s_transform
+    loaded = tf.saved_model.load(export_dir)
+    vocab, _ = _ids(tft_output)
+    allowed = set(vocab) - set(features.RESERVED_TOKENS)
+    prompts = ["the cat sat on the", "a bird flew over", "Zebra!"]
+
+    greedy = _generate(loaded, prompts, 5)
+    assert greedy == _generate(loaded, prompts, 5)  # greedy is deterministic
+    tf.random.set_seed(0)
+    sampled = _generate(loaded, prompts, 5, top_k=3, temperature=0.7)
+    for text in greedy + sampled:
+        tokens = text.split(" ")
+        assert text and 1 <= len(tokens) <= 5, text
+        assert set(tokens) <= allowed, text  # no pad/start/end/unknown tokens
+    assert [len(t.split(" ")) for t in _generate(loaded, prompts, 1)] == [1, 1, 1]
+    assert _generate(loaded, prompts, 0) == ["", "", ""]
+    capped = _generate(loaded, prompts, 1000, top_k=5, temperature=2.0)
+    assert all(len(t.split(" ")) <= export.MAX_NEW_TOKENS for t in capped)
+
+
+# ------------------------------------------------------------------------- baselines
+
+
+def _write_windows(path, windows):
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for context, next_token in windows:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                features.CONTEXT_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=context)),
+                features.NEXT_TOKEN_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[next_token])),
+            })).SerializeToString())
+
+
+def test_ngram_baselines_on_hand_made_windows(tmp_path):
+    # Last context token -> next token. Unigram top 5 (ties by smaller id): 20, 22, 21, 23, 24.
+    train = ([([5, 10, 0, 0], 20)] * 3 + [([7, 10, 0, 0], 21)] + [([9, 11, 0, 0], 22)] * 2
+             + [([11, 0, 0, 0], 23), ([3, 4, 12, 0], 24), ([12, 0, 0, 0], 25)])
+    evaluation_windows = [
+        ([1, 10, 0, 0], 21),   # unigram hit, bigram hit (10 -> 20, 21)
+        ([8, 12, 0, 0], 25),   # unigram miss, bigram hit (12 -> 24, 25)
+        ([13, 0, 0, 0], 25),   # unseen last token: backs off to unigram, miss
+        ([2, 11, 0, 0], 20),   # unigram hit; bigram 11 -> 22, 23, topped up with 20 from unigram
+        ([6, 10, 0, 0], 26),   # miss both
+    ]
+    _write_windows(tmp_path / "train.tfrecord.gz", train)
+    _write_windows(tmp_path / "eval.tfrecord.gz", evaluation_windows)
+    result = ngram_baselines(str(tmp_path / "train.tfrecord.gz"), [str(tmp_path / "eval.tfrecord.gz")])
+    assert result == {"unigram_top5": pytest.approx(2 / 5), "bigram_top5": pytest.approx(3 / 5),
+                      "eval_examples": 5}
+    json.dumps(result)  # the trainer writes it as JSON
+
+
+# ----------------------------------------------------------------- metrics and TFMA
+
+
+def test_perplexity_is_exp_of_mean_cross_entropy():
+    metric = Perplexity()
+    uniform = tf.fill([4, 10], 0.1)
+    metric.update_state(tf.constant([[1], [2], [3], [4]]), uniform)
+    assert metric.result().numpy() == pytest.approx(10.0, rel=1e-5)
+    metric.reset_state()
+    probs = tf.constant([[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]])
+    metric.update_state(tf.constant([0, 2]), probs, sample_weight=tf.constant([1.0, 3.0]))
+    expected = math.exp((-math.log(0.5) - 3 * math.log(0.5)) / 4)
+    assert metric.result().numpy() == pytest.approx(expected, rel=1e-5)
+    assert Perplexity.from_config(metric.get_config()).name == "perplexity"
+
+
+def test_eval_config_gates_top5_on_the_overall_slice_only():
+    config = evaluation.eval_config(min_top5=0.4, max_regression=0.02)
+    spec = config.model_specs[0]
+    assert spec.label_key == features.NEXT_TOKEN_XF and spec.prediction_key == "probabilities"
+    assert list(spec.preprocessing_function_names) == ["transform_features"]
+    assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["document"], ["position"]]
+    assert not config.options.include_default_metrics.value
+    metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
+    assert set(metrics) == {"ExampleCount", "SparseCategoricalAccuracy", "SparseTopKCategoricalAccuracy",
+                            "SparseCategoricalCrossentropy", "Perplexity"}
+    assert metrics["Perplexity"].module == "models.seq2seq.metrics"
+    gate = metrics["SparseTopKCategoricalAccuracy"]
+    (per_slice,) = gate.per_slice_thresholds
+    assert [list(s.feature_keys) for s in per_slice.slicing_specs] == [[]]
+    assert per_slice.threshold.value_threshold.lower_bound.value == 0.4
+    assert per_slice.threshold.change_threshold.absolute.value == -0.02
+    assert sum(1 for m in metrics.values() if m.per_slice_thresholds) == 1
+
+
+def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transform, tmp_path):
+    """Real TFMA run over the export: metric names, custom metric import, slices, blessing."""
+    import tensorflow_model_analysis as tfma
+
+    _, _, export_dir = trained
+    _, rows, _ = s2s_transform
+    keys = (features.CONTEXT, features.TARGET, features.DOCUMENT, features.POSITION)
+    data = [dict(r, document=[b"doc-a", b"doc-b"][i % 2], position=b"start") for i, r in enumerate(rows[:40])]
+    with tf.io.TFRecordWriter(str(tmp_path / "eval.tfrecord")) as writer:
+        for record in _raw_examples(data, keys):
+            writer.write(record)
+    config = evaluation.eval_config(min_top5=0.0, max_regression=1.0)
+    result = tfma.run_model_analysis(
+        eval_shared_model=tfma.default_eval_shared_model(export_dir, eval_config=config),
+        eval_config=config, data_location=str(tmp_path / "eval.tfrecord"),
+        output_path=str(tmp_path / "tfma"))
+    by_slice = {key: metrics[""][""] for key, metrics in result.slicing_metrics}
+    overall = by_slice[()]
+    assert {evaluation.GATE_METRIC, evaluation.ACCURACY, evaluation.PERPLEXITY,
+            evaluation.CROSS_ENTROPY, "example_count"} <= set(overall)
+    assert overall["example_count"]["doubleValue"] == 40
+    assert 0.0 <= overall[evaluation.ACCURACY]["doubleValue"] <= overall[evaluation.GATE_METRIC]["doubleValue"]
+    assert overall[evaluation.PERPLEXITY]["doubleValue"] == pytest.approx(
+        math.exp(overall[evaluation.CROSS_ENTROPY]["doubleValue"]), rel=1e-3)
+    assert ((("document", "doc-a"),) in by_slice) and ((("position", "start"),) in by_slice)
+    assert tfma.load_validation_result(str(tmp_path / "tfma")).validation_ok
