@@ -16,7 +16,7 @@ import tensorflow_model_analysis as tfma
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
-from tfx.types import standard_artifacts, standard_component_specs
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils
 
@@ -25,6 +25,21 @@ from components.serving_dir import latest_version_dir
 BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
 
 log = logging.getLogger(__name__)
+
+
+def _output_shapes(saved_model_dir: str) -> Dict[str, tuple]:
+    import tensorflow as tf
+
+    outputs = tf.saved_model.load(saved_model_dir).signatures["serving_default"].structured_outputs
+    return {name: tuple(spec.shape.as_list()[1:]) for name, spec in outputs.items()}
+
+
+def output_mismatch(candidate_dir: str, baseline_dir: str) -> Optional[str]:
+    """Why TFMA cannot compare the two models (different class count or vocabulary), or None."""
+    candidate, baseline = _output_shapes(candidate_dir), _output_shapes(baseline_dir)
+    if candidate == baseline:
+        return None
+    return f"serving_default outputs {baseline} served vs {candidate} candidate"
 
 
 class ServedBaselineEvaluatorSpec(standard_component_specs.EvaluatorSpec):
@@ -43,6 +58,13 @@ class Executor(evaluator_executor.Executor):
         served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")
         if served is None:
             log.info("No model served yet: evaluating without a baseline (change thresholds skipped).")
+            return super().Do(input_dict, output_dict, exec_properties)
+        candidate = path_utils.serving_model_path(
+            artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]).uri)
+        mismatch = output_mismatch(candidate, served)
+        if mismatch:
+            log.warning("The served model %s is not comparable with the candidate (%s), e.g. after "
+                        "--accept-schema-change added classes: evaluating without a baseline.", served, mismatch)
             return super().Do(input_dict, output_dict, exec_properties)
         log.info("Baseline: the served model %s", served)
         # TFX reads a Model artifact's SavedModel from <uri>/Format-Serving.

@@ -28,16 +28,17 @@ class UserError(Exception):
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S",
                         force=True)
-    # TFX/Beam/TF log every step at INFO and many harmless deprecation notices at
-    # WARNING; show their errors only, or everything with -v.
-    noisy_level = logging.INFO if verbose else logging.ERROR
+    # TFX/Beam/TF log every step at INFO, harmless deprecations at WARNING, and a failing
+    # component's traceback at ERROR. Without -v the run reports failures itself (one
+    # paragraph, traceback saved to output/logs/), so their logs stay quiet.
+    noisy_level = logging.INFO if verbose else logging.CRITICAL
     logging.getLogger().setLevel(noisy_level)
     for name in ("pipeline", "data", "models", "components"):
         logging.getLogger(name).setLevel(logging.INFO)
     try:
         from absl import logging as absl_logging
 
-        absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.ERROR)
+        absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.FATAL)
     except ImportError:
         pass
 
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Prepare the data, run the pipeline on Apache Beam, print a summary.")
     _add_data_arguments(run)
     run.add_argument("--output", default="output", help=OUTPUT_HELP)
+    run.add_argument("--accept-schema-change", action="store_true",
+                     help="the data changed on purpose: re-infer the schema from it (instead of validating "
+                     "against the pinned one) and pin the new one after the run")
     run.add_argument("--runner", choices=("beam",), default="beam",
                      help="local orchestrator; components run on Apache Beam (default: %(default)s). "
                      "For Kubeflow use `compile` and `deploy`.")
@@ -123,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "gs://bucket/tfx (pipeline root, serving/<model>/<version>)")
     compile_.add_argument("--output", dest="package", default=None,
                           help="package path (default: kubeflow/<pipeline-name>.yaml)")
+    compile_.add_argument("--schema", default=None, help="curated schema.pbtxt URI to validate data against "
+                          "(e.g. the one `run` pinned under output/schema/); default: infer it every run")
     _add_pipeline_arguments(compile_)
 
     predict = commands.add_parser("predict", help="classify image files with a pushed model",
@@ -171,7 +177,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
         seed=args.seed, min_accuracy=args.min_accuracy, max_regression=args.max_regression,
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
-        enable_cache=not args.no_cache,
+        enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),
     )
 
 
@@ -183,10 +189,15 @@ def _failure_report(error: BaseException, config: PipelineConfig) -> str:
         traceback.print_exception(type(error), error, error.__traceback__, file=handle)
     from pipeline.local_runner import ComponentFailed
 
+    from components.validator import DataAnomaliesError
+
     failed = _find_cause(error, ComponentFailed)
     root = _root_cause(failed.cause if failed else error)
     where = f"Component {failed.node_id} failed" if failed else "The pipeline failed"
-    return (f"{where}: {type(root).__name__}: {str(root).strip().splitlines()[-1] if str(root).strip() else ''}\n"
+    text = str(root).strip()
+    # Our own errors are written for the user in full; others: their last line is the gist.
+    message = text if isinstance(root, DataAnomaliesError) else (text.splitlines() or [""])[-1]
+    return (f"{where}: {type(root).__name__}: {message}\n"
             f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).")
 
 
@@ -248,12 +259,27 @@ def command_compile(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+    from pipeline.run_lock import OutputDirBusy, exclusive_run
+
     config = _config(args)
+    try:
+        with exclusive_run(config.output_dir):
+            return _run_locked(args, config)
+    except OutputDirBusy as error:
+        raise UserError(str(error)) from error
+
+
+def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
+    started = time.monotonic()
     log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
 
+    from pipeline import schema_pin
     from pipeline import summary as run_summary
 
+    if not args.accept_schema_change:
+        config.schema_file = schema_pin.pinned_schema(config)
+    log.info("Schema: %s", f"validating against the pinned {config.schema_file}" if config.schema_file
+             else "inferred from this data")
     dataset = _prepare(config)
 
     from pipeline.local_runner import run_local
@@ -266,9 +292,23 @@ def command_run(args: argparse.Namespace) -> int:
         print(_failure_report(error, config), file=sys.stderr)
         return EXIT_PIPELINE_FAILED
     result = run_summary.collect(config, dataset)
+    if config.schema_file is None:
+        _pin_inferred_schema(config, result)
     print(run_summary.format_summary(result, config, time.monotonic() - started))
     run_summary.check_record_counts(result)
     return 0
+
+
+def _pin_inferred_schema(config: PipelineConfig, result) -> None:
+    from pipeline import graph, schema_pin
+    from pipeline.families import get_family
+
+    schema_gen = next((c for c in result.components if c.node_id == graph.SCHEMA_GEN), None)
+    if schema_gen and schema_gen.outputs.get("schema"):
+        path = schema_pin.pin_schema(config, schema_gen.outputs["schema"][0].uri,
+                                     get_family(config.model).curate_schema)
+        log.info("Schema pinned: %s. Later runs validate new data against it "
+                 "(--accept-schema-change re-infers it).", path)
 
 
 def command_predict(args: argparse.Namespace) -> int:

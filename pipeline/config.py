@@ -44,6 +44,9 @@ class PipelineConfig:
     min_accuracy: float = 0.9            # value threshold on overall accuracy
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
 
+    # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies.
+    schema_file: Optional[str] = None    # None: SchemaGen infers the schema from the data
+
     # Orchestration
     beam_mode: str = "auto"
     beam_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)

@@ -10,6 +10,7 @@ import pathlib
 from typing import Any, Callable, Dict
 
 import tensorflow_model_analysis as tfma
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from data.tfrecords import DatasetManifest
 from pipeline.config import PipelineConfig
@@ -26,6 +27,8 @@ class ModelFamily:
     transform_config: Callable[[DatasetManifest], Dict[str, Any]]
     trainer_config: Callable[[DatasetManifest], Dict[str, Any]]
     eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
+    split_feature: str                          # ExampleGen hashes it into train/eval
+    curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
 
     def code_version(self) -> str:
         """Hash of the family's and the shared model code.
@@ -54,6 +57,17 @@ def _cnn_eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.E
     return eval_config(len(dataset.classes), config.min_accuracy, config.max_regression)
 
 
+def _curate_image_schema(schema: schema_pb2.Schema) -> None:
+    """The data contract: pixels are 0-255, classes are the known labels, brightness its buckets."""
+    from data import features
+    from pipeline.schema_pin import keep_string_domains
+
+    keep_string_domains(schema, [features.LABEL, features.BRIGHTNESS])
+    for feature in schema.feature:
+        if feature.name == features.IMAGE:
+            feature.int_domain.min, feature.int_domain.max = 0, 255
+
+
 CNN = ModelFamily(
     name="cnn",
     preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
@@ -62,6 +76,8 @@ CNN = ModelFamily(
     transform_config=lambda dataset: {"class_names": list(dataset.classes)},
     trainer_config=lambda dataset: {"image_shape": list(dataset.image_shape)},
     eval_config=_cnn_eval_config,
+    split_feature="example_id",
+    curate_schema=_curate_image_schema,
 )
 
 FAMILIES = {family.name: family for family in (CNN,)}

@@ -11,7 +11,7 @@ from tfx.proto import example_gen_pb2
 
 from components.evaluator import ServedBaselineEvaluator
 from components.pusher import AtomicPusher
-from data.features import EXAMPLE_ID
+from components.validator import StrictExampleValidator
 from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
 from pipeline.config import PipelineConfig
@@ -48,20 +48,29 @@ def create_pipeline(
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
             ],
             # Split on a stable id, so an example stays in its split when other features change.
-            partition_feature_name=EXAMPLE_ID,
+            partition_feature_name=family.split_feature,
         )),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
-    example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    if config.schema_file:
+        # A pinned schema: new data is validated against it, and anomalies stop the run.
+        schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_file).with_id(SCHEMA_GEN)
+        validator_class = StrictExampleValidator
+    else:
+        # First run (or an accepted change): the schema follows this data; nothing to stop on.
+        schema_gen = tfx.components.SchemaGen(
+            statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+        validator_class = tfx.components.ExampleValidator
+    example_validator = validator_class(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
+    ).with_id(EXAMPLE_VALIDATOR)
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
         custom_config={**family.transform_config(dataset), "code_version": code_version},
     )
+    transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
     settings = TrainingSettings(
         strategy=config.strategy,
         batch_size=config.batch_size,

@@ -12,6 +12,7 @@ the slicing features, the class vocabulary and the family-specific pictures.
 import base64
 import dataclasses
 import datetime
+import functools
 import html
 import io
 import json
@@ -85,7 +86,7 @@ class Evaluation:
     def report_family(self) -> ReportFamily:
         return get_report_family(self.family)
 
-    @property
+    @functools.cached_property
     def model_names(self) -> Dict[str, Optional[str]]:
         """TFMA model names of candidate and baseline (the baseline is None if there was none)."""
         return evaluated_models(self.uri)
@@ -415,7 +416,7 @@ def _failed_checks(evaluation: Evaluation) -> Optional[set]:
     """(metric, is_diff, slice) of every failed threshold; None if TFMA wrote no validation."""
     try:
         result = tfma.load_validation_result(evaluation.uri)
-    except (OSError, tf.errors.NotFoundError, IndexError):
+    except (AssertionError, OSError, tf.errors.NotFoundError):   # TFMA asserts the file exists
         return None
     failed = set()
     for per_slice in result.metric_validations_per_slice:
@@ -457,7 +458,7 @@ def validation_frame(evaluation: Evaluation) -> pd.DataFrame:
 
 def validation_summary(evaluation: Evaluation) -> Dict[str, Any]:
     """Blessed or not, and the failed thresholds in plain words (summary's wording)."""
-    failures = validation_failures(evaluation.uri) if evaluation.blessed is not True else []
+    failures = validation_failures(evaluation.uri) if evaluation.blessed is False else []
     if evaluation.blessed is True:
         verdict = "Blessed: yes, every threshold passed."
     elif evaluation.blessed is False:
@@ -547,10 +548,11 @@ def plot_slice_metric(frame: pd.DataFrame, metric: Optional[str] = None, feature
     if feature is not None:
         bars = bars[bars["feature"] == feature]
     shown = bars.head(MAX_BARS)
-    worst = worst_slices(frame)[shown.index] if metric == frame.attrs.get("key_metric") else None
+    higher_is_better = frame.attrs.get("higher_is_better", True) if metric == frame.attrs.get("key_metric") else True
+    worst_value = shown[metric].min() if higher_is_better else shown[metric].max()
     figure = Figure(figsize=(7, 0.3 * len(shown) + 1.4))
     axes = figure.add_subplot()
-    colors = ["#d62728" if worst is not None and worst[i] else "#4c72b0" for i in shown.index]
+    colors = ["#d62728" if value == worst_value else "#4c72b0" for value in shown[metric]]
     axes.barh(range(len(shown)), shown[metric], color=colors)
     axes.set_yticks(range(len(shown)), [_short(s) for s in shown["slice"]])
     axes.invert_yaxis()
@@ -820,7 +822,7 @@ def _section(title: str, body: str, section_id: str) -> str:
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
-def _header(evaluation: Evaluation, validation: Dict[str, Any]) -> str:
+def _header(evaluation: Evaluation) -> str:
     badge_class = {True: "blessed", False: "not-blessed"}.get(evaluation.blessed, "unknown")
     badge_text = {True: "blessed", False: "NOT blessed"}.get(evaluation.blessed, "blessing unknown")
     meta = [("Pipeline", evaluation.pipeline_name), ("Model family", evaluation.family),
@@ -834,12 +836,13 @@ def _header(evaluation: Evaluation, validation: Dict[str, Any]) -> str:
 
 
 def _validation_section(validation: Dict[str, Any], checks: pd.DataFrame) -> str:
-    classes = ["" if p is None else ("passed" if p else "failed") for p in checks["passed"]]
-    failures = "".join(f"<li>{html.escape(f)}</li>" for f in validation["failures"])
-    body = f"<p>{html.escape(validation['text'])}</p>"
-    if failures:
-        body += f'<ul class="error">{failures}</ul>'
+    headline = {True: "Blessed: every threshold passed.", False: "NOT blessed. Failed:"}.get(
+        validation["blessed"], validation["text"])
+    body = f"<p>{html.escape(headline)}</p>"
+    if validation["failures"]:
+        body += '<ul class="error">' + "".join(f"<li>{html.escape(f)}</li>" for f in validation["failures"]) + "</ul>"
     if not checks.empty:
+        classes = ["" if p is None else ("passed" if p else "failed") for p in checks["passed"]]
         body += html_table(checks, "validation", classes)
     return _section("Validation (the gate)", body, "validation-result")
 
@@ -875,7 +878,7 @@ def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
     worst = worst_slices(slices)
     per_class = per_class_frame(evaluation)
     body = [
-        _header(evaluation, validation),
+        _header(evaluation),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
         _section(f"Metrics per slice (worst {key} first)",
@@ -887,7 +890,7 @@ def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
                 "its probability is at least 0.5, so recall can be below the accuracy of the class's "
                 "label slice (which takes the most likely class).</p>")
         body.append(_section("Per class (overall)", note + html_table(per_class, "per-class"), "classes"))
-    body.append(_section(f"{evaluation.family} pictures", _pictures_html(evaluation), "pictures"))
+    body.append(_section(f"Family pictures ({evaluation.family})", _pictures_html(evaluation), "pictures"))
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Evaluation report: {html.escape(evaluation.pipeline_name)}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}"
@@ -902,9 +905,11 @@ def write_report(output_dir: str, to_path: str, pipeline_name: Optional[str] = N
     The JSON goes to ``to_path`` with a ``.json`` suffix (``report.html`` -> ``report.json``).
     Returns the HTML path.
     """
+    to_path = os.path.abspath(to_path)
+    if to_path.endswith(".json"):
+        raise ValueError(f"{to_path}: the report is HTML (its JSON is written beside it); use a .html path.")
     evaluation = find_latest_evaluation(output_dir, pipeline_name)
     page, data = render_html(evaluation)
-    to_path = os.path.abspath(to_path)
     os.makedirs(os.path.dirname(to_path), exist_ok=True)
     _write_atomically(to_path, page)
     _write_atomically(os.path.splitext(to_path)[0] + ".json", json.dumps(data, indent=2, allow_nan=False) + "\n")

@@ -1,9 +1,11 @@
 """Pipeline outputs shared by the metrics-inspection tests (report and notebook).
 
-Import the fixture into a test module (``from pipeline_runs import cnn_run_with_baseline``);
-it is session-scoped, so the two modules share one output directory in one pytest run.
+Import the fixture into a test module (``from pipeline_runs import cnn_run_with_baseline``).
+pytest registers an imported fixture once per importing module, so session scope alone
+would run the pipeline once per module; the module-level cache makes it once per session.
 """
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -23,10 +25,15 @@ def _run(output: Path, args) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
 
 
+_outputs: Dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def cnn_run_with_baseline(tmp_path_factory) -> Path:
     """Output dir with two evaluations: a blessed, pushed one, then one with a baseline that fails the gate."""
-    output = tmp_path_factory.mktemp("metrics-run")
-    _run(output, FIRST_RUN)
-    _run(output, SECOND_RUN)
-    return output
+    if "cnn" not in _outputs:
+        output = tmp_path_factory.mktemp("metrics-run")
+        _run(output, FIRST_RUN)
+        _run(output, SECOND_RUN)
+        _outputs["cnn"] = output
+    return _outputs["cnn"]

@@ -16,11 +16,12 @@ from models.seq2seq.model import build_seq2seq, teacher_forcing
 from models.seq2seq.preprocessing import preprocessing_fn, tokenize
 
 CONTEXT_TOKENS, TARGET_TOKENS, VOCAB_SIZE = 6, 4, 12
-SENTENCES = ("the cat sat on the mat . the dog ran in the park . "
-             "a bird flew over the house . the cat ran to the dog .").split()
-# Rows with a known transformation, appended after the windows of the synthetic text.
+# Exactly VOCAB_SIZE distinct tokens, each frequent; "the" the most frequent of all.
+SENTENCES = "the cat sat on the mat . the dog ran in the park . a bird sat on the cat .".split()
+# Rows with a known transformation, appended after the windows of the synthetic text;
+# "zebra" and "," occur only here, once, so top_k leaves them out.
 SHORT_CONTEXT = {"context": b"The cat", "target": b"the dog"}
-LONG_TARGET = {"context": b"the dog ran in the park . a bird flew", "target": b"Zebra, the cat sat"}
+LONG_TARGET = {"context": b"the dog ran in the park . a bird sat", "target": b"Zebra, the cat sat"}
 
 
 def _rows():
@@ -85,16 +86,15 @@ def test_sequences_are_padded_truncated_and_shifted(s2s_transform):
     assert list(short[features.DECODER_INPUT_XF]) == [features.START_ID, ids["the"], ids["dog"], 0]
     assert short[features.NEXT_TOKEN_XF] == ids["the"]
     # Long context: the LAST tokens are kept; long target: the FIRST tokens, no END.
-    assert list(long_row[features.CONTEXT_XF]) == [ids[t] for t in "park . a bird flew".split()] + [
-        len(ids)] or True
-    assert list(long_row[features.CONTEXT_XF][-3:]) == [ids["a"], ids["bird"], ids["flew"]]
-    assert list(long_row[features.CONTEXT_XF][:2]) == [ids["the"], ids["park"]]
+    assert list(long_row[features.CONTEXT_XF]) == [ids[t] for t in "the park . a bird sat".split()]
     oov = len(ids)
     assert list(long_row[features.TARGET_XF]) == [oov, oov, ids["the"], ids["cat"]]
     assert list(long_row[features.DECODER_INPUT_XF]) == [features.START_ID, oov, oov, ids["the"]]
     for row in transformed:
         assert row[features.NEXT_TOKEN_XF] == row[features.TARGET_XF][0]
-        assert list(row[features.DECODER_INPUT_XF][1:]) == list(row[features.TARGET_XF][:-1])
+        # Teacher forcing: the target shifted right behind START (END is never fed back).
+        shifted = [0 if t == features.END_ID else t for t in row[features.TARGET_XF][:-1]]
+        assert list(row[features.DECODER_INPUT_XF][1:]) == shifted
 
 
 # ----------------------------------------------------------------------------- model
@@ -187,7 +187,7 @@ def test_generate_greedy_and_sampled(trained, s2s_transform):
     loaded = tf.saved_model.load(export_dir)
     vocab, _ = _ids(tft_output)
     allowed = set(vocab) - set(features.RESERVED_TOKENS)
-    prompts = ["the cat sat on the", "a bird flew over", "Zebra!"]
+    prompts = ["the cat sat on the", "a bird sat on", "Zebra!"]
 
     greedy = _generate(loaded, prompts, 5)
     assert greedy == _generate(loaded, prompts, 5)  # greedy is deterministic
@@ -280,11 +280,13 @@ def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transfo
     with tf.io.TFRecordWriter(str(tmp_path / "eval.tfrecord")) as writer:
         for record in _raw_examples(data, keys):
             writer.write(record)
-    config = evaluation.eval_config(min_top5=0.0, max_regression=1.0)
-    result = tfma.run_model_analysis(
-        eval_shared_model=tfma.default_eval_shared_model(export_dir, eval_config=config),
-        eval_config=config, data_location=str(tmp_path / "eval.tfrecord"),
-        output_path=str(tmp_path / "tfma"))
+    config = evaluation.eval_config(min_top5=0.0, max_regression=0.01)
+    # As on a later TFX run: a baseline model (here the same export) for the change threshold.
+    models = [tfma.default_eval_shared_model(export_dir, model_name=name, eval_config=config)
+              for name in (tfma.CANDIDATE_KEY, tfma.BASELINE_KEY)]
+    tfma.run_model_analysis(eval_shared_model=models, eval_config=config,
+                            data_location=str(tmp_path / "eval.tfrecord"), output_path=str(tmp_path / "tfma"))
+    result = tfma.load_eval_result(str(tmp_path / "tfma"), model_name=tfma.CANDIDATE_KEY)
     by_slice = {key: metrics[""][""] for key, metrics in result.slicing_metrics}
     overall = by_slice[()]
     assert {evaluation.GATE_METRIC, evaluation.ACCURACY, evaluation.PERPLEXITY,

@@ -1,0 +1,62 @@
+"""ExampleValidator that stops the pipeline when the data does not match the schema.
+
+TFX's ExampleValidator only records anomalies; nothing downstream reads them, so a run
+with drifted data would still train and push. This executor raises instead, with the
+anomalies in plain words and where the full report is, and the graph makes Transform
+wait for it, so nothing is trained on data that fails validation.
+"""
+import os
+from typing import Any, Dict, List
+
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tfx import types
+from tfx.components import ExampleValidator
+from tfx.components.example_validator import executor as validator_executor
+from tfx.components.example_validator import labels
+from tfx.dsl.components.base import executor_spec
+
+
+class DataAnomaliesError(RuntimeError):
+    """The examples do not match the schema; the message lists the anomalies."""
+
+
+def describe_anomalies(by_split: Dict[str, anomalies_pb2.Anomalies]) -> List[str]:
+    lines = []
+    for split, anomalies in sorted(by_split.items()):
+        for feature, info in sorted(anomalies.anomaly_info.items()):
+            text = info.description or info.short_description
+            lines.append(f"[{split}] feature '{feature}': {text}")
+        if anomalies.HasField("dataset_anomaly_info"):
+            info = anomalies.dataset_anomaly_info
+            lines.append(f"[{split}] whole data set: {info.description or info.short_description}")
+    return lines
+
+
+class Executor(validator_executor.Executor):
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        self._found: Dict[str, anomalies_pb2.Anomalies] = {}
+        self._report_paths: List[str] = []
+        result = super().Do(input_dict, output_dict, exec_properties)
+        if self._found:
+            listing = "\n  - ".join(describe_anomalies(self._found))
+            raise DataAnomaliesError(
+                "The data does not match the pinned schema; the run stops before training.\n  - "
+                f"{listing}\nFull report: {', '.join(self._report_paths)}\n"
+                "If this change is intended (new classes, a new source), re-run with "
+                "--accept-schema-change to re-infer and pin the schema from this data.")
+        return result
+
+    def _Validate(self, inputs: Dict[str, Any], outputs: Dict[str, Any]) -> anomalies_pb2.Anomalies:
+        anomalies = super()._Validate(inputs, outputs)
+        if anomalies.anomaly_info or anomalies.HasField("dataset_anomaly_info"):
+            split_dir = outputs[labels.SCHEMA_DIFF_PATH]
+            self._found[os.path.basename(split_dir.rstrip("/")).replace("Split-", "")] = anomalies
+            self._report_paths.append(split_dir)
+        return anomalies
+
+
+class StrictExampleValidator(ExampleValidator):
+    """ExampleValidator whose execution fails on any anomaly."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)

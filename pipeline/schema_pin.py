@@ -1,0 +1,62 @@
+"""Pin the schema inferred on a first run, so later runs validate new data against it.
+
+Re-inferring the schema every run (SchemaGen's default) can never detect drift: the schema
+simply follows the data. The first successful run's schema, curated by the model family
+(e.g. pixel range 0-255, which classes exist), is stored content-addressed under
+``<output>/schema/<pipeline>/``; later runs import it (ImportSchemaGen) and the strict
+ExampleValidator stops them on anomalies. ``--accept-schema-change`` re-infers and re-pins.
+Content addressing matters: ImportSchemaGen is cached by file path, so a changed schema
+must get a new path.
+"""
+import hashlib
+import os
+from typing import Callable, Optional
+
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from pipeline.config import PipelineConfig
+
+CURRENT_POINTER = "CURRENT"
+
+
+def schema_dir(config: PipelineConfig) -> str:
+    return os.path.join(config.output_dir, "schema", config.pipeline_name)
+
+
+def pinned_schema(config: PipelineConfig) -> Optional[str]:
+    pointer = os.path.join(schema_dir(config), CURRENT_POINTER)
+    if not tf.io.gfile.exists(pointer):
+        return None
+    path = os.path.join(schema_dir(config), tf.io.gfile.GFile(pointer).read().strip())
+    return path if tf.io.gfile.exists(path) else None
+
+
+def pin_schema(config: PipelineConfig, inferred_schema_uri: str,
+               curate: Callable[[schema_pb2.Schema], None]) -> str:
+    """Curate the schema SchemaGen wrote under ``inferred_schema_uri`` and make it current."""
+    schema = schema_pb2.Schema()
+    text_format.Parse(tf.io.gfile.GFile(os.path.join(inferred_schema_uri, "schema.pbtxt")).read(), schema)
+    curate(schema)
+    text = text_format.MessageToString(schema)
+    name = f"schema-{hashlib.sha256(text.encode()).hexdigest()[:12]}.pbtxt"
+    directory = schema_dir(config)
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, name), "w") as handle:
+        handle.write(text)
+    with tf.io.gfile.GFile(os.path.join(directory, CURRENT_POINTER), "w") as handle:
+        handle.write(name + "\n")
+    return os.path.join(directory, name)
+
+
+def keep_string_domains(schema: schema_pb2.Schema, features) -> None:
+    """Drop inferred value lists except for ``features`` (ids, documents: new values are normal)."""
+    keep = set(features)
+    for feature in schema.feature:
+        if feature.HasField("domain") and feature.name not in keep:
+            feature.ClearField("domain")
+    used = {f.domain for f in schema.feature if f.HasField("domain")}
+    kept = [d for d in schema.string_domain if d.name in used]
+    del schema.string_domain[:]
+    schema.string_domain.extend(kept)
