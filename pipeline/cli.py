@@ -211,6 +211,12 @@ def _find_cause(error: BaseException, kind):
     return None
 
 
+def _is_interrupt(error: BaseException) -> bool:
+    if _find_cause(error, KeyboardInterrupt) is not None:
+        return True
+    return str(error).startswith("KeyboardInterrupt")
+
+
 def _root_cause(error: BaseException) -> BaseException:
     while error.__cause__ is not None:
         error = error.__cause__
@@ -289,6 +295,8 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as error:  # noqa: BLE001 - reported in one paragraph, traceback to a file
+        if _is_interrupt(error):  # Beam re-raises Ctrl-C inside a component as RuntimeError
+            raise KeyboardInterrupt from None
         print(_failure_report(error, config), file=sys.stderr)
         return EXIT_PIPELINE_FAILED
     result = run_summary.collect(config, dataset)

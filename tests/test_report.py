@@ -209,13 +209,24 @@ def test_first_evaluation_without_baseline(cnn_run_with_baseline):
     assert "No baseline" in page and data["baseline"] is None and data["pushed_path"] == first.pushed_path
 
 
+def test_family_table_names_the_models_gate_metrics_and_slices():
+    """The report's table must follow the model code it describes."""
+    from data import text_features
+    from models.cnn.evaluation import ACCURACY as CNN_GATE
+    from models.seq2seq.evaluation import GATE_METRIC as SEQ2SEQ_GATE
+
+    assert report.REPORT_FAMILIES["cnn"].key_metric == CNN_GATE
+    assert report.REPORT_FAMILIES["seq2seq"].key_metric == SEQ2SEQ_GATE
+    assert report.REPORT_FAMILIES["seq2seq"].slicing_features == text_features.SLICING_FEATURES
+
+
 def test_seq2seq_picture_stub_works_off_whatever_slices_exist(evaluation):
     """The text family's picture needs no model code: any evaluation with slices will do."""
     import dataclasses
 
     as_text_model = dataclasses.replace(evaluation, family="seq2seq")
     pictures = report.family_pictures(as_text_model)
-    # No top5_accuracy or document slices here: it falls back to accuracy and the first feature.
+    # No top-5 metric or document slices here: it falls back to accuracy and the first feature.
     [(title, figure)] = pictures.items()
     assert title in {f"{ACCURACY} by label", f"{ACCURACY} by brightness"}
     assert report.figure_png(figure).startswith(b"\x89PNG")

@@ -143,6 +143,12 @@ def trained(s2s_transform, tmp_path_factory):
     return model, history, export_dir
 
 
+@pytest.fixture(scope="module")
+def loaded(trained):
+    """The export, loaded as TF Serving would."""
+    return tf.saved_model.load(trained[2])
+
+
 def test_training_reduces_loss(trained):
     _, history, _ = trained
     losses = history.history["loss"]
@@ -150,10 +156,9 @@ def test_training_reduces_loss(trained):
     assert history.history["accuracy"][-1] > history.history["accuracy"][0]
 
 
-def test_serving_default_gives_next_token_distribution(trained, s2s_transform):
-    model, _, export_dir = trained
+def test_serving_default_gives_next_token_distribution(trained, loaded, s2s_transform):
+    model = trained[0]
     tft_output, rows, transformed = s2s_transform
-    loaded = tf.saved_model.load(export_dir)
     assert {"serving_default", "transform_features", export.GENERATE_SIGNATURE} <= set(loaded.signatures)
     vocab_size = len(export.vocabulary_tokens(tft_output))
 
@@ -181,10 +186,8 @@ def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0):
     return [s.decode() for s in out["continuations"].numpy()]
 
 
-def test_generate_greedy_and_sampled(trained, s2s_transform):
-    _, _, export_dir = trained
+def test_generate_greedy_and_sampled(loaded, s2s_transform):
     tft_output, _, _ = s2s_transform
-    loaded = tf.saved_model.load(export_dir)
     vocab, _ = _ids(tft_output)
     allowed = set(vocab) - set(features.RESERVED_TOKENS)
     prompts = ["the cat sat on the", "a bird sat on", "Zebra!"]
@@ -257,6 +260,7 @@ def test_eval_config_gates_top5_on_the_overall_slice_only():
     assert list(spec.preprocessing_function_names) == ["transform_features"]
     assert [list(s.feature_keys) for s in config.slicing_specs] == [[], ["document"], ["position"]]
     assert not config.options.include_default_metrics.value
+    assert spec.model_type == "tf_generic"
     metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
     assert set(metrics) == {"ExampleCount", "SparseCategoricalAccuracy", "SparseTopKCategoricalAccuracy",
                             "SparseCategoricalCrossentropy", "Perplexity"}
@@ -272,6 +276,7 @@ def test_eval_config_gates_top5_on_the_overall_slice_only():
 def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transform, tmp_path):
     """Real TFMA run over the export: metric names, custom metric import, slices, blessing."""
     import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.utils import config_util
 
     _, _, export_dir = trained
     _, rows, _ = s2s_transform
@@ -280,8 +285,9 @@ def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transfo
     with tf.io.TFRecordWriter(str(tmp_path / "eval.tfrecord")) as writer:
         for record in _raw_examples(data, keys):
             writer.write(record)
-    config = evaluation.eval_config(min_top5=0.0, max_regression=0.01)
-    # As on a later TFX run: a baseline model (here the same export) for the change threshold.
+    # As TFX's Evaluator on a later run: a baseline model (here the same export) is compared.
+    config = config_util.update_eval_config_with_defaults(
+        evaluation.eval_config(min_top5=0.0, max_regression=0.01), has_baseline=True)
     models = [tfma.default_eval_shared_model(export_dir, model_name=name, eval_config=config)
               for name in (tfma.CANDIDATE_KEY, tfma.BASELINE_KEY)]
     tfma.run_model_analysis(eval_shared_model=models, eval_config=config,

@@ -33,6 +33,9 @@ def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
     )
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
+            # A plain SavedModel for TFMA: it calls the signatures and never revives the
+            # subclassed Keras model (slow, and its compiled metrics are per-token logits).
+            model_type=tfma.TF_GENERIC,
             signature_name="serving_default",
             preprocessing_function_names=["transform_features"],
             label_key=features.NEXT_TOKEN_XF,

@@ -1,0 +1,118 @@
+"""Reliability of real pipeline processes: drift stops a run, interrupted runs resume, one run per dir."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from components import serving_dir
+from conftest import PROJECT_ROOT, run_cli
+from pipeline import graph, mlmd
+from pipeline.config import PipelineConfig
+
+pytestmark = pytest.mark.e2e
+
+
+def _latest_run(output):
+    config = PipelineConfig(model="cnn", output_dir=str(output))
+    return mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
+
+
+def _digit_folder(root, classes):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    for i, (image, target) in enumerate(zip(digits.images, digits.target)):
+        if target in classes:
+            folder = root / str(target)
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray((image * 255 / 16).astype(np.uint8), mode="L").save(folder / f"{i}.png")
+    return root
+
+
+FOLDER_ARGS = ("--image-size", "8", "--channels", "1", "--train-steps", "15", "--min-accuracy", "0.3")
+
+
+def test_schema_drift_stops_the_run_before_training(tmp_path):
+    source = _digit_folder(tmp_path / "images", {0, 1})
+    output = tmp_path / "out"
+    first = run_cli("run", "--data", source, "--output", output, *FOLDER_ARGS)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "Schema pinned:" in first.stderr
+    served = serving_dir.list_versions(str(output / "serving" / "cnn"))
+    assert len(served) == 1
+
+    _digit_folder(source, {2})  # a new class appears in the data
+    drifted = run_cli("run", "--data", source, "--output", output, *FOLDER_ARGS)
+    assert drifted.returncode == 1
+    assert "Traceback" not in drifted.stderr
+    assert "Component ExampleValidator failed" in drifted.stderr
+    assert "feature 'label'" in drifted.stderr and 'unexpected value "2"' in drifted.stderr
+    assert "Full report: " in drifted.stderr and "--accept-schema-change" in drifted.stderr
+    run = _latest_run(output)
+    assert graph.TRAINER not in run and graph.TRANSFORM not in run  # stopped before Transform/Trainer
+    assert serving_dir.list_versions(str(output / "serving" / "cnn")) == served
+
+    accepted = run_cli("run", "--data", source, "--output", output, "--accept-schema-change", *FOLDER_ARGS)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert "not comparable with the candidate" in accepted.stderr  # 3 classes vs the served 2
+    assert len(serving_dir.list_versions(str(output / "serving" / "cnn"))) == 2
+
+
+def _start_and_kill_in_training(output, sig, args):
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--output", str(output), *args],
+                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = []
+    for line in process.stdout:
+        log.append(line)
+        if "Training CNN" in line:
+            time.sleep(1)
+            process.send_signal(sig)
+            break
+    log.append(process.communicate(timeout=300)[0])
+    return process.returncode, "".join(log)
+
+
+def test_killed_runs_resume_from_cache_and_leave_mlmd_consistent(tmp_path):
+    output = tmp_path / "out"
+    args = ("--train-steps", "1500", "--min-accuracy", "0.3")
+    code, log = _start_and_kill_in_training(output, signal.SIGINT, args)
+    assert code == 130, log[-3000:]
+    assert "Interrupted." in log and "Traceback" not in log
+
+    code, log = _start_and_kill_in_training(output, signal.SIGKILL, args)
+    assert code == -signal.SIGKILL
+
+    assert not os.path.exists(output / "serving") or not serving_dir.list_versions(str(output / "serving" / "cnn"))
+    final = run_cli("run", "--output", output, *args)
+    assert final.returncode == 0, final.stderr[-3000:]
+    run = _latest_run(output)
+    for node in (graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.TRANSFORM):
+        assert run[node].cached, (node, run[node].state)
+    assert run[graph.TRAINER].state == "COMPLETE" and run[graph.PUSHER].state == "COMPLETE"
+    assert len(serving_dir.list_versions(str(output / "serving" / "cnn"))) == 1
+    assert not [n for n in os.listdir(output / "serving" / "cnn") if n.startswith(".incomplete")]
+
+
+def test_second_run_on_the_same_output_fails_fast(tmp_path):
+    output = tmp_path / "out"
+    first = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--output", str(output), "--train-steps", "3000"],
+                             cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in first.stdout:
+            if "Pipeline cnn-pipeline" in line:
+                break
+        started = time.monotonic()
+        second = run_cli("run", "--output", output, "--train-steps", "3000")
+        assert second.returncode == 2
+        assert "Another pipeline run is using" in second.stderr and str(output) in second.stderr
+        assert time.monotonic() - started < 60
+    finally:
+        first.kill()
+        first.wait()
+    shutil.rmtree(output, ignore_errors=True)
