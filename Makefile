@@ -11,12 +11,16 @@ PYTEST_ARGS ?=
 
 IMAGE ?= tfx-project:latest
 
-.PHONY: setup run test test-all clean help image push-image
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup run test test-all clean help image push-image report notebook chromium
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
 	@echo "make test   - set up if needed, run the test suite (PYTEST_ARGS=...)"
+	@echo "make report - write output/report.html (+ .json) for the last run"
+	@echo "make notebook - open the TFMA metrics notebook on the last run"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
 
@@ -29,12 +33,23 @@ $(STAMP):
 run: setup
 	$(PY) -m pipeline run --model $(MODEL) --output $(OUTPUT) $(ARGS)
 
-test: setup
+test: setup chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Heavy cases (bigger data, longer training) live behind the `slow` marker.
-test-all: setup
+test-all: setup chromium
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+report: setup
+	$(PY) -m pipeline report --output $(OUTPUT) $(ARGS)
+
+# Jupyter on the metrics notebook, pointed at the last run in $(OUTPUT).
+notebook: setup
+	METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" $(VENV)/bin/jupyter lab notebooks/inspect_metrics.ipynb
+
+# The report test opens the HTML report in a real headless Chromium (Debian's package).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 # Kubeflow pipeline image (needs a Docker engine; see kubeflow/README.md).
 image:

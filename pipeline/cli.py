@@ -152,6 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="Kubeflow profile namespace (needed with --run on multi-user Kubeflow)")
     deploy_.add_argument("--run-name", default=None, help="default: '<pipeline name> <UTC time>'")
 
+    report = commands.add_parser("report", help="write an HTML report of the latest evaluation", description=(
+        "Find the latest evaluation of a run through ML Metadata and write a self-contained HTML report "
+        "(metrics per slice, candidate vs baseline, validation, per-family pictures) and its metrics as JSON."))
+    report.add_argument("--output", default="output", help="output directory of a run (default: %(default)s)")
+    report.add_argument("--to", default=None, help="HTML file to write (default: <output>/report.html); "
+                        "the metrics go beside it as <name>.json")
+    report.add_argument("--pipeline-name", default=None, help="default: the pipeline that ran last in --output")
+
     models = commands.add_parser("models", help="list pushed model versions with their metrics",
                                  description="List the versions in a TF Serving model directory, newest "
                                  "first, with push time, key metrics and pipeline run id.")
@@ -343,6 +351,18 @@ def command_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_report(args: argparse.Namespace) -> int:
+    from pipeline.report import ReportError, write_report
+
+    to_path = args.to or os.path.join(args.output, "report.html")
+    try:
+        path = write_report(args.output, to_path, args.pipeline_name)
+    except (FileNotFoundError, ReportError) as error:
+        raise UserError(str(error)) from error
+    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json")
+    return 0
+
+
 def command_models(args: argparse.Namespace) -> int:
     from pipeline.serving_commands import list_models
 
@@ -363,7 +383,7 @@ def command_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "deploy": command_deploy, "models": command_models, "rollback": command_rollback, "prepare": command_prepare, "compile": command_compile,
+COMMANDS = {"run": command_run, "report": command_report, "deploy": command_deploy, "models": command_models, "rollback": command_rollback, "prepare": command_prepare, "compile": command_compile,
             "predict": command_predict}
 
 
