@@ -43,16 +43,25 @@ def _configure_logging(verbose: bool) -> None:
         pass
 
 
-DATA_HELP = ("image source: a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 "
-             "'python version' folder, or a folder of TFRecords in this project's feature spec "
-             "(default: scikit-learn's bundled 8x8 digits)")
+DATA_HELP = ("cnn: a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 'python "
+             "version' folder, or TFRecords in this project's feature spec (default: scikit-learn's "
+             "bundled 8x8 digits). seq2seq: a UTF-8 .txt file or a folder of them, one document per "
+             "file (default: the Python Language Reference prose shipped with CPython)")
 OUTPUT_HELP = ("output directory: pipeline root, MLMD, prepared data and serving/<model>/<version> "
                "(default: %(default)s)")
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser, data_help: str = DATA_HELP) -> None:
-    parser.add_argument("--model", choices=MODEL_FAMILIES, default="cnn", help="model family to train")
+    defaults = PipelineConfig.__dataclass_fields__
+    parser.add_argument("--model", choices=MODEL_FAMILIES, default="cnn",
+                        help="model family: cnn (image classifier) or seq2seq (text continuation)")
     parser.add_argument("--data", default=None, help=data_help)
+    parser.add_argument("--context-words", type=int, default=defaults["context_words"].default,
+                        help="seq2seq: words of context per example (default: %(default)s)")
+    parser.add_argument("--target-words", type=int, default=defaults["target_words"].default,
+                        help="seq2seq: words to continue per example (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=defaults["vocab_size"].default,
+                        help="seq2seq: tokens kept in the vocabulary (default: %(default)s)")
     parser.add_argument("--image-size", type=int, default=None,
                         help="resize images to N x N (default: native; folders 32)")
     parser.add_argument("--channels", type=int, choices=(1, 3), default=None,
@@ -63,19 +72,25 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = PipelineConfig.__dataclass_fields__
     d = lambda name: defaults[name].default  # noqa: E731
     steps = parser.add_mutually_exclusive_group()
-    steps.add_argument("--epochs", type=int, default=d("epochs"),
-                       help="passes over the training split (default: %(default)s)")
+    steps.add_argument("--epochs", type=int, default=None,
+                       help="passes over the training split (default: cnn 15, seq2seq 3)")
     steps.add_argument("--train-steps", type=int, default=None, help="total training steps (overrides --epochs)")
     parser.add_argument("--eval-steps", type=int, default=None, help="validation steps during training "
                         "(default: one pass over the eval split)")
-    parser.add_argument("--batch-size", type=int, default=d("batch_size"),
-                        help="batch size per replica (default: %(default)s)")
-    parser.add_argument("--learning-rate", type=float, default=d("learning_rate"))
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="batch size per replica (default: 64)")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="Adam learning rate (default: cnn 0.001, seq2seq 0.002)")
     parser.add_argument("--strategy", choices=("mirrored", "multi_worker", "default"), default=d("strategy"),
                         help="tf.distribute strategy (multi_worker reads TF_CONFIG) (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=d("seed"))
-    parser.add_argument("--min-accuracy", type=float, default=d("min_accuracy"),
-                        help="bless only if overall eval accuracy >= this (default: %(default)s)")
+    parser.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
+    parser.add_argument("--profile", default=None, metavar="START,END",
+                        help="write a TensorBoard profiler trace of training batches START..END into the "
+                        "Trainer's model_run dir (view: tensorboard --logdir <it>, Profile tab)")
+    parser.add_argument("--min-accuracy", type=float, default=None,
+                        help="bless only if the overall key metric (cnn: accuracy, seq2seq: top-5 "
+                        "next-word accuracy) >= this (default: cnn 0.9, seq2seq 0.3)")
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
                         help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
@@ -137,6 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
                          "version is used) or one version directory")
     predict.add_argument("images", nargs="+", help="image files (PNG/JPEG)")
 
+    generate = commands.add_parser("generate", help="continue text prompts with a pushed seq2seq model",
+                                   description="Continue prompts through the pushed model's generate signature "
+                                   "(the same graph TF Serving runs: tokenization, vocabulary and decoding).")
+    generate.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
+                          "version is used) or one version directory")
+    generate.add_argument("prompts", nargs="+", help="text to continue")
+    generate.add_argument("--max-tokens", type=int, default=20, help="new tokens at most (default: %(default)s, "
+                          "capped at 64 by the model)")
+    generate.add_argument("--top-k", type=int, default=1, help="1 = greedy; K > 1 samples among the K most "
+                          "likely tokens (default: %(default)s)")
+    generate.add_argument("--temperature", type=float, default=1.0,
+                          help="sampling temperature for --top-k > 1 (default: %(default)s)")
+
     deploy_ = commands.add_parser("deploy", help="upload a compiled pipeline to Kubeflow Pipelines, optionally run it",
                                   description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
                                   "or as a new version of the pipeline with that name; with --run, start a run of "
@@ -174,16 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     output_dir = getattr(args, "pipeline_root", None) or args.output
+    data = dict(model=args.model, data=args.data, output_dir=output_dir, image_size=args.image_size,
+                channels=args.channels, context_words=args.context_words, target_words=args.target_words,
+                vocab_size=args.vocab_size)
     if not hasattr(args, "epochs"):  # `prepare`: data settings only
-        return PipelineConfig(model=args.model, data=args.data, output_dir=output_dir,
-                              image_size=args.image_size, channels=args.channels)
+        return PipelineConfig(**data)
     return PipelineConfig(
-        model=args.model, data=args.data, output_dir=output_dir,
+        **data,
         pipeline_name=args.pipeline_name, serving_model_name=args.serving_name,
-        image_size=args.image_size, channels=args.channels,
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
-        seed=args.seed, min_accuracy=args.min_accuracy, max_regression=args.max_regression,
+        seed=args.seed, xla=args.xla, profile=args.profile,
+        min_accuracy=args.min_accuracy, max_regression=args.max_regression,
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),
     )
@@ -246,8 +276,7 @@ def _prepare(config: PipelineConfig):
         dataset = get_family(config.model).prepare_data(config)
     except DataError as error:
         raise UserError(str(error)) from error
-    log.info("Data: %d examples, %d classes, shape %s (%s)", dataset.num_examples, len(dataset.classes),
-             dataset.image_shape, dataset.examples_dir)
+    log.info("Data: %d examples (%s)", dataset.num_examples, dataset.examples_dir)
     return dataset
 
 
@@ -339,6 +368,20 @@ def command_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_generate(args: argparse.Namespace) -> int:
+    from pipeline.predict import generate_text
+
+    if args.max_tokens < 1 or args.top_k < 0 or args.temperature <= 0:
+        raise UserError("--max-tokens must be >= 1, --top-k >= 0 and --temperature > 0.")
+    try:
+        for prompt, continuation in zip(args.prompts, generate_text(
+                args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature)):
+            print(f"{prompt} -> {continuation}")
+    except FileNotFoundError as error:
+        raise UserError(str(error)) from error
+    return 0
+
+
 def command_deploy(args: argparse.Namespace) -> int:
     from pipeline.kubeflow_deploy import DeployError, deploy
 
@@ -383,7 +426,7 @@ def command_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "report": command_report, "deploy": command_deploy, "models": command_models, "rollback": command_rollback, "prepare": command_prepare, "compile": command_compile,
+COMMANDS = {"run": command_run, "generate": command_generate, "report": command_report, "deploy": command_deploy, "models": command_models, "rollback": command_rollback, "prepare": command_prepare, "compile": command_compile,
             "predict": command_predict}
 
 

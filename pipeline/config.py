@@ -4,11 +4,21 @@ import math
 import os
 from typing import List, Optional
 
-MODEL_FAMILIES = ("cnn",)
+MODEL_FAMILIES = ("cnn", "seq2seq")
+# Per-family defaults of the settings left as None below (measured: see benchmarks/README.md).
+FAMILY_DEFAULTS = {
+    "cnn": {"epochs": 15, "batch_size": 64, "learning_rate": 1e-3, "min_accuracy": 0.9},
+    "seq2seq": {"epochs": 3, "batch_size": 64, "learning_rate": 2e-3, "min_accuracy": 0.3},
+}
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up (~10 s per Beam
 # component, measured) costs more than the parallelism gains.
 AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
+
+
+def _is_batch_range(text: str) -> bool:
+    parts = text.split(",")
+    return len(parts) == 2 and all(p.strip().isdigit() for p in parts) and int(parts[0]) <= int(parts[1])
 
 
 def _is_uri(path: str) -> bool:
@@ -28,20 +38,26 @@ class PipelineConfig:
     # Data preparation (images)
     image_size: Optional[int] = None     # default: native size (digits 8, folders 32)
     channels: Optional[int] = None       # default: native (digits 1, folders/CIFAR 3)
-    train_buckets: int = 4               # hash split train:eval = 4:1 on example_id
+    # Data preparation (text): windows of N context words -> the next K words
+    context_words: int = 16
+    target_words: int = 4
+    vocab_size: int = 4000               # most frequent tokens kept (+ reserved ids and 1 OOV)
+    train_buckets: int = 4               # hash split train:eval = 4:1 (on example_id / document)
     eval_buckets: int = 1
 
-    # Training
-    epochs: int = 15
+    # Training (None: the model family's default, FAMILY_DEFAULTS)
+    epochs: Optional[int] = None
     train_steps: Optional[int] = None    # overrides epochs when set
     eval_steps: Optional[int] = None     # default: one pass over the eval split
-    batch_size: int = 64                 # per replica
-    learning_rate: float = 1e-3
+    batch_size: Optional[int] = None     # per replica
+    learning_rate: Optional[float] = None
     strategy: str = "mirrored"
     seed: int = 42
+    xla: bool = False                    # jit_compile the train step
+    profile: Optional[str] = None        # "START,END" batches to trace with the TF profiler
 
-    # Evaluation gate
-    min_accuracy: float = 0.9            # value threshold on overall accuracy
+    # Evaluation gate, on the family's key metric (cnn: accuracy; seq2seq: top-5 accuracy)
+    min_accuracy: Optional[float] = None  # value threshold on the overall slice
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
 
     # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies.
@@ -56,11 +72,17 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if self.model not in MODEL_FAMILIES:
             raise ValueError(f"--model must be one of {MODEL_FAMILIES}, got {self.model!r}")
+        for name, default in FAMILY_DEFAULTS[self.model].items():
+            if getattr(self, name) is None:
+                setattr(self, name, default)
         if self.beam_mode not in BEAM_MODES:
             raise ValueError(f"--beam-mode must be one of {BEAM_MODES}, got {self.beam_mode!r}")
-        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
+        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets",
+                     "context_words", "target_words", "vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.profile and not _is_batch_range(self.profile):
+            raise ValueError(f"--profile takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
         if not 0.0 <= self.min_accuracy <= 1.0 or self.max_regression < 0:
             raise ValueError("min_accuracy must be in [0, 1] and max_regression >= 0")
         if not _is_uri(self.output_dir):

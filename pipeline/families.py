@@ -24,11 +24,13 @@ class ModelFamily:
     preprocessing_fn: str                       # dotted path, run by Transform
     run_fn: str                                 # dotted path, run by Trainer
     prepare_data: Callable[[PipelineConfig], DatasetManifest]
-    transform_config: Callable[[DatasetManifest], Dict[str, Any]]
+    transform_config: Callable[[PipelineConfig, DatasetManifest], Dict[str, Any]]
     trainer_config: Callable[[DatasetManifest], Dict[str, Any]]
     eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
     split_feature: str                          # ExampleGen hashes it into train/eval
     curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
+    gate_metric: str                            # TFMA metric the blessing gate and summary use
+    gate_metric_label: str
 
     def code_version(self) -> str:
         """Hash of the family's and the shared model code.
@@ -73,14 +75,60 @@ CNN = ModelFamily(
     preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
     run_fn="models.cnn.trainer.run_fn",
     prepare_data=_prepare_images,
-    transform_config=lambda dataset: {"class_names": list(dataset.classes)},
+    transform_config=lambda config, dataset: {"class_names": list(dataset.classes)},
     trainer_config=lambda dataset: {"image_shape": list(dataset.image_shape)},
     eval_config=_cnn_eval_config,
     split_feature="example_id",
     curate_schema=_curate_image_schema,
+    gate_metric="sparse_categorical_accuracy",
+    gate_metric_label="Accuracy",
 )
 
-FAMILIES = {family.name: family for family in (CNN,)}
+
+def _prepare_text(config: PipelineConfig) -> DatasetManifest:
+    from data.text import prepare_text_dataset
+
+    return prepare_text_dataset(config.data, config.data_cache_dir, context_words=config.context_words,
+                                target_words=config.target_words)
+
+
+def _seq2seq_transform_config(config: PipelineConfig, dataset: DatasetManifest) -> Dict[str, Any]:
+    # Token windows are wider than word windows: punctuation becomes tokens of its own.
+    return {"vocab_size": config.vocab_size, "context_tokens": 2 * config.context_words,
+            "target_tokens": 2 * config.target_words}
+
+
+def _seq2seq_eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+    from models.seq2seq.evaluation import eval_config
+
+    return eval_config(config.min_accuracy, config.max_regression)
+
+
+def _curate_text_schema(schema: schema_pb2.Schema) -> None:
+    """Documents and windows are open-ended; only the position buckets are a closed set."""
+    from data import text_features
+    from pipeline.schema_pin import keep_string_domains
+
+    keep_string_domains(schema, [text_features.POSITION])
+
+
+SEQ2SEQ = ModelFamily(
+    name="seq2seq",
+    preprocessing_fn="models.seq2seq.preprocessing.preprocessing_fn",
+    run_fn="models.seq2seq.trainer.run_fn",
+    prepare_data=_prepare_text,
+    transform_config=_seq2seq_transform_config,
+    trainer_config=lambda dataset: {},
+    eval_config=_seq2seq_eval_config,
+    # Whole documents go to one split: overlapping windows of one text must not leak from
+    # train into eval (README: "Text data").
+    split_feature="document",
+    curate_schema=_curate_text_schema,
+    gate_metric="sparse_top_k_categorical_accuracy",
+    gate_metric_label="Top-5 next-word accuracy",
+)
+
+FAMILIES = {family.name: family for family in (CNN, SEQ2SEQ)}
 
 
 def get_family(name: str) -> ModelFamily:

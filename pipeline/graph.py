@@ -68,7 +68,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
-        custom_config={**family.transform_config(dataset), "code_version": code_version},
+        custom_config={**family.transform_config(config, dataset), "code_version": code_version},
     )
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
     settings = TrainingSettings(
@@ -77,6 +77,8 @@ def create_pipeline(
         learning_rate=config.learning_rate,
         epochs=config.resolved_epochs(),
         seed=config.seed,
+        jit_compile=config.xla,
+        profile_batches=config.profile or "",
         family=family.trainer_config(dataset),
     )
     trainer = tfx.components.Trainer(

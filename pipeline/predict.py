@@ -1,9 +1,9 @@
-"""Classify image files with a pushed model, through its ``predict_image`` signature.
+"""Use a pushed model as TF Serving would: images through ``predict_image``, text through ``generate``.
 
-Uses exactly what TF Serving would load: the SavedModel in a version directory.
+Loads exactly what TF Serving loads: the SavedModel in a version directory.
 """
 import os
-from typing import Iterator, Sequence
+from typing import Iterator, List, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +12,7 @@ from components.serving_dir import latest_version_dir
 from data.images import load_image_array
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
+GENERATE_SIGNATURE = "generate"
 
 
 def resolve_version_dir(model_dir: str) -> str:
@@ -28,16 +29,29 @@ def resolve_version_dir(model_dir: str) -> str:
     return version_dir
 
 
-def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
+def _signature(model_dir: str, name: str, kind: str):
     version_dir = resolve_version_dir(model_dir)
     model = tf.saved_model.load(version_dir)
-    if PREDICT_IMAGE_SIGNATURE not in model.signatures:
-        raise FileNotFoundError(f"{version_dir} has no '{PREDICT_IMAGE_SIGNATURE}' signature; "
-                                f"it has {sorted(model.signatures)}. Is it an image model?")
-    signature = model.signatures[PREDICT_IMAGE_SIGNATURE]
+    if name not in model.signatures:
+        raise FileNotFoundError(f"{version_dir} has no '{name}' signature; it has {sorted(model.signatures)}. "
+                                f"Is it {kind}?")
+    return model.signatures[name]
+
+
+def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
+    signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
     _, height, width, channels = signature.structured_input_signature[1]["images"].shape
     images = [load_image_array(path, (height, width), channels) for path in image_paths]
     outputs = signature(images=tf.constant(np.stack(images).astype("float32")))
     for path, name, probabilities in zip(image_paths, outputs["classes"].numpy(),
                                          outputs["probabilities"].numpy()):
         yield f"{path}\t{name.decode()}\t{probabilities.max():.3f}"
+
+
+def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,
+                  temperature: float = 1.0) -> List[str]:
+    """Continuations of ``prompts``: greedy for top_k <= 1, else top-k sampling at ``temperature``."""
+    signature = _signature(model_dir, GENERATE_SIGNATURE, "a text model (--model seq2seq)")
+    outputs = signature(prompts=tf.constant(list(prompts)), max_new_tokens=tf.constant(max_tokens, tf.int32),
+                        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32))
+    return [text.decode() for text in outputs["continuations"].numpy()]

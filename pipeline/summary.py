@@ -4,6 +4,7 @@ Everything here is read back from MLMD and the artifacts the components wrote, s
 summary is also correct for a run that was fully served from cache.
 """
 import dataclasses
+import json
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -15,9 +16,11 @@ from tensorflow_model_analysis.writers import eval_config_writer
 from data.tfrecords import DatasetManifest
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig
+from pipeline.families import get_family
 
-ACCURACY_METRIC = "sparse_categorical_accuracy"
 COUNT_METRIC = "example_count"
+# Written by a Trainer run_fn into its model_run dir: reference predictors on the same eval data.
+REFERENCES_FILE = "baselines.json"
 
 
 class RecordCountMismatch(RuntimeError):
@@ -38,6 +41,8 @@ class RunSummary:
     split_counts: Dict[str, int]
     num_input_examples: int
     metric_name: str
+    metric_label: str = "Accuracy"
+    references: Dict[str, float] = dataclasses.field(default_factory=dict)
     overall: Optional[SliceMetric] = None
     baseline_overall: Optional[SliceMetric] = None
     slices: List[SliceMetric] = dataclasses.field(default_factory=list)
@@ -138,12 +143,22 @@ def _threshold_text(threshold) -> str:
     return f"the change limit vs. the served model ({change.absolute.value:+})"
 
 
-def collect(config: PipelineConfig, dataset: DatasetManifest,
-            metric_name: str = ACCURACY_METRIC) -> RunSummary:
+def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
+    path = os.path.join(model_run_uri or "", REFERENCES_FILE)
+    if not model_run_uri or not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as handle:
+        return {k: v for k, v in json.load(handle).items() if k.endswith("top5")}
+
+
+def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
+    family = get_family(config.model)
     store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
     run = mlmd.latest_run(store, config.pipeline_name)
     components = sorted(run.values(), key=lambda c: c.execution.id)
-    summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name)
+    metric_name = family.gate_metric
+    summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
+                         family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -186,14 +201,21 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     lines.append(f"Examples: {summary.num_input_examples} in -> {splits or 'n/a'}")
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
-        lines.append(f"Accuracy (overall): {summary.overall.value:.4f}{count}")
+        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}")
+    if summary.references:
+        lines.append("Reference predictors on the same eval data: " + ", ".join(
+            f"{name.replace('_top5', '')} top-5 {value:.4f}" for name, value in sorted(summary.references.items())))
+        best = max(summary.references.values())
+        if summary.overall and summary.overall.value <= best:
+            lines.append("  WARNING: the model does not beat the best reference predictor; train longer.")
     if summary.baseline_overall:
         lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
-    gate = f"accuracy >= {config.min_accuracy}, at most {config.max_regression} below the served model"
+    gate = (f"{summary.metric_label.lower()} >= {config.min_accuracy}, at most {config.max_regression} "
+            "below the served model")
     if summary.blessed is None:
         lines.append("Blessed: unknown (the Evaluator did not run)")
     elif summary.blessed:

@@ -1,7 +1,10 @@
 """kubeflow/Dockerfile stays consistent with the project (no Docker engine here to build it)."""
 import re
 
+import pytest
+
 from conftest import PROJECT_ROOT
+from pipeline.families import FAMILIES
 from pipeline.kubeflow_runner import IMAGE_DATA_ROOT
 
 DOCKERFILE = (PROJECT_ROOT / "kubeflow" / "Dockerfile").read_text()
@@ -32,6 +35,7 @@ def test_sets_legacy_keras_before_python_starts():
     assert re.search(r"ENV TF_USE_LEGACY_KERAS=1", DOCKERFILE)
 
 
-def test_bakes_default_data_where_compiled_pipelines_read_it():
-    match = re.search(r"python -m pipeline prepare --model cnn --output (\S+)", DOCKERFILE)
+@pytest.mark.parametrize("model", sorted(FAMILIES))
+def test_bakes_default_data_where_compiled_pipelines_read_it(model):
+    match = re.search(rf"python -m pipeline prepare --model {model} --output (\S+)", DOCKERFILE)
     assert match and f"{match.group(1)}/data" == IMAGE_DATA_ROOT

@@ -13,7 +13,7 @@ def conv_block_count(height: int, width: int) -> int:
 
 
 def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float = 1e-3,
-              dropout: float = 0.25) -> tf.keras.Model:
+              dropout: float = 0.25, jit_compile: bool = False) -> tf.keras.Model:
     """Build and compile the classifier; call inside ``strategy.scope()``."""
     height, width, channels = (int(v) for v in image_shape)
     inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_XF)
@@ -34,5 +34,6 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
         optimizer=tf.keras.optimizers.Adam(learning_rate),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=jit_compile,
     )
     return model

@@ -30,7 +30,8 @@ def run_fn(fn_args: FnArgs) -> None:
                               shuffle=False, repeat=True, cache=settings.cache_dataset)
 
     with strategy.scope():
-        model = cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate)
+        model = cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate,
+                                    jit_compile=settings.jit_compile)
     steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
     log.info("Training CNN %s -> %d classes: %d steps (%d epochs x %d), global batch %d",
              image_shape, num_classes, steps_per_epoch * settings.epochs, settings.epochs,
@@ -42,8 +43,7 @@ def run_fn(fn_args: FnArgs) -> None:
         validation_data=evaluation,
         validation_steps=max(1, fn_args.eval_steps or 1),
         validation_freq=settings.epochs,  # once, at the end: the Evaluator does the real eval
-        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir),
-                   EpochLogger(log, settings.epochs)],
+        callbacks=[settings.tensorboard(fn_args.model_run_dir), EpochLogger(log, settings.epochs)],
         verbose=0,
     )
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)

@@ -16,6 +16,8 @@ class TrainingSettings:
     epochs: int = 1               # Keras epochs the TrainArgs steps are spread over
     seed: int = 42
     cache_dataset: bool = True
+    jit_compile: bool = False     # XLA for the train step (benchmarks/README.md: what it gains)
+    profile_batches: str = ""     # "START,END": TensorBoard profiler trace of those batches
     family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
     def to_custom_config(self) -> Dict[str, Any]:
@@ -28,6 +30,12 @@ class TrainingSettings:
         if unknown:
             raise ValueError(f"Unknown training settings {sorted(unknown)}")
         return cls(**values)
+
+    def tensorboard(self, log_dir: str):
+        """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
+        import tensorflow as tf
+
+        return tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=self.profile_batches or 0)
 
     def steps_per_epoch(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / max(1, self.epochs)))

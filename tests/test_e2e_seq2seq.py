@@ -1,0 +1,85 @@
+"""The seq2seq text pipeline end to end under real Beam/TFX/MLMD, on a small real corpus."""
+import base64
+
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+from pydoc_data.topics import topics
+
+from conftest import run_cli
+from pipeline import graph, mlmd
+from pipeline.config import PipelineConfig
+from pipeline.summary import slice_metrics
+from tf_serving_rest import predict
+
+pytestmark = pytest.mark.e2e
+
+NUM_DOCUMENTS = 24
+RUN_ARGS = ("--model", "seq2seq", "--train-steps", "30", "--vocab-size", "800", "--min-accuracy", "0.01")
+
+
+@pytest.fixture(scope="module")
+def seq2seq_run(tmp_path_factory):
+    corpus = tmp_path_factory.mktemp("corpus")
+    for name in sorted(topics, key=lambda t: -len(topics[t]))[:NUM_DOCUMENTS]:  # the longest topics
+        (corpus / f"{name}.txt").write_text(topics[name], encoding="utf-8")
+    output = tmp_path_factory.mktemp("seq2seq-e2e")
+    result = run_cli("run", "--data", corpus, "--output", output, *RUN_ARGS)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    config = PipelineConfig(model="seq2seq", output_dir=str(output))
+    run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
+    return config, result, run
+
+
+def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
+    config, result, run = seq2seq_run
+    assert {n: e.state for n, e in run.items()} == {n: "COMPLETE" for n in run} and len(run) == 8
+    for execution in run.values():
+        for artifacts in execution.outputs.values():
+            assert all(tf.io.gfile.exists(a.uri) for a in artifacts)
+    assert "Top-5 next-word accuracy (overall): " in result.stdout
+    assert "Reference predictors on the same eval data: bigram top-5 " in result.stdout
+    assert "Blessed: yes" in result.stdout
+    assert f"Pushed: {config.serving_model_dir}" in result.stdout
+
+
+def test_evaluation_is_sliced_by_document_and_position(seq2seq_run):
+    _, _, run = seq2seq_run
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    names = {m.slice_name for m in slice_metrics(uri, "sparse_top_k_categorical_accuracy")}
+    assert "overall" in names
+    assert {"position=start", "position=middle", "position=end"} <= names
+    documents = {n for n in names if n.startswith("document=")}
+    assert 1 <= len(documents) < NUM_DOCUMENTS  # eval holds whole, held-out documents only
+
+
+def _vocabulary(run):
+    uri = run[graph.TRANSFORM].outputs["transform_graph"][0].uri
+    return {t.decode() for t in tft.TFTransformOutput(uri).vocabulary_by_name("tokens")}
+
+
+@pytest.mark.parametrize("sampling", [("--top-k", "1"), ("--top-k", "5", "--temperature", "0.8")])
+def test_generate_cli_continues_prompts_with_vocabulary_tokens(seq2seq_run, sampling):
+    config, _, run = seq2seq_run
+    prompts = ["the for statement is used to", "a class definition defines"]
+    result = run_cli("generate", "--model-dir", config.serving_model_dir, *prompts, "--max-tokens", "6", *sampling)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    vocabulary = _vocabulary(run) | {"<unk>"}
+    for prompt, line in zip(prompts, lines):
+        assert line.startswith(prompt + " -> ")
+        tokens = line.split(" -> ", 1)[1].split()
+        assert 1 <= len(tokens) <= 6 and set(tokens) <= vocabulary, tokens
+
+
+def test_serving_default_answers_tf_serving_rest(seq2seq_run):
+    config, _, run = seq2seq_run
+    from components.serving_dir import latest_version_dir
+
+    model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
+    example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(
+        bytes_list=tf.train.BytesList(value=[b"the value of the expression is"]))})).SerializeToString()
+    answer = predict(model, {"instances": [{"b64": base64.b64encode(example).decode()}]})
+    (prediction,) = answer["predictions"]
+    assert abs(sum(prediction["probabilities"]) - 1) < 1e-3
