@@ -6,7 +6,11 @@ split only, the real ``run_fn`` trains and exports, and the exported ``serving_d
 is scored on the eval windows the way TFMA scores it (label from ``transform_features``).
 
     .venv/bin/python benchmarks/seq2seq_quality.py                  # proposed defaults
-    .venv/bin/python benchmarks/seq2seq_quality.py --steps 200 --batch-size 32  # quick
+    .venv/bin/python benchmarks/seq2seq_quality.py --steps 200      # quick look
+
+Steps default to what the pipeline derives from --epochs (epochs x estimated train
+windows / batch size), and validation runs over the whole eval split each epoch, as in
+the pipeline.
 
 The transformed data is cached in ``--work-dir`` per data/transform settings, so
 repeated runs with other training settings skip Beam.
@@ -48,11 +52,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stride", type=int, default=2)
     for key, default in features.TRANSFORM_DEFAULTS.items():
         p.add_argument("--" + key.replace("_", "-"), type=int, default=default)
-    p.add_argument("--steps", type=int, default=1800, help="total training steps")
-    p.add_argument("--epochs", type=int, default=6, help="Keras epochs the steps are spread over")
+    p.add_argument("--steps", type=int, default=None, help="total training steps")
+    p.add_argument("--epochs", type=int, default=5, help="Keras epochs the steps are spread over")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--learning-rate", type=float, default=3e-3)
-    p.add_argument("--eval-steps", type=int, default=20, help="validation batches per epoch")
+    p.add_argument("--eval-steps", type=int, default=None, help="validation batches per epoch")
     for key, default in MODEL_DEFAULTS.items():
         p.add_argument("--" + key.replace("_", "-"), type=type(default), default=default)
     p.add_argument("--strategy", default="mirrored")
@@ -155,7 +159,7 @@ def samples(export_dir: str) -> list[tuple[str, str, str]]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     logging.getLogger("absl").setLevel(logging.WARNING)
     work = Path(args.work_dir)
     manifest = prepare_text_dataset(None, work / "data", args.context_words,
@@ -172,15 +176,19 @@ def main(argv=None) -> None:
     reference = ngram_baselines(train_glob, eval_glob)
     log.info("Baselines in %.1f s", time.monotonic() - started)
 
+    # As PipelineConfig.resolved_train_steps / resolved_eval_steps (4:1 split estimate).
+    steps = args.steps or args.epochs * math.ceil(manifest.num_examples * 0.8 / args.batch_size)
+    eval_steps = args.eval_steps or math.ceil(manifest.num_examples * 0.2 / args.batch_size)
+    epochs = max(1, min(args.epochs, steps))
     family = {k: getattr(args, k) for k in MODEL_DEFAULTS}
     settings = TrainingSettings(strategy=args.strategy, batch_size=args.batch_size,
-                                learning_rate=args.learning_rate, epochs=args.epochs,
+                                learning_rate=args.learning_rate, epochs=epochs,
                                 seed=args.seed, family=family)
     run_dir = work / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     from tfx.components.trainer.fn_args_utils import FnArgs
 
-    fn_args = FnArgs(train_files=[train_glob], eval_files=[eval_glob], train_steps=args.steps,
-                     eval_steps=args.eval_steps, transform_output=str(data / "transform"),
+    fn_args = FnArgs(train_files=[train_glob], eval_files=[eval_glob], train_steps=steps,
+                     eval_steps=eval_steps, transform_output=str(data / "transform"),
                      transform_graph_path=str(data / "transform"),
                      serving_model_dir=str(run_dir / "serving"),
                      model_run_dir=str(run_dir / "logs"), custom_config=settings.to_custom_config())
@@ -195,8 +203,8 @@ def main(argv=None) -> None:
           f"{args.target_words} words, stride {args.stride}), {manifest.extra['num_documents']} "
           f"documents; document hash split 4:1 -> train {n_train}, eval {n_eval} windows")
     print(f"Transform: {transform_config}")
-    print(f"Training: {args.steps} steps x batch {args.batch_size} "
-          f"(~{args.steps * args.batch_size / n_train:.1f} epochs of the train windows), "
+    print(f"Training: {steps} steps x batch {args.batch_size} "
+          f"(~{steps * args.batch_size / n_train:.1f} epochs of the train windows), "
           f"lr {args.learning_rate}, {family}: {train_seconds:.0f} s incl. baselines and export")
     print()
     print(f"{'next-token on eval (' + str(scores['n']) + ' windows)':<42}{'top-1':>8}{'top-5':>8}"

@@ -209,8 +209,8 @@ def _plan_topics(settings: dict) -> _Plan:
         # to fix); user files are checked strictly instead.
         docs = [_Document(name, topics[name].split(), f"pydoc topic {name!r}")
                 for name in sorted(topics)]
-        return [d for d in docs if len(d.words) >= span], [d.doc_id for d in docs
-                                                            if len(d.words) < span]
+        skipped = [d.doc_id for d in docs if len(d.words) < span]
+        return [d for d in docs if len(d.words) >= span], skipped
 
     return _Plan(
         kind="pydoc-topics",

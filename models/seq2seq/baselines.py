@@ -18,9 +18,7 @@ from data.tfrecords import read_examples
 from models.seq2seq import features
 
 TOP_K = 5
-
-
-Patterns = Union[str, Sequence[str]]
+Patterns = Union[str, Sequence[str]]  # a glob, or a list of them (TFX fn_args files)
 
 
 def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> Dict[str, float]:

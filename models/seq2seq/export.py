@@ -23,7 +23,7 @@ TF Serving REST: scalars need the columnar ("inputs") request form, e.g.
 The transform graph is embedded (``model.tft_layer``): ``generate`` tokenizes prompts
 with it, so serving and training tokenization cannot drift apart.
 """
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -68,11 +68,11 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
     tf.saved_model.save(model, export_dir, signatures={
         "serving_default": signatures.examples_signature(model, raw_spec, next_token_outputs),
         "transform_features": signatures.transform_features_signature(model, tf_transform_output),
-        GENERATE_SIGNATURE: _generate_function(model, names),
+        GENERATE_SIGNATURE: _generate_function(model, names, raw_spec[features.CONTEXT].shape),
     })
 
 
-def _generate_function(model: Seq2Seq, names: tf.Tensor):
+def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence[int]):
     vocab_size = model.vocab_size
     banned = [features.PAD_ID, features.START_ID] + list(
         range(vocab_size - features.NUM_OOV_BUCKETS, vocab_size))
@@ -85,7 +85,9 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor):
         tf.TensorSpec([], tf.float32, name="temperature"),
     ])
     def generate(prompts, max_new_tokens, top_k, temperature):
-        context = model.tft_layer({features.CONTEXT: prompts})[features.CONTEXT_XF]
+        # The raw feature may be [batch] or [batch, 1] (SchemaGen's infer_feature_shape).
+        raw = tf.reshape(prompts, [-1, *context_shape])
+        context = model.tft_layer({features.CONTEXT: raw})[features.CONTEXT_XF]
         encoder_outputs, encoder_mask, states = model.encode(context)
         batch = tf.shape(prompts)[0]
         steps = tf.clip_by_value(max_new_tokens, 0, MAX_NEW_TOKENS)

@@ -10,7 +10,7 @@ the export can run the encoder once and then step the decoder inside a graph loo
 Dropout sits between layers, never inside the recurrent cells (recurrent dropout disables
 the cuDNN kernel and complicates export).
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import tensorflow as tf
 
@@ -23,8 +23,7 @@ class Seq2Seq(tf.keras.Model):
     """``call({CONTEXT_XF, DECODER_INPUT_XF})`` -> next-token logits [batch, steps, vocab]."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 128, units: int = 256,
-                 dropout: float = 0.2, cell: str = "lstm", tie_embeddings: bool = False,
-                 **kwargs):
+                 dropout: float = 0.5, cell: str = "lstm", **kwargs):
         super().__init__(**kwargs)
         if cell not in CELLS:
             raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
@@ -36,13 +35,9 @@ class Seq2Seq(tf.keras.Model):
         self.encoder_rnn = rnn(units, return_sequences=True, return_state=True, name="encoder")
         self.decoder_rnn = rnn(units, return_sequences=True, return_state=True, name="decoder")
         self.attention = tf.keras.layers.Attention(name="attention")
+        self.combine = tf.keras.layers.Dense(units, activation="tanh", name="combine")
         self.dropout = tf.keras.layers.Dropout(dropout)
-        if tie_embeddings:
-            self.combine = tf.keras.layers.Dense(embedding_dim, activation="tanh", name="combine")
-            self.logits = TiedLogits(self.embedding, name="logits")
-        else:
-            self.combine = tf.keras.layers.Dense(units, activation="tanh", name="combine")
-            self.logits = tf.keras.layers.Dense(vocab_size, name="logits")
+        self.logits = tf.keras.layers.Dense(vocab_size, name="logits")
 
     def encode(self, context_ids: tf.Tensor, training: bool = False
                ) -> Tuple[tf.Tensor, tf.Tensor, List[tf.Tensor]]:
@@ -78,41 +73,19 @@ class Seq2Seq(tf.keras.Model):
         return logits[:, 0, :]
 
 
-class TiedLogits(tf.keras.layers.Layer):
-    """Logits from the (shared) input embedding matrix, transposed, plus a bias.
-
-    Tying input and output embeddings halves the parameters a small corpus must fit
-    (Press & Wolf 2017) and makes the output matmul embedding-sized.
-    """
-
-    def __init__(self, embedding: tf.keras.layers.Embedding, **kwargs):
-        super().__init__(**kwargs)
-        self.embedding = embedding
-
-    def build(self, input_shape):
-        self.bias = self.add_weight(name="bias", shape=[self.embedding.input_dim],
-                                    initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        return tf.tensordot(inputs, self.embedding.embeddings, axes=[[-1], [1]]) + self.bias
-
-
 def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
                   learning_rate: float = 3e-3, embedding_dim: int = 128, units: int = 256,
-                  dropout: float = 0.2, cell: str = "lstm", tie_embeddings: bool = False,
-                  decay_steps: Optional[int] = None) -> Seq2Seq:
+                  dropout: float = 0.5, cell: str = "lstm") -> Seq2Seq:
     """Build (variables created) and compile the model; call inside ``strategy.scope()``.
 
     Loss and accuracy are per target token; padding is excluded through the sample
-    weights that :func:`teacher_forcing` adds. With ``decay_steps`` (the planned training
-    steps), the learning rate follows a cosine from ``learning_rate`` down to a tenth of it.
+    weights that :func:`teacher_forcing` adds.
     """
-    model = Seq2Seq(vocab_size, embedding_dim, units, dropout, cell, tie_embeddings, name="seq2seq")
+    model = Seq2Seq(vocab_size, embedding_dim, units, dropout, cell, name="seq2seq")
     model({features.CONTEXT_XF: tf.zeros([1, context_tokens], tf.int64),
            features.DECODER_INPUT_XF: tf.ones([1, target_tokens], tf.int64)})
     model.compile(
-        optimizer=tf.keras.optimizers.Adam(_schedule(learning_rate, decay_steps), clipnorm=1.0),
+        optimizer=tf.keras.optimizers.Adam(learning_rate, clipnorm=1.0),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         weighted_metrics=[
             tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
@@ -120,12 +93,6 @@ def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
         ],
     )
     return model
-
-
-def _schedule(learning_rate: float, decay_steps: Optional[int]):
-    if not decay_steps:
-        return learning_rate
-    return tf.keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps, alpha=0.1)
 
 
 def teacher_forcing(dataset: tf.data.Dataset) -> tf.data.Dataset:

@@ -1,0 +1,420 @@
+"""Shared helpers of the benchmarks: interleaved timing, statistics, tables, JSON, machine info.
+
+Every benchmark measures its variants SIDE BY SIDE in one process run: repetitions are
+interleaved (round r runs every variant once, in an order rotated per round), so a burst of
+load from another process hits all variants alike. Results are medians and ratios of
+medians; the per-round (paired) ratio's median is reported too, since under shared-CPU noise
+it is the more robust of the two. Never compare absolute numbers between two runs.
+
+Deliberately light: no TensorFlow import here, so ``--help`` and the subprocess-based
+benchmarks stay cheap.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+PYTHON = sys.executable
+
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+
+# ---------------------------------------------------------------------------- arguments
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke mode: tiny sizes, few repetitions (numbers are not meaningful)")
+    parser.add_argument("--json-out", default=None,
+                        help="where to write the JSON result (default: benchmarks/results/<name>.json)")
+    return parser
+
+
+# ------------------------------------------------------------------------------- timing
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def time_call(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def rotated(names: Sequence[str], round_index: int) -> List[str]:
+    """The variant order of one round: rotated by the round number, so no variant is always first."""
+    if not names:
+        return []
+    k = round_index % len(names)
+    return list(names[k:]) + list(names[:k])
+
+
+def interleave(variants: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1,
+               on_round: Optional[Callable[[int, Dict[str, float]], None]] = None,
+               ) -> Dict[str, List[float]]:
+    """Run each variant ``warmup`` times (untimed), then ``rounds`` interleaved timed rounds.
+
+    Returns ``{name: [seconds per round]}``. A callable may return a number to override its
+    measured time (e.g. a time it measured itself, excluding set-up).
+    """
+    names = list(variants)
+    for w in range(warmup):
+        for name in rotated(names, w):
+            variants[name]()
+    samples: Dict[str, List[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        this_round = {}
+        for name in rotated(names, r):
+            started = time.perf_counter()
+            result = variants[name]()
+            elapsed = time.perf_counter() - started
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                elapsed = float(result)
+            samples[name].append(elapsed)
+            this_round[name] = elapsed
+        if on_round:
+            on_round(r, this_round)
+    return samples
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def summarize(values: Sequence[float]) -> Dict[str, float]:
+    vals = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not vals:
+        return {"n": 0}
+    return {
+        "n": len(vals),
+        "median": statistics.median(vals),
+        "min": vals[0],
+        "max": vals[-1],
+        "mean": statistics.fmean(vals),
+        "p25": percentile(vals, 25),
+        "p75": percentile(vals, 75),
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), no numpy needed."""
+    vals = sorted(values)
+    if not vals:
+        return float("nan")
+    pos = (len(vals) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    if not denominator or denominator != denominator:
+        return float("nan")
+    return numerator / denominator
+
+
+def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
+    """Median of per-round ratios (rounds were interleaved, so each pair shared its load)."""
+    pairs = [n / d for n, d in zip(numerators, denominators) if d]
+    return statistics.median(pairs) if pairs else float("nan")
+
+
+def rate(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("nan")
+
+
+# ------------------------------------------------------------------------------- output
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return "n/a"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:.1f}"
+        return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{max(1, digits - 1)}f}"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> str:
+    """A plain-text table, right-aligned numbers, ready to print or paste into Markdown."""
+    cells = [[str(h) for h in headers]] + [[fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    if title:
+        lines.append(title)
+    lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |")
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells[1:]:
+        lines.append("| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
+                                       for c, w in zip(row, widths)) + " |")
+    return "\n".join(lines)
+
+
+def _numeric(text: str) -> bool:
+    return text.replace(",", "").replace(".", "").replace("-", "").replace("x", "").isdigit()
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> str:
+    text = table(headers, rows, title)
+    print("\n" + text, flush=True)
+    return text
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -------------------------------------------------------------------------- machine info
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def gpu_info() -> str:
+    """'none' unless nvidia-smi lists a GPU (checked without importing TensorFlow)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "none"
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def package_versions(names: Sequence[str] = ("tensorflow", "tf-keras", "tfx", "apache-beam",
+                                             "tensorflow-transform", "tensorflow-data-validation",
+                                             "tensorflow-model-analysis", "scikit-learn")) -> Dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def loadavg() -> List[float]:
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
+def machine_info() -> Dict[str, Any]:
+    return {
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": " ".join(shlex.quote(a) for a in [PYTHON] + sys.argv),
+        "cwd": os.getcwd(),
+        "hostname": platform.node(),
+        "cores": usable_cores(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "gpu": gpu_info(),
+        "memory_gib": _memory_gib(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain")),
+        "loadavg_at_start": loadavg(),
+    }
+
+
+def _memory_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+class Contention:
+    """How busy the machine was with OTHER work while a benchmark ran (a noise indicator).
+
+    Machine-wide busy CPU time comes from /proc/stat, this process tree's own from
+    getrusage (self + waited-for children); the difference, over wall time x cores, is the
+    share of the machine that other processes used. Approximate (in a container /proc/stat
+    can cover more CPUs than this process may use); reported, never used in results.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.busy0 = self._machine_busy()
+        self.own0 = self._own()
+        self.load0 = loadavg()
+
+    @staticmethod
+    def _machine_busy() -> Optional[float]:
+        try:
+            fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own() -> float:
+        total = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            usage = resource.getrusage(who)
+            total += usage.ru_utime + usage.ru_stime
+        return total
+
+    def result(self) -> Dict[str, Any]:
+        wall = time.monotonic() - self.started
+        busy1 = self._machine_busy()
+        own = self._own() - self.own0
+        stat_cpus = _stat_cpus()
+        out: Dict[str, Any] = {"wall_s": round(wall, 1), "own_cpu_s": round(own, 1),
+                               "loadavg_start": self.load0, "loadavg_end": loadavg()}
+        if self.busy0 is not None and busy1 is not None and wall > 0:
+            machine = busy1 - self.busy0
+            other = max(0.0, machine - own)
+            out.update({
+                "machine_busy_cpu_s": round(machine, 1),
+                "other_processes_cpu_s": round(other, 1),
+                "other_processes_share_of_cores": round(other / (wall * max(1, stat_cpus)), 3),
+                "proc_stat_cpus": stat_cpus,
+            })
+        return out
+
+
+def _stat_cpus() -> int:
+    try:
+        return sum(1 for line in Path("/proc/stat").read_text().splitlines()
+                   if line.startswith("cpu") and line[3:4].isdigit())
+    except OSError:
+        return usable_cores()
+
+
+def result_path(name: str, json_out: Optional[str]) -> Path:
+    return Path(json_out) if json_out else RESULTS_DIR / f"{name}.json"
+
+
+def write_json(name: str, payload: Dict[str, Any], args: argparse.Namespace,
+               machine: Dict[str, Any], contention: Optional[Contention] = None) -> Path:
+    """Write ``{benchmark, quick, args, machine, contention, **payload}``; returns the path."""
+    path = result_path(name, getattr(args, "json_out", None))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "benchmark": name,
+        "quick": bool(getattr(args, "quick", False)),
+        "args": {k: v for k, v in vars(args).items()},
+        "machine": machine,
+        "contention": contention.result() if contention else None,
+        **payload,
+    }
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=_json_default) + "\n")
+    os.replace(tmp, path)
+    print(f"\nJSON: {path}", flush=True)
+    return path
+
+
+def _json_default(value: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+    except ImportError:
+        pass
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def print_header(name: str, machine: Dict[str, Any], quick: bool) -> None:
+    print(f"== {name}{' (--quick: smoke numbers only)' if quick else ''} ==")
+    print(f"{machine['date']}  {machine['cores']} cores ({machine['cpu_model']}), GPU: "
+          f"{machine['gpu']}, load avg {machine['loadavg_at_start']}, git {machine['git_commit']}"
+          f"{' (dirty)' if machine['git_dirty'] else ''}", flush=True)
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def run_timed(cmd: Sequence[str], *, timeout: float = 1800, env: Optional[Dict[str, str]] = None,
+              cwd: Optional[Path] = None, log_path: Optional[Path] = None) -> Dict[str, Any]:
+    """Run ``cmd`` to completion; returns wall seconds, exit code and the output tail."""
+    started = time.perf_counter()
+    proc = subprocess.run(list(cmd), cwd=str(cwd or PROJECT_ROOT), capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    wall = time.perf_counter() - started
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(f"$ {' '.join(shlex.quote(c) for c in cmd)}\n# exit {proc.returncode}, "
+                            f"{wall:.1f} s\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return {"wall_s": wall, "returncode": proc.returncode, "stdout": proc.stdout,
+            "stderr": proc.stderr}
+
+
+def shell_command(cmd: Sequence[str]) -> str:
+    """``cmd`` as one would type it from the project root (python path shortened)."""
+    parts = list(cmd)
+    if parts and parts[0] == PYTHON:
+        try:
+            parts[0] = os.path.relpath(PYTHON, PROJECT_ROOT)
+        except ValueError:
+            pass
+    return " ".join(shlex.quote(p) for p in parts)

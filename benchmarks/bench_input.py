@@ -1,0 +1,292 @@
+"""Trainer input: ``make_dataset(parallel=True, cache=True)`` vs the naive pipeline, side by side.
+
+The same CNN-transformed examples (``image_xf`` float[64], ``label_xf`` int64[1], GZIP
+TFRecords, the Transform output's feature spec) are read with:
+
+- ``trainer``  make_dataset(parallel=True,  cache=True)   what models/*/trainer.py uses
+- ``naive``    make_dataset(parallel=False, cache=False)  sequential reads, no cache/prefetch
+- ``parallel_nocache``  parallel=True, cache=False        isolates interleave/parallel map
+- ``sequential_cache``  parallel=False, cache=True        isolates the cache
+
+for a Trainer-like number of epochs (``--epochs``, default 15 as the CNN default), over
+three storage layouts:
+
+- ``transform-1file``: ONE shard, exactly as TFX Transform writes the digits today;
+- ``sharded``: the same examples in ``--shards`` files (default 16);
+- ``slow-storage``: the sharded files behind a simulated per-file open latency
+  (``--latency-ms``, a ``tf.py_function(time.sleep)`` before each file is read, like an
+  object store's time-to-first-byte), where parallel interleave has something to hide.
+  ``parallel_cl16`` adds interleave with cycle_length=16 (make_dataset uses AUTOTUNE,
+  which caps the number of files in flight at the core count).
+
+Examples are the bundled digits (transformed exactly as the CNN preprocessing_fn does:
+pixels / 255, label id), repeated ``--copies`` times; or, with ``--output RUN_DIR``, the
+train split the real Transform wrote in that pipeline run (re-sharded for ``sharded``).
+
+Variants are interleaved per round (see _common.py); examples/s are medians of rounds.
+
+    .venv/bin/python benchmarks/bench_input.py            # ~2-3 min on 2 cores
+    .venv/bin/python benchmarks/bench_input.py --quick    # seconds
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import _common as C  # noqa: E402
+
+NAME = "bench_input"
+VARIANTS = {
+    # name: (parallel, cache)
+    "trainer": (True, True),
+    "naive": (False, False),
+    "parallel_nocache": (True, False),
+    "sequential_cache": (False, True),
+}
+
+
+def parse_args(argv=None):
+    p = C.base_parser(__doc__)
+    p.add_argument("--output", default=None, help="a pipeline run dir (--output of `pipeline run`) "
+                   "whose Transform output to read instead of generating examples")
+    p.add_argument("--copies", type=int, default=8, help="repeat the digits train split N times "
+                   "(default %(default)s: ~11.6k examples)")
+    p.add_argument("--shards", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=15, help="passes per measurement (the Trainer's "
+                   "default CNN run is 15 epochs)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--latency-ms", type=float, default=50.0, help="simulated per-file open latency")
+    p.add_argument("--slow-epochs", type=int, default=3, help="passes in the slow-storage case")
+    p.add_argument("--work-dir", default=None, help="where to write the TFRecords (default: a temp dir)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.copies, args.epochs, args.rounds, args.slow_epochs = 1, 2, 2, 1
+        args.latency_ms = min(args.latency_ms, 20.0)
+    return args
+
+
+# --------------------------------------------------------------------------- data
+
+
+def transformed_examples(args, tf):
+    """[(image_xf float[64], label_xf int)] and the feature spec."""
+    from models.cnn import features
+
+    if args.output:
+        import tensorflow_transform as tft
+
+        graphs = sorted(glob.glob(os.path.join(args.output, "tfx", "*", "Transform", "transform_graph", "*")))
+        if not graphs:
+            raise SystemExit(f"No Transform output under {args.output}/tfx/*/Transform")
+        spec = tft.TFTransformOutput(graphs[-1]).transformed_feature_spec()
+        example_dir = graphs[-1].replace("transform_graph", "transformed_examples")
+        files = sorted(glob.glob(os.path.join(example_dir, "Split-train", "*")))
+        rows = []
+        for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+            ex = tf.train.Example.FromString(record.numpy())
+            rows.append((list(ex.features.feature[features.IMAGE_XF].float_list.value),
+                         ex.features.feature[features.LABEL_XF].int64_list.value[0]))
+        return rows, spec, f"Transform output of {args.output} (train split)"
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    # Same numbers as data/images.py (0..16 -> 0..255 uint8) then preprocessing_fn (/255).
+    pixels = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.uint8)
+    images = (pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0).tolist()
+    rows = list(zip(images, (int(t) for t in digits.target)))
+    rows = rows[: int(len(rows) * 0.81)]  # ~ the train split's size (4:1 hash split)
+    spec = {features.IMAGE_XF: tf.io.FixedLenFeature([64], tf.float32),
+            features.LABEL_XF: tf.io.FixedLenFeature([1], tf.int64)}
+    return rows, spec, "bundled digits, transformed as models/cnn/preprocessing.py does"
+
+
+def write_shards(rows, copies: int, directory: Path, shards: int, tf) -> list:
+    from models.cnn import features
+
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [str(directory / f"transformed_examples-{i:05d}-of-{shards:05d}.gz") for i in range(shards)]
+    writers = [tf.io.TFRecordWriter(p, options="GZIP") for p in paths]
+    n = 0
+    for _ in range(copies):
+        for image, label in rows:
+            ex = tf.train.Example(features=tf.train.Features(feature={
+                features.IMAGE_XF: tf.train.Feature(float_list=tf.train.FloatList(value=image)),
+                features.LABEL_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }))
+            writers[n % shards].write(ex.SerializeToString())
+            n += 1
+    for w in writers:
+        w.close()
+    return paths
+
+
+# ------------------------------------------------------------------ slow storage
+
+
+@contextlib.contextmanager
+def slow_tfrecord_files(latency_s: float, tf):
+    """Make every ``tf.data.TFRecordDataset(path)`` pay ``latency_s`` before its first record.
+
+    make_dataset builds its reader as ``tf.data.TFRecordDataset(path, ...)``, so patching the
+    class name for the duration of dataset construction measures the project's own code.
+    """
+    real = tf.data.TFRecordDataset
+
+    def wait(path):
+        time.sleep(latency_s)  # releases the GIL, like a blocking network read
+        return path
+
+    def slow(filenames, compression_type=None, *a, **kw):
+        delayed = tf.data.Dataset.from_tensors(filenames).map(
+            lambda p: tf.py_function(wait, [p], tf.string))
+        return delayed.flat_map(lambda p: real(p, compression_type, *a, **kw))
+
+    tf.data.TFRecordDataset = slow
+    try:
+        yield
+    finally:
+        tf.data.TFRecordDataset = real
+
+
+def interleave_cycle16(files, spec, label_key, batch, seed, tf):
+    """make_dataset(parallel=True, cache=True), but interleave keeps 16 files in flight."""
+    ds = tf.data.Dataset.list_files(files, shuffle=True, seed=seed)
+    ds = ds.interleave(lambda p: tf.data.TFRecordDataset(p, compression_type="GZIP"),
+                       cycle_length=16, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.cache().shuffle(10_000, seed=seed).repeat().batch(batch, drop_remainder=True)
+
+    def parse(serialized):
+        f = tf.io.parse_example(serialized, dict(spec))
+        return f, f.pop(label_key)
+
+    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+# -------------------------------------------------------------------- measuring
+
+
+def consume(dataset, steps: int) -> int:
+    n = 0
+    for features, _ in dataset.take(steps):
+        n += 1
+    return n
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    machine = C.machine_info()
+    contention = C.Contention()
+    C.print_header(NAME, machine, args.quick)
+
+    import stackenv  # noqa: F401
+    import tensorflow as tf
+
+    from models.cnn import features
+    from models.common.inputs import make_dataset
+
+    rows, spec, source = transformed_examples(args, tf)
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="bench-input-"))
+    one_file = write_shards(rows, args.copies, work / "one", 1, tf)
+    sharded = write_shards(rows, args.copies, work / "sharded", args.shards, tf)
+    n_examples = len(rows) * args.copies
+    steps_per_epoch = n_examples // args.batch_size
+    C.log(f"{n_examples} examples ({source}), {steps_per_epoch} batches of {args.batch_size} per "
+          f"epoch; files in {work}")
+
+    def variant(files, parallel, cache, epochs, latency_s=0.0, cycle16=False):
+        steps = epochs * steps_per_epoch
+
+        def run():
+            started = time.perf_counter()
+            ctx = slow_tfrecord_files(latency_s, tf) if latency_s else contextlib.nullcontext()
+            with ctx:  # the reader is built (traced) inside; it runs after
+                if cycle16:
+                    ds = interleave_cycle16(files, spec, features.LABEL_XF, args.batch_size, 42, tf)
+                else:
+                    ds = make_dataset(files, spec, features.LABEL_XF, args.batch_size, seed=42,
+                                      parallel=parallel, cache=cache)
+                it = iter(ds.take(steps))
+            got = sum(1 for _ in it)
+            assert got == steps, (got, steps)
+            return time.perf_counter() - started
+
+        return run
+
+    cases = {
+        "transform-1file": ({k: variant(one_file, p, c, args.epochs) for k, (p, c) in VARIANTS.items()},
+                            args.epochs),
+        "sharded": ({k: variant(sharded, p, c, args.epochs) for k, (p, c) in VARIANTS.items()},
+                    args.epochs),
+    }
+    slow = {k: variant(sharded, p, c, args.slow_epochs, args.latency_ms / 1000) for k, (p, c) in VARIANTS.items()}
+    slow["parallel_cl16"] = variant(sharded, True, True, args.slow_epochs, args.latency_ms / 1000, cycle16=True)
+    cases["slow-storage"] = (slow, args.slow_epochs)
+
+    results = {}
+    rows_out = []
+    for case, (variants, epochs) in cases.items():
+        C.log(f"case {case}: {len(variants)} variants x {args.rounds} interleaved rounds, {epochs} epochs each")
+        samples = C.interleave(variants, rounds=args.rounds, warmup=1)
+        examples = epochs * steps_per_epoch * args.batch_size
+        case_result = {"epochs": epochs, "examples_per_measurement": examples, "variants": {}}
+        for name, secs in samples.items():
+            eps = [examples / s for s in secs]
+            case_result["variants"][name] = {"seconds": C.summarize(secs), "examples_per_s": C.summarize(eps),
+                                             "samples_s": secs}
+        base = samples["naive"]
+        for name, secs in samples.items():
+            speedup = C.ratio(C.median(base), C.median(secs))
+            paired = C.paired_ratio(base, secs)
+            case_result["variants"][name]["speedup_vs_naive"] = speedup
+            case_result["variants"][name]["speedup_vs_naive_paired"] = paired
+            rows_out.append([case, name, C.median(secs), examples / C.median(secs), speedup, paired])
+        case_result["trainer_vs_naive_speedup"] = case_result["variants"]["trainer"]["speedup_vs_naive"]
+        results[case] = case_result
+
+    C.print_table(["case", "variant", "median s", "examples/s", "x naive (medians)", "x naive (paired)"],
+                  rows_out, title=f"\nTrainer input, {n_examples} examples/epoch, batch {args.batch_size}, "
+                  f"{args.rounds} interleaved rounds (higher x = faster)")
+    ratio = results["transform-1file"]["trainer_vs_naive_speedup"]
+    print(f"\ntrainer vs naive on Transform's layout: {ratio:.2f}x (target >= 2x: "
+          f"{'met' if ratio >= 2 else 'MISSED'}); sharded: "
+          f"{results['sharded']['trainer_vs_naive_speedup']:.2f}x; slow storage: "
+          f"{results['slow-storage']['trainer_vs_naive_speedup']:.2f}x")
+
+    payload = {
+        "source": source,
+        "num_examples": n_examples,
+        "batch_size": args.batch_size,
+        "shards": args.shards,
+        "latency_ms": args.latency_ms,
+        "rounds": args.rounds,
+        "cases": results,
+        "summary": {
+            "trainer_vs_naive_transform_layout": ratio,
+            "trainer_vs_naive_sharded": results["sharded"]["trainer_vs_naive_speedup"],
+            "trainer_vs_naive_slow_storage": results["slow-storage"]["trainer_vs_naive_speedup"],
+            "trainer_examples_per_s": results["transform-1file"]["variants"]["trainer"]["examples_per_s"]["median"],
+            "naive_examples_per_s": results["transform-1file"]["variants"]["naive"]["examples_per_s"]["median"],
+            "target_ratio": 2.0,
+            "target_met": ratio >= 2.0,
+        },
+    }
+    C.write_json(NAME, payload, args, machine, contention)
+    if not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

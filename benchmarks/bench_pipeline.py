@@ -1,0 +1,233 @@
+"""Whole pipeline: cold run vs cached re-run, per-component times from MLMD, import overhead.
+
+For each model (``--models``, default cnn and seq2seq), in a fresh output dir:
+
+    cold:    python -m pipeline run --model M --output DIR      (whole-process wall time)
+    cached:  the very same command again                        (every component cached)
+
+Per-component times and states come from ML Metadata (``pipeline.mlmd.latest_run``); the
+gate metric (CNN accuracy, seq2seq top-5) from the printed run summary. Reported: the
+cached/cold ratio (target <= 0.25), the CNN cold wall time (target <= 60 s on 2 cores) and
+its accuracy, and how much of each run is outside the components (interpreter start,
+imports, data preparation, summary).
+
+Import overhead is measured in the same run, interleaved: ``python -c pass``,
+``python -m pipeline --help``, ``import tfx`` and the heavy imports behind a run.
+
+The run dirs are kept (``--work-dir``) and listed in the JSON, so bench_serving and
+bench_quality can reuse them (run_all.py does).
+
+    .venv/bin/python benchmarks/bench_pipeline.py            # ~6-9 min (seq2seq trains ~4 min)
+    .venv/bin/python benchmarks/bench_pipeline.py --models cnn   # ~2 min
+    .venv/bin/python benchmarks/bench_pipeline.py --quick    # ~1 min: CNN, 20 train steps
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import _common as C  # noqa: E402
+
+NAME = "bench_pipeline"
+
+IMPORTS = {
+    # name: python -c code (each in a fresh interpreter)
+    "python -c pass": "pass",
+    "python -m pipeline --help": None,  # special-cased: the real CLI
+    "import tfx": "import tfx",
+    "import stackenv, tensorflow": "import stackenv, tensorflow",
+    "from tfx import v1": "import stackenv; from tfx import v1",
+    "import tensorflow_model_analysis": "import stackenv, tensorflow_model_analysis",
+    "import pipeline.local_runner (a run's imports)": "import stackenv, pipeline.local_runner, pipeline.summary",
+}
+QUICK_IMPORTS = ("python -c pass", "python -m pipeline --help", "import tfx")
+
+
+def parse_args(argv=None):
+    p = C.base_parser(__doc__)
+    p.add_argument("--models", default="cnn,seq2seq")
+    p.add_argument("--cnn-args", default="", help="extra `pipeline run` args for cnn (quoted string)")
+    p.add_argument("--seq2seq-args", default="", help="extra `pipeline run` args for seq2seq, e.g. "
+                   "'--epochs 1' to halve the run")
+    p.add_argument("--repeats", type=int, default=1, help="cold+cached pairs per model (interleaved)")
+    p.add_argument("--import-rounds", type=int, default=3)
+    p.add_argument("--work-dir", default="/tmp/tfx-bench/pipeline",
+                   help="run dirs go here (wiped first; kept afterwards for reuse)")
+    p.add_argument("--timeout", type=float, default=1800)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.models = "cnn" if args.models == "cnn,seq2seq" else args.models
+        args.cnn_args = args.cnn_args or "--train-steps 20 --min-accuracy 0"
+        args.seq2seq_args = args.seq2seq_args or "--train-steps 10 --min-accuracy 0"
+        args.import_rounds = 1
+        args.work_dir = args.work_dir + "-quick" if args.work_dir == "/tmp/tfx-bench/pipeline" else args.work_dir
+    return args
+
+
+# ------------------------------------------------------------------------ imports
+
+
+def import_overhead(rounds: int, names):
+    def cmd(name):
+        if IMPORTS[name] is None:
+            return [C.PYTHON, "-m", "pipeline", "--help"]
+        return [C.PYTHON, "-c", IMPORTS[name]]
+
+    def runner(name):
+        def run():
+            out = C.run_timed(cmd(name), timeout=600)
+            if out["returncode"] != 0:
+                raise RuntimeError(f"{name} failed: {out['stderr'][-1000:]}")
+            return out["wall_s"]
+        return run
+
+    samples = C.interleave({n: runner(n) for n in names}, rounds=rounds, warmup=0)
+    return {n: {"command": C.shell_command(cmd(n)), "seconds": C.summarize(s), "samples_s": s}
+            for n, s in samples.items()}
+
+
+# ----------------------------------------------------------------------- pipeline
+
+METRIC_RE = re.compile(r"^(?P<label>[A-Za-z0-9 -]+) \(overall\): (?P<value>[0-9.]+)", re.M)
+WALL_RE = re.compile(r"^Wall time: (?P<s>[0-9.]+) s", re.M)
+EXAMPLES_RE = re.compile(r"^Examples: (?P<n>\d+) in", re.M)
+
+
+def read_mlmd(output_dir: Path, pipeline_name: str):
+    from pipeline import mlmd
+
+    store = mlmd.open_store(mlmd.sqlite_config(str(output_dir / "metadata.sqlite")))
+    run = mlmd.latest_run(store, pipeline_name)
+    comps = sorted(run.values(), key=lambda c: c.execution.id)
+    return [{"node": c.node_id, "state": c.state, "seconds": c.seconds} for c in comps]
+
+
+def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeout: float):
+    cmd = [C.PYTHON, "-m", "pipeline", "run", "--model", model, "--output", str(output_dir),
+           *shlex.split(extra)]
+    out = C.run_timed(cmd, timeout=timeout, log_path=log_path)
+    result = {"command": C.shell_command(cmd), "wall_s": out["wall_s"], "returncode": out["returncode"],
+              "log": str(log_path)}
+    text = out["stdout"]
+    m = METRIC_RE.search(text)
+    if m:
+        result["metric_label"], result["metric"] = m.group("label").strip(), float(m.group("value"))
+    m = WALL_RE.search(text)
+    result["cli_reported_wall_s"] = float(m.group("s")) if m else None
+    m = EXAMPLES_RE.search(text)
+    result["num_examples"] = int(m.group("n")) if m else None
+    if out["returncode"] != 0:
+        result["error"] = (out["stderr"].strip().splitlines() or ["?"])[-3:]
+    try:
+        result["components"] = read_mlmd(output_dir, f"{model}-pipeline")
+    except Exception as error:  # noqa: BLE001
+        result["components"] = []
+        result["mlmd_error"] = f"{type(error).__name__}: {error}"
+    result["components_s"] = sum(c["seconds"] for c in result["components"])
+    result["outside_components_s"] = result["wall_s"] - result["components_s"]
+    result["cached_components"] = sum(1 for c in result["components"] if c["state"] == "CACHED")
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    machine = C.machine_info()
+    contention = C.Contention()
+    C.print_header(NAME, machine, args.quick)
+    work = Path(args.work_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    models = [m for m in args.models.split(",") if m]
+    extra = {"cnn": args.cnn_args, "seq2seq": args.seq2seq_args}
+
+    runs = {m: [] for m in models}
+    for r in range(args.repeats):
+        for model in C.rotated(models, r):
+            out_dir = work / f"{model}-r{r}"
+            C.log(f"{model} round {r}: cold run -> {out_dir}")
+            cold = run_pipeline(model, out_dir, extra[model], work / f"{model}-r{r}-cold.log", args.timeout)
+            C.log(f"  cold: {cold['wall_s']:.1f} s, exit {cold['returncode']}; cached re-run")
+            cached = run_pipeline(model, out_dir, extra[model], work / f"{model}-r{r}-cached.log", args.timeout)
+            C.log(f"  cached: {cached['wall_s']:.1f} s, exit {cached['returncode']}, "
+                  f"{cached['cached_components']}/{len(cached['components'])} components cached")
+            runs[model].append({"output_dir": str(out_dir), "cold": cold, "cached": cached,
+                                "cached_over_cold": C.ratio(cached["wall_s"], cold["wall_s"])})
+
+    names = list(IMPORTS) if not args.quick else list(QUICK_IMPORTS)
+    C.log(f"import overhead: {len(names)} commands x {args.import_rounds} interleaved rounds")
+    imports = import_overhead(args.import_rounds, names)
+
+    # ---------------------------------------------------------------- report
+    results = {}
+    rows = []
+    for model, pairs in runs.items():
+        colds = [p["cold"]["wall_s"] for p in pairs]
+        cacheds = [p["cached"]["wall_s"] for p in pairs]
+        ok = all(p["cold"]["returncode"] == 0 and p["cached"]["returncode"] == 0 for p in pairs)
+        ratio = C.paired_ratio(cacheds, colds)
+        metric = C.median([p["cold"].get("metric") for p in pairs if p["cold"].get("metric") is not None])
+        results[model] = {
+            "ok": ok, "runs": pairs,
+            "cold_wall_s": C.summarize(colds), "cached_wall_s": C.summarize(cacheds),
+            "cached_over_cold": ratio, "cached_over_cold_target": 0.25,
+            "cached_over_cold_target_met": bool(ok and ratio <= 0.25),
+            "metric_label": pairs[0]["cold"].get("metric_label"), "metric": metric,
+        }
+        rows.append([model, "cold", C.median(colds), pairs[0]["cold"]["components_s"],
+                     pairs[0]["cold"]["outside_components_s"], "", pairs[0]["cold"]["returncode"]])
+        rows.append([model, "cached", C.median(cacheds), pairs[0]["cached"]["components_s"],
+                     pairs[0]["cached"]["outside_components_s"], ratio, pairs[0]["cached"]["returncode"]])
+    C.print_table(["model", "run", "wall s", "in components s", "outside components s", "cached/cold",
+                   "exit"], rows, title="\nWhole-process wall time (python -m pipeline run ...), medians")
+
+    comp_rows = []
+    for model, pairs in runs.items():
+        cold = {c["node"]: c for c in pairs[0]["cold"]["components"]}
+        cached = {c["node"]: c for c in pairs[0]["cached"]["components"]}
+        for node in cold:
+            comp_rows.append([model, node, cold[node]["seconds"], cold[node]["state"],
+                              cached.get(node, {}).get("seconds"), cached.get(node, {}).get("state")])
+    if comp_rows:
+        C.print_table(["model", "component", "cold s", "cold state", "cached s", "cached state"], comp_rows,
+                      title="\nPer component (MLMD execution times, round 0)")
+
+    C.print_table(["command", "median s", "min s", "max s"],
+                  [[n, v["seconds"]["median"], v["seconds"]["min"], v["seconds"]["max"]] for n, v in imports.items()],
+                  title=f"\nStart-up / import overhead, fresh interpreter each, {args.import_rounds} interleaved rounds")
+
+    summary = {}
+    if "cnn" in results:
+        cnn = results["cnn"]
+        summary.update({
+            "cnn_cold_wall_s": cnn["cold_wall_s"].get("median"),
+            "cnn_cold_target_s": 60, "cnn_cold_target_met": bool(cnn["ok"] and cnn["cold_wall_s"].get("median", 1e9) <= 60),
+            "cnn_accuracy": cnn["metric"], "cnn_cached_over_cold": cnn["cached_over_cold"],
+        })
+    if "seq2seq" in results:
+        summary.update({"seq2seq_cold_wall_s": results["seq2seq"]["cold_wall_s"].get("median"),
+                        "seq2seq_cached_over_cold": results["seq2seq"]["cached_over_cold"],
+                        "seq2seq_top5": results["seq2seq"]["metric"]})
+    summary["help_s"] = imports.get("python -m pipeline --help", {}).get("seconds", {}).get("median")
+    summary["import_tfx_s"] = imports.get("import tfx", {}).get("seconds", {}).get("median")
+    print()
+    for model, r in results.items():
+        print(f"{model}: cold {r['cold_wall_s'].get('median', float('nan')):.1f} s, cached "
+              f"{r['cached_wall_s'].get('median', float('nan')):.1f} s, cached/cold {r['cached_over_cold']:.2f} "
+              f"(target <= 0.25: {'met' if r['cached_over_cold_target_met'] else 'MISSED'})"
+              + (f", {r['metric_label']} {r['metric']:.4f}" if r["metric"] == r["metric"] else "")
+              + ("" if r["ok"] else "  [A RUN FAILED: see the logs in the JSON]"))
+    if "cnn_cold_wall_s" in summary:
+        print(f"CNN cold wall {summary['cnn_cold_wall_s']:.1f} s (target <= 60 s: "
+              f"{'met' if summary['cnn_cold_target_met'] else 'MISSED'})")
+    C.write_json(NAME, {"models": results, "imports": imports, "summary": summary}, args, machine, contention)
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The benchmarks still run: bench_input and bench_train_step in --quick mode, in subprocesses.
+
+Checks the JSON they write has the expected keys and positive throughputs. Deliberately
+NO assertions on times or ratios: they depend on the machine and its load.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+BENCH = PROJECT_ROOT / "benchmarks"
+
+
+def _run_quick(script: str, json_path, timeout: int = 120) -> dict:
+    result = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json-out", str(json_path)],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return json.loads(json_path.read_text())
+
+
+def _check_common(doc: dict, name: str) -> None:
+    assert doc["benchmark"] == name
+    assert doc["quick"] is True
+    machine = doc["machine"]
+    for key in ("date", "command", "cores", "cpu_model", "gpu", "packages", "git_commit"):
+        assert key in machine, key
+    assert machine["cores"] >= 1
+
+
+@pytest.fixture(scope="module")
+def input_doc(tmp_path_factory):
+    return _run_quick("bench_input.py", tmp_path_factory.mktemp("bench") / "bench_input.json")
+
+
+@pytest.fixture(scope="module")
+def train_step_doc(tmp_path_factory):
+    return _run_quick("bench_train_step.py", tmp_path_factory.mktemp("bench") / "bench_train_step.json")
+
+
+def test_bench_input_quick(input_doc):
+    _check_common(input_doc, "bench_input")
+    assert input_doc["num_examples"] > 0
+    assert set(input_doc["cases"]) == {"transform-1file", "sharded", "slow-storage"}
+    for case in input_doc["cases"].values():
+        assert {"trainer", "naive", "parallel_nocache", "sequential_cache"} <= set(case["variants"])
+        for variant in case["variants"].values():
+            assert variant["examples_per_s"]["median"] > 0
+            assert variant["speedup_vs_naive"] > 0
+    for key in ("trainer_vs_naive_transform_layout", "trainer_vs_naive_sharded",
+                "trainer_vs_naive_slow_storage", "trainer_examples_per_s", "naive_examples_per_s"):
+        assert input_doc["summary"][key] > 0, key
+
+
+def test_bench_train_step_quick(train_step_doc):
+    _check_common(train_step_doc, "bench_train_step")
+    cnn = train_step_doc["models"]["cnn"]
+    assert not cnn["errors"], cnn["errors"]
+    assert {"eager", "graph", "xla"} <= set(cnn["modes"])
+    for mode in cnn["modes"].values():
+        assert mode["steps_per_s"] > 0
+        assert mode["examples_per_s"] > 0
+        assert mode["first_call_s"] > 0
+    assert cnn["winner_steady_state"] in cnn["modes"]
