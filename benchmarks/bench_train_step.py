@@ -12,9 +12,9 @@ only the ``compile()`` flags differ between variants:
 
 Batches are synthetic but shaped like the Transform output (CNN: ``image_xf`` float[64] for
 the 8x8x1 digits, plus a 32x32x3 CNN as for image folders/CIFAR; seq2seq: 32 context and 8
-target token ids, right-padded, vocab ``--vocab``). Steps run through ``model.fit`` on a
-repeated in-memory batch for a fixed number of steps per round (as the Trainer does, minus
-input), after a warm-up whose time (trace/compile + first steps) is reported separately:
+target token ids, right-padded, vocab ``--vocab``). Steps run on a
+repeated in-memory batch (the model's own ``train_function``, i.e. ``fit``'s per-step call,
+minus input) for a calibrated number of steps per round, after a warm-up whose time (trace/compile + first steps) is reported separately:
 for a short run the compile cost decides, so the break-even step count is reported too.
 
     .venv/bin/python benchmarks/bench_train_step.py          # ~3-4 min on 2 cores
@@ -47,7 +47,7 @@ def parse_args(argv=None):
     p.add_argument("--vocab", type=int, default=3170, help="seq2seq output size (the default "
                    "corpus gives ~3.2k tokens with --vocab-size 4000)")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--block-seconds", type=float, default=0.8,
+    p.add_argument("--block-seconds", type=float, default=0.6,
                    help="target duration of one variant's timed block per round")
     p.add_argument("--pipeline-steps", type=int, nargs=2, default=(345, 1179), metavar=("CNN", "SEQ2SEQ"),
                    help="steps a default pipeline run trains (for the end-to-end estimate)")
@@ -198,7 +198,12 @@ def make_model_and_batch(kind: str, args, tf):
 
 
 class Variant:
-    """One compiled model; ``run(steps)`` fits that many steps and returns the seconds."""
+    """One compiled model; ``run(steps)`` runs that many train steps and returns the seconds.
+
+    Steps call the model's own ``train_function`` (what ``fit`` calls once per step) on one
+    long-lived iterator, so a block measures the steps and not ``fit``'s per-call set-up
+    (data handler, callbacks), which would otherwise dominate a small model's short block.
+    """
 
     def __init__(self, kind, mode, build, batch, tf):
         from models.common.distribution import make_strategy
@@ -213,7 +218,11 @@ class Variant:
             self.model = build()
         x, y, w = batch
         data = (x, y) if w is None else (x, y, w)
-        self.dataset = tf.data.Dataset.from_tensors(data).repeat()
+        dataset = tf.data.Dataset.from_tensors(data).repeat()
+        if mode == "graph_mirrored":
+            dataset = strategy.experimental_distribute_dataset(dataset)
+        self.iterator = iter(dataset)
+        self.train_function = self.model.make_train_function()
         self.build_s = time.perf_counter() - started
         started = time.perf_counter()
         self.run(2)  # trace / XLA-compile + 2 steps
@@ -222,13 +231,15 @@ class Variant:
 
     def run(self, steps: int) -> float:
         started = time.perf_counter()
-        self.model.fit(self.dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+        logs = None
+        for _ in range(steps):
+            logs = self.train_function(self.iterator)
+        float(self.tf.nest.flatten(logs)[0])  # make sure the last step has finished
         return time.perf_counter() - started
 
     def calibrate(self, block_seconds: float) -> None:
-        t = self.run(5)
-        per_step = max(t / 5, 1e-5)
-        self.steps = int(min(2000, max(3, block_seconds / per_step)))
+        per_step = max(self.run(3) / 3, 1e-5)
+        self.steps = int(min(5000, max(2, block_seconds / per_step)))
 
     def timed_block(self) -> float:
         return self.run(self.steps)

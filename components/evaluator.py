@@ -8,7 +8,6 @@ it to TFX's own Evaluator logic as ``baseline_model``. Same node on every runner
 resolver, and a re-run whose model is unchanged stays fully cached (no duplicate push).
 """
 import logging
-import os
 import tempfile
 from typing import Any, Dict, List, Optional
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -38,8 +37,10 @@ from data.tfrecords import (
     MANIFEST_NAME,
     DatasetManifest,
     build_cached,
+    file_stats,
     is_tfrecord_path,
     iter_file_examples,
+    source_fingerprint,
     write_examples,
 )
 
@@ -132,24 +133,8 @@ def _check_shape_args(image_size: object, channels: object) -> tuple[int | None,
     )
 
 
-def _fingerprint(kind: str, **parts: object) -> str:
-    payload = {"kind": kind, "format_version": FORMAT_VERSION, **parts}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _file_stats(paths: list[Path], root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) per file: what makes the fingerprint change."""
-    stats = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise DataError(
-                f"Cannot read {path} ({exc.strerror}). Check that the file exists and is "
-                "readable by the user running the pipeline."
-            ) from exc
-        stats.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    return stats
 
 
 # ------------------------------------------------------------------ source detection
@@ -235,7 +220,8 @@ def _plan_digits(image_size: int | None, channels: int | None) -> _Plan:
     return _Plan(
         kind="digits",
         description=f"scikit-learn {sklearn.__version__} bundled digits",
-        fingerprint=_fingerprint("digits", size=size, channels=ch, sklearn=sklearn.__version__),
+        fingerprint=source_fingerprint(FORMAT_VERSION, "digits", size=size, channels=ch,
+                                       sklearn=sklearn.__version__),
         load=load,
     )
 
@@ -264,9 +250,10 @@ def _plan_folder(root: Path, image_size: int | None, channels: int | None) -> _P
     return _Plan(
         kind="folder",
         description=f"image folder {root}",
-        fingerprint=_fingerprint(
+        fingerprint=source_fingerprint(
+            FORMAT_VERSION,
             "folder", size=size, channels=ch, root=str(root),
-            files=_file_stats([p for _, p in items], root),
+            files=file_stats([p for _, p in items], root),
         ),
         load=load,
         extra={"source_path": str(root)},
@@ -492,9 +479,10 @@ def _plan_cifar(folder: Path, image_size: int | None, channels: int | None) -> _
     return _Plan(
         kind="cifar",
         description=f"CIFAR-10 batches {folder}",
-        fingerprint=_fingerprint(
+        fingerprint=source_fingerprint(
+            FORMAT_VERSION,
             "cifar", size=size, channels=ch, root=str(folder),
-            files=_file_stats([meta_path, *batches], folder),
+            files=file_stats([meta_path, *batches], folder),
         ),
         load=load,
         extra={"source_path": str(folder), "cifar_batches": [p.name for p in batches]},
@@ -539,9 +527,10 @@ def _plan_tfrecords(root: Path, files: list[Path], image_size: int | None,
     return _Plan(
         kind="tfrecord",
         description=f"TFRecord files {root}",
-        fingerprint=_fingerprint(
+        fingerprint=source_fingerprint(
+            FORMAT_VERSION,
             "tfrecord", size=image_size, channels=channels, root=str(root),
-            files=_file_stats(files, base),
+            files=file_stats(files, base),
         ),
         load=load,
         extra={"source_path": str(root)},

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from data import text_features as features
 from data.errors import DataError
-from data.tfrecords import DatasetManifest, build_cached, write_examples
+from data.tfrecords import DatasetManifest, build_cached, file_stats, source_fingerprint, write_examples
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +128,6 @@ def _check_count(name: str, value: object, example: str) -> int:
     return int(value)
 
 
-def _fingerprint(kind: str, **parts: object) -> str:
-    payload = {"kind": kind, "format_version": FORMAT_VERSION, **parts}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------ source detection
@@ -179,19 +176,6 @@ def _find_text_files(root: Path) -> list[Path]:
     return found
 
 
-def _file_stats(paths: list[Path], base: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) per file: what makes the fingerprint change."""
-    stats = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise DataError(
-                f"Cannot read {path} ({exc.strerror}). Check that the file exists and is "
-                "readable by the user running the pipeline."
-            ) from exc
-        stats.append((path.relative_to(base).as_posix(), st.st_size, st.st_mtime_ns))
-    return stats
 
 
 # ------------------------------------------------------------------- default corpus
@@ -215,7 +199,7 @@ def _plan_topics(settings: dict) -> _Plan:
     return _Plan(
         kind="pydoc-topics",
         description=f"CPython {version} pydoc_data.topics",
-        fingerprint=_fingerprint("pydoc-topics", content=content, **settings),
+        fingerprint=source_fingerprint(FORMAT_VERSION, "pydoc-topics", content=content, **settings),
         load=load,
         extra={"python_version": version},
     )
@@ -247,7 +231,8 @@ def _plan_files(root: Path, files: list[Path], settings: dict) -> _Plan:
     return _Plan(
         kind=kind,
         description=f"{'folder of text files' if root.is_dir() else 'text file'} {root}",
-        fingerprint=_fingerprint(kind, root=str(root), files=_file_stats(files, base), **settings),
+        fingerprint=source_fingerprint(FORMAT_VERSION, kind, root=str(root),
+                                       files=file_stats(files, base), **settings),
         load=load,
         extra={"source_path": str(root)},
     )

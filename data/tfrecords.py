@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import json
 import logging
 import os
@@ -141,6 +142,27 @@ def _replace_dir(new: Path, target: Path) -> None:
 
 
 # ------------------------------------------------------------------------------- cache
+
+
+def source_fingerprint(format_version: int, kind: str, **parts: object) -> str:
+    """Content-address of a prepared dataset: what it was made from and how."""
+    payload = {"kind": kind, "format_version": format_version, **parts}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def file_stats(paths: list[Path], root: Path) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime_ns) per source file: what makes the fingerprint change."""
+    stats = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise DataError(
+                f"Cannot read {path} ({exc.strerror}). Check that the file exists and is "
+                "readable by the user running the pipeline."
+            ) from exc
+        stats.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
+    return stats
 
 
 def prepared_dir(cache_root: str | os.PathLike, fingerprint: str) -> Path:

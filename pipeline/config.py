@@ -8,7 +8,7 @@ MODEL_FAMILIES = ("cnn", "seq2seq")
 # Per-family defaults of the settings left as None below (measured: see benchmarks/README.md).
 FAMILY_DEFAULTS = {
     "cnn": {"epochs": 15, "batch_size": 64, "learning_rate": 1e-3, "min_accuracy": 0.9},
-    "seq2seq": {"epochs": 3, "batch_size": 64, "learning_rate": 2e-3, "min_accuracy": 0.3},
+    "seq2seq": {"epochs": 6, "batch_size": 64, "learning_rate": 3e-3, "min_accuracy": 0.36},
 }
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up (~10 s per Beam

@@ -4,7 +4,7 @@ ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Tra
 -> Evaluator (baseline: the model being served) -> Pusher. Local Beam and Kubeflow
 runners both call ``create_pipeline`` and only add their own orchestration settings.
 """
-from typing import Optional, Sequence
+from typing import Sequence
 
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2

@@ -4,6 +4,7 @@ from typing import Sequence
 import tensorflow_model_analysis as tfma
 
 from models.cnn import features
+from models.common.evaluation import overall_gate
 
 ACCURACY = "sparse_categorical_accuracy"
 
@@ -14,12 +15,6 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
     Sliced overall, by class and by brightness. Blessing needs overall accuracy
     >= ``min_accuracy`` and at most ``max_regression`` (absolute) below the baseline.
     """
-    accuracy_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -max_regression}),
-    )
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
             signature_name="serving_default",
@@ -31,10 +26,8 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
         metrics_specs=[
             tfma.MetricsSpec(metrics=[
                 tfma.MetricConfig(class_name="ExampleCount"),
-                # The gate applies to the overall slice; per-slice values are reported.
-                tfma.MetricConfig(class_name="SparseCategoricalAccuracy", per_slice_thresholds=[
-                    tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()],
-                                                 threshold=accuracy_threshold)]),
+                tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
+                                  per_slice_thresholds=overall_gate(min_accuracy, max_regression)),
                 tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
             ]),
             tfma.MetricsSpec(

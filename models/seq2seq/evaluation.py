@@ -9,6 +9,7 @@ report.
 import tensorflow_model_analysis as tfma
 from google.protobuf import wrappers_pb2
 
+from models.common.evaluation import overall_gate
 from models.seq2seq import features
 
 GATE_METRIC = "sparse_top_k_categorical_accuracy"   # TFMA's name for the top-5 accuracy
@@ -22,15 +23,9 @@ def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
     """Count, top-1, top-5, cross-entropy and perplexity, overall / by document / by position.
 
     Blessing needs overall top-5 accuracy >= ``min_top5`` and at most ``max_regression``
-    (absolute) below the last blessed model. The model's compiled (per-token, logits)
+    (absolute) below the served model. The model's compiled (per-token, logits)
     Keras metrics are left out: they do not apply to the exported probabilities.
     """
-    top5_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_top5}),
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -max_regression}),
-    )
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
             # A plain SavedModel for TFMA: it calls the signatures and never revives the
@@ -46,11 +41,8 @@ def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
         metrics_specs=[tfma.MetricsSpec(metrics=[
             tfma.MetricConfig(class_name="ExampleCount"),
             tfma.MetricConfig(class_name="SparseCategoricalAccuracy"),
-            # The gate applies to the overall slice; per-slice values are reported.
-            tfma.MetricConfig(
-                class_name="SparseTopKCategoricalAccuracy", config=f'{{"k": {TOP_K}}}',
-                per_slice_thresholds=[tfma.PerSliceMetricThreshold(
-                    slicing_specs=[tfma.SlicingSpec()], threshold=top5_threshold)]),
+            tfma.MetricConfig(class_name="SparseTopKCategoricalAccuracy", config=f'{{"k": {TOP_K}}}',
+                              per_slice_thresholds=overall_gate(min_top5, max_regression)),
             tfma.MetricConfig(class_name="SparseCategoricalCrossentropy"),
             tfma.MetricConfig(class_name="Perplexity", module="models.seq2seq.metrics"),
         ])],

@@ -75,7 +75,7 @@ class Seq2Seq(tf.keras.Model):
 
 def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
                   learning_rate: float = 3e-3, embedding_dim: int = 128, units: int = 256,
-                  dropout: float = 0.5, cell: str = "lstm") -> Seq2Seq:
+                  dropout: float = 0.5, cell: str = "lstm", jit_compile: bool = False) -> Seq2Seq:
     """Build (variables created) and compile the model; call inside ``strategy.scope()``.
 
     Loss and accuracy are per target token; padding is excluded through the sample
@@ -91,6 +91,7 @@ def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
             tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
             tf.keras.metrics.SparseTopKCategoricalAccuracy(k=5, name="top5_accuracy"),
         ],
+        jit_compile=jit_compile,
     )
     return model
 

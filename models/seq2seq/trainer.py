@@ -7,7 +7,6 @@ from the Transform output, so they cannot disagree with the data.
 import json
 import logging
 import os
-import time
 from typing import Any, Dict, Mapping
 
 import tensorflow as tf
@@ -16,6 +15,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
+from models.common.callbacks import EpochLogger
 from models.common.training import TrainingSettings
 from models.seq2seq import baselines, export, features
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -36,20 +36,6 @@ def model_settings(family: Mapping[str, Any]) -> Dict[str, Any]:
         raise ValueError(
             f"Unknown seq2seq settings {sorted(unknown)}; known: {sorted(MODEL_DEFAULTS)}")
     return {**MODEL_DEFAULTS, **family}
-
-
-class EpochLogger(tf.keras.callbacks.Callback):
-    """One log line per epoch (Keras' own progress output is off under TFX)."""
-
-    def __init__(self, epochs: int):
-        super().__init__()
-        self.epochs = epochs
-        self.started = time.monotonic()
-
-    def on_epoch_end(self, epoch: int, logs=None) -> None:
-        values = ", ".join(f"{k} {v:.4f}" for k, v in sorted((logs or {}).items()))
-        log.info("Epoch %d/%d (%.0f s): %s", epoch + 1, self.epochs,
-                 time.monotonic() - self.started, values)
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -80,7 +66,7 @@ def run_fn(fn_args: FnArgs) -> None:
                                               cache=settings.cache_dataset))
     with strategy.scope():
         model = build_seq2seq(vocab_size, context_tokens, target_tokens,
-                              settings.learning_rate, **hyper)
+                              settings.learning_rate, jit_compile=settings.jit_compile, **hyper)
     steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
     log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
@@ -92,8 +78,7 @@ def run_fn(fn_args: FnArgs) -> None:
         steps_per_epoch=steps_per_epoch,
         validation_data=evaluation,
         validation_steps=max(1, fn_args.eval_steps or 1),
-        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir),
-                   EpochLogger(settings.epochs)],
+        callbacks=[settings.tensorboard(fn_args.model_run_dir), EpochLogger(log, settings.epochs)],
         verbose=0,
     )
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir)
