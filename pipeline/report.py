@@ -703,6 +703,34 @@ def seq2seq_pictures(evaluation: Evaluation) -> Dict[str, Figure]:
     return {f"{metric} by {feature}": plot_slice_metric(frame, feature=feature, title=f"{metric} by {feature}")}
 
 
+def sample_generations(evaluation: Evaluation, count: int = 6, max_new_tokens: int = 12) -> pd.DataFrame:
+    """Greedy continuations of held-out eval contexts by the candidate's ``generate``, next to the real text.
+
+    Contexts are spread over the eval split (every n-th window), so several documents show.
+    """
+    from tfx.utils import path_utils
+
+    if not evaluation.model_uri:
+        raise FileNotFoundError(f"Evaluation {evaluation.uri} has no model input in MLMD.")
+    model = tf.saved_model.load(path_utils.serving_model_path(evaluation.model_uri))
+    files = _eval_split_files(evaluation)
+    compression = "GZIP" if files[0].endswith(".gz") else ""
+    records = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type=compression).take(2000)]
+    picked = [tf.train.Example.FromString(r).features.feature for r in records[:: max(1, len(records) // count)]]
+    picked = picked[:count]
+    text = lambda feature, key: feature[key].bytes_list.value[0].decode()  # noqa: E731
+    contexts = [text(f, "context") for f in picked]
+    outputs = model.signatures["generate"](
+        prompts=tf.constant(contexts), max_new_tokens=tf.constant(max_new_tokens, tf.int32),
+        top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32))
+    return pd.DataFrame({
+        "document": [text(f, "document") for f in picked],
+        "context": contexts,
+        "generated": [c.decode() for c in outputs["continuations"].numpy()],
+        "actual": [text(f, "target") for f in picked],
+    })
+
+
 # ----------------------------------------------------------------------------- family table
 
 
@@ -895,6 +923,13 @@ def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
                 "label slice (which takes the most likely class).</p>")
         body.append(_section("Per class (overall)", note + html_table(per_class, "per-class"), "classes"))
     body.append(_section(f"Family pictures ({evaluation.family})", _pictures_html(evaluation), "pictures"))
+    if evaluation.family == "seq2seq":
+        try:
+            samples = html_table(sample_generations(evaluation), "generations",
+                                 text_columns=["document", "context", "generated", "actual"])
+        except Exception as error:  # noqa: BLE001 - a report with a note beats no report
+            samples = f'<p class="error">Could not generate samples: {html.escape(str(error))}</p>'
+        body.append(_section("Sample generations (greedy, held-out documents)", samples, "generations"))
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Evaluation report: {html.escape(evaluation.pipeline_name)}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}"
