@@ -19,6 +19,10 @@ three storage layouts:
   ``parallel_cl16`` adds interleave with cycle_length=16 (make_dataset uses AUTOTUNE,
   which caps the number of files in flight at the core count).
 
+``trainer_block256`` (all file cases) is the Trainer's pipeline with one candidate fix: each
+file's reader yields blocks of 256 records (``.batch(256)`` inside the interleave,
+``.unbatch()`` after), so the parallel interleave's per-element hand-over is paid per block.
+
 and, end to end, ``cnn-fit``: the real digits CNN (``build_cnn``) trained with ``fit`` for
 the default Trainer's 15 epochs x 23 steps on exactly the default train split size in one
 file, fed by ``trainer`` vs ``naive`` input: does the input pipeline change training speed?
@@ -72,10 +76,14 @@ def parse_args(argv=None):
     p.add_argument("--latency-ms", type=float, default=50.0, help="simulated per-file open latency")
     p.add_argument("--slow-epochs", type=int, default=3, help="passes in the slow-storage case")
     p.add_argument("--work-dir", default=None, help="where to write the TFRecords (default: a temp dir)")
+    p.add_argument("--skip-tf-keras-autograph", action="store_true",
+                   help="skip AutoGraph over tf_keras (see bench_train_step; saves ~12 s of the first "
+                   "fit; always on with --quick)")
     args = p.parse_args(argv)
     if args.quick:
-        args.copies, args.epochs, args.rounds, args.slow_epochs = 1, 2, 2, 1
+        args.copies, args.epochs, args.rounds, args.slow_epochs, args.shards = 1, 2, 2, 1, 8
         args.latency_ms = min(args.latency_ms, 20.0)
+        args.skip_tf_keras_autograph = True
     return args
 
 
@@ -164,11 +172,23 @@ def slow_tfrecord_files(latency_s: float, tf):
         tf.data.TFRecordDataset = real
 
 
-def interleave_cycle16(files, spec, label_key, batch, seed, tf):
-    """make_dataset(parallel=True, cache=True), but interleave keeps 16 files in flight."""
+def interleave_variant(files, spec, label_key, batch, seed, tf, cycle_length=None, block=None):
+    """make_dataset(parallel=True, cache=True) with one change to its interleave:
+
+    ``cycle_length``: files in flight (make_dataset: AUTOTUNE = the core count);
+    ``block``: each file's reader yields blocks of ``block`` records, unbatched after the
+    interleave, so the parallel interleave hands over 1 element per block instead of per record.
+    """
     ds = tf.data.Dataset.list_files(files, shuffle=True, seed=seed)
-    ds = ds.interleave(lambda p: tf.data.TFRecordDataset(p, compression_type="GZIP"),
-                       cycle_length=16, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    def read(path):
+        records = tf.data.TFRecordDataset(path, compression_type="GZIP")
+        return records.batch(block) if block else records
+
+    ds = ds.interleave(read, cycle_length=cycle_length, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True)
+    if block:
+        ds = ds.unbatch()
     ds = ds.cache().shuffle(10_000, seed=seed).repeat().batch(batch, drop_remainder=True)
 
     def parse(serialized):
@@ -200,6 +220,9 @@ def main(argv=None) -> int:
     from models.cnn import features
     from models.common.inputs import make_dataset
 
+    if args.skip_tf_keras_autograph:
+        C.skip_autograph_for_tf_keras()
+
     rows, spec, source = transformed_examples(args, tf)
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="bench-input-"))
     one_file = write_shards(rows, args.copies, work / "one", 1, tf)
@@ -209,15 +232,16 @@ def main(argv=None) -> int:
     C.log(f"{n_examples} examples ({source}), {steps_per_epoch} batches of {args.batch_size} per "
           f"epoch; files in {work}")
 
-    def variant(files, parallel, cache, epochs, latency_s=0.0, cycle16=False):
+    def variant(files, parallel, cache, epochs, latency_s=0.0, cycle_length=None, block=None):
         steps = epochs * steps_per_epoch
 
         def run():
             started = time.perf_counter()
             ctx = slow_tfrecord_files(latency_s, tf) if latency_s else contextlib.nullcontext()
             with ctx:  # the reader is built (traced) inside; it runs after
-                if cycle16:
-                    ds = interleave_cycle16(files, spec, features.LABEL_XF, args.batch_size, 42, tf)
+                if cycle_length or block:
+                    ds = interleave_variant(files, spec, features.LABEL_XF, args.batch_size, 42, tf,
+                                            cycle_length=cycle_length, block=block)
                 else:
                     ds = make_dataset(files, spec, features.LABEL_XF, args.batch_size, seed=42,
                                       parallel=parallel, cache=cache)
@@ -228,12 +252,13 @@ def main(argv=None) -> int:
 
         return run
 
-    cases = {
-        "transform-1file": ({k: variant(one_file, p, c, args.epochs) for k, (p, c) in VARIANTS.items()},
-                            args.epochs),
-        "sharded": ({k: variant(sharded, p, c, args.epochs) for k, (p, c) in VARIANTS.items()},
-                    args.epochs),
-    }
+    def local_variants(files):
+        out = {k: variant(files, p, c, args.epochs) for k, (p, c) in VARIANTS.items()}
+        out["trainer_block256"] = variant(files, True, True, args.epochs, block=256)
+        return out
+
+    cases = {"transform-1file": (local_variants(one_file), args.epochs),
+             "sharded": (local_variants(sharded), args.epochs)}
     def fit_variant(parallel, cache, model):
         steps_per_epoch = -(-len(rows) // args.batch_size)  # as the Trainer: ceil(train / batch)
 
@@ -253,7 +278,8 @@ def main(argv=None) -> int:
     fit_models = {k: build_cnn((8, 8, 1), 10) for k in ("trainer", "naive")}
 
     slow = {k: variant(sharded, p, c, args.slow_epochs, args.latency_ms / 1000) for k, (p, c) in VARIANTS.items()}
-    slow["parallel_cl16"] = variant(sharded, True, True, args.slow_epochs, args.latency_ms / 1000, cycle16=True)
+    slow["parallel_cl16"] = variant(sharded, True, True, args.slow_epochs, args.latency_ms / 1000, cycle_length=16)
+    slow["trainer_block256"] = variant(sharded, True, True, args.slow_epochs, args.latency_ms / 1000, block=256)
     cases["slow-storage"] = (slow, args.slow_epochs)
     cases["cnn-fit"] = ({k: fit_variant(*VARIANTS[k], fit_models[k]) for k in fit_models}, args.epochs)
 

@@ -73,15 +73,6 @@ def parse_args(argv=None):
 COLD_START_VARIANTS = ("default", "tf_keras_not_converted")
 
 
-def skip_autograph_for_tf_keras() -> None:
-    """AutoGraph leaves ``keras`` alone but not ``tf_keras`` (TF 2.16's rule list predates it),
-    so the first ``fit`` of every process transpiles hundreds of tf_keras functions. This is
-    the candidate fix being measured: the same rule for ``tf_keras`` as TF has for ``keras``."""
-    from tensorflow.python.autograph.core import config, config_lib
-
-    config.CONVERSION_RULES = (config_lib.DoNotConvert("tf_keras"),) + tuple(config.CONVERSION_RULES)
-
-
 def cold_start_child(variant: str) -> None:
     """In a fresh process: import TF, build the digits CNN, time its first 2-step fit."""
     import json
@@ -92,7 +83,7 @@ def cold_start_child(variant: str) -> None:
 
     import_s = time.perf_counter() - started
     if variant == "tf_keras_not_converted":
-        skip_autograph_for_tf_keras()
+        C.skip_autograph_for_tf_keras()
     args = argparse.Namespace(batch_size=64, vocab=100)
     build, (x, y, _) = make_model_and_batch("cnn", args, tf)
     tf.keras.utils.set_random_seed(42)
@@ -258,7 +249,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     if args.skip_tf_keras_autograph:
-        skip_autograph_for_tf_keras()
+        C.skip_autograph_for_tf_keras()
     # The first fit of a process pays a one-time AutoGraph cost (tf_keras internals are
     # transpiled once per process); pay it on a throwaway model so no variant carries it.
     started = time.perf_counter()

@@ -21,6 +21,7 @@ from pipeline.families import get_family
 EXAMPLE_GEN = "ImportExampleGen"
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_GEN = "SchemaGen"
+PINNED_SCHEMA = "PinnedSchema"
 EXAMPLE_VALIDATOR = "ExampleValidator"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
@@ -52,18 +53,22 @@ def create_pipeline(
         )),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    # The schema Transform and Trainer parse data with: inferred, deterministic, so cached.
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
     if config.schema_file:
-        # A pinned schema: new data is validated against it, and anomalies stop the run.
-        schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_file).with_id(SCHEMA_GEN)
-        validator_class = StrictExampleValidator
+        # A pinned schema from an earlier run: new data is validated against it, and
+        # anomalies stop the run (schema drift). Only the validator reads it, so an
+        # unchanged re-run stays fully cached downstream.
+        pinned_schema = tfx.components.ImportSchemaGen(schema_file=config.schema_file).with_id(PINNED_SCHEMA)
+        example_validator = StrictExampleValidator(
+            statistics=statistics_gen.outputs["statistics"], schema=pinned_schema.outputs["schema"])
     else:
         # First run (or an accepted change): the schema follows this data; nothing to stop on.
-        schema_gen = tfx.components.SchemaGen(
-            statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
-        validator_class = tfx.components.ExampleValidator
-    example_validator = validator_class(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
-    ).with_id(EXAMPLE_VALIDATOR)
+        pinned_schema = None
+        example_validator = tfx.components.ExampleValidator(
+            statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    example_validator = example_validator.with_id(EXAMPLE_VALIDATOR)
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
@@ -107,8 +112,8 @@ def create_pipeline(
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    trainer, evaluator, pusher],
+        components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
+                                transform, trainer, evaluator, pusher) if c is not None],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

@@ -114,13 +114,19 @@ def _latest_run(config):
 
 
 def test_second_run_is_served_from_cache(first_run):
+    """Same inputs: every component is reused; only the check against the pinned schema is new."""
     config, _, _ = first_run
     result = run_cli("run", "--model", "cnn", "--output", config.output_dir, *RUN_ARGS)
     assert result.returncode == 0, result.stderr[-5000:]
     run = _latest_run(config)
-    assert set(run) == ALL_NODES and all(e.cached for e in run.values()), {n: e.state for n, e in run.items()}
-    assert "Components: 0 ran, 8 cached" in result.stdout
+    assert set(run) == ALL_NODES | {graph.PINNED_SCHEMA}
+    fresh = {n for n, e in run.items() if not e.cached}
+    assert fresh == {graph.PINNED_SCHEMA, graph.EXAMPLE_VALIDATOR}, {n: e.state for n, e in run.items()}
+    assert "Components: 2 ran, 7 cached" in result.stdout
     _pushed_version_dir(config)  # still exactly one version: an unchanged model is not pushed again
+
+    third = run_cli("run", "--model", "cnn", "--output", config.output_dir, *RUN_ARGS)
+    assert third.returncode == 0 and "Components: 0 ran, 9 cached" in third.stdout, third.stdout[-2000:]
 
 
 def test_new_model_is_gated_against_the_served_model(first_run):
