@@ -13,12 +13,13 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all clean help image push-image report notebook chromium
+.PHONY: setup run test test-all clean help image push-image report notebook chromium bench bench-quick
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
 	@echo "make test   - set up if needed, run the test suite (PYTEST_ARGS=...)"
+	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
 	@echo "make notebook - open the TFMA metrics notebook on the last run"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
@@ -39,6 +40,13 @@ test: setup chromium
 # Heavy cases (bigger data, longer training) live behind the `slow` marker.
 test-all: setup chromium
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+# Benchmarks: ratios measured side by side in one run (benchmarks/README.md). ~25-30 min.
+bench: setup
+	$(PY) benchmarks/run_all.py $(ARGS)
+
+bench-quick: setup
+	$(PY) benchmarks/run_all.py --quick $(ARGS)
 
 report: setup
 	$(PY) -m pipeline report --output $(OUTPUT) $(ARGS)
