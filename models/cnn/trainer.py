@@ -6,7 +6,6 @@ import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.cnn import export, features, model as cnn_model
-from models.common.callbacks import EpochLogger
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.training import TrainingSettings
@@ -36,14 +35,5 @@ def run_fn(fn_args: FnArgs) -> None:
     log.info("Training CNN %s -> %d classes: %d steps (%d epochs x %d), global batch %d",
              image_shape, num_classes, steps_per_epoch * settings.epochs, settings.epochs,
              steps_per_epoch, global_batch)
-    model.fit(
-        train,
-        epochs=settings.epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=evaluation,
-        validation_steps=max(1, fn_args.eval_steps or 1),
-        validation_freq=settings.epochs,  # once, at the end: the Evaluator does the real eval
-        callbacks=[settings.tensorboard(fn_args.model_run_dir), EpochLogger(log, settings.epochs)],
-        verbose=0,
-    )
+    settings.fit(model, train, evaluation, fn_args, log)
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)

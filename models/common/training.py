@@ -37,5 +37,25 @@ class TrainingSettings:
 
         return tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=self.profile_batches or 0)
 
+    def fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch: bool = False):
+        """``model.fit`` the way every family trains under TFX: TrainArgs steps spread over
+        ``epochs``, one log line per epoch, TensorBoard (and profiler) in model_run_dir.
+
+        Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
+        does the real evaluation.
+        """
+        from models.common.callbacks import EpochLogger
+
+        return model.fit(
+            train,
+            epochs=self.epochs,
+            steps_per_epoch=self.steps_per_epoch(fn_args.train_steps),
+            validation_data=evaluation,
+            validation_steps=max(1, fn_args.eval_steps or 1),
+            validation_freq=1 if validate_every_epoch else self.epochs,
+            callbacks=[self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs)],
+            verbose=0,
+        )
+
     def steps_per_epoch(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / max(1, self.epochs)))

@@ -15,7 +15,6 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
-from models.common.callbacks import EpochLogger
 from models.common.training import TrainingSettings
 from models.seq2seq import baselines, export, features
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -72,13 +71,5 @@ def run_fn(fn_args: FnArgs) -> None:
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
              target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
              steps_per_epoch, global_batch)
-    model.fit(
-        train,
-        epochs=settings.epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=evaluation,
-        validation_steps=max(1, fn_args.eval_steps or 1),
-        callbacks=[settings.tensorboard(fn_args.model_run_dir), EpochLogger(log, settings.epochs)],
-        verbose=0,
-    )
+    settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir)
