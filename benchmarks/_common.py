@@ -163,7 +163,9 @@ def fmt(value: Any, digits: int = 3) -> str:
             return f"{value:,.0f}"
         if abs(value) >= 100:
             return f"{value:.1f}"
-        return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{max(1, digits - 1)}f}"
+        if abs(value) >= 0.1:
+            return f"{value:.{max(1, digits - 1)}f}" if abs(value) >= 1 else f"{value:.{digits}f}"
+        return f"{value:.{digits}g}"
     return str(value)
 
 

@@ -224,7 +224,7 @@ def main(argv=None) -> int:
         marker.write_text(str(n_in))
     write_s = C.now() - started
     prep_cmd = [C.PYTHON, "-m", "pipeline", "prepare", "--model", "cnn", "--data", str(source), "--output", str(output)]
-    C.log(f"{n_in} written in {write_s:.0f} s; prepare: {C.shell_command(prep_cmd)}")
+    C.log(f"{n_in} examples ready in {write_s:.0f} s; prepare: {C.shell_command(prep_cmd)}")
     prep = C.run_timed(prep_cmd, timeout=args.timeout, log_path=work / "prepare.log")
     if prep["returncode"] != 0:
         print(prep["stderr"][-3000:], file=sys.stderr)

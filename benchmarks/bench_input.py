@@ -33,7 +33,7 @@ train split the real Transform wrote in that pipeline run (re-sharded for ``shar
 
 Variants are interleaved per round (see _common.py); examples/s are medians of rounds.
 
-    .venv/bin/python benchmarks/bench_input.py            # ~2-3 min on 2 cores
+    .venv/bin/python benchmarks/bench_input.py            # ~3 min on 2 cores
     .venv/bin/python benchmarks/bench_input.py --quick    # seconds
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ Import overhead is measured in the same run, interleaved: ``python -c pass``,
 The run dirs are kept (``--work-dir``) and listed in the JSON, so bench_serving and
 bench_quality can reuse them (run_all.py does).
 
-    .venv/bin/python benchmarks/bench_pipeline.py            # ~6-9 min (seq2seq trains ~4 min)
+    .venv/bin/python benchmarks/bench_pipeline.py            # ~11 min (seq2seq trains ~6 min)
     .venv/bin/python benchmarks/bench_pipeline.py --models cnn   # ~2 min
     .venv/bin/python benchmarks/bench_pipeline.py --quick    # ~1 min: CNN, 20 train steps
 """
@@ -68,8 +68,12 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=1, help="cold+cached pairs per model (interleaved)")
     p.add_argument("--import-rounds", type=int, default=3)
     p.add_argument("--work-dir", default="/tmp/tfx-bench/pipeline",
-                   help="run dirs go here (wiped first; kept afterwards for reuse)")
+                   help="run dirs go here (this invocation's own are wiped first; kept afterwards for reuse)")
     p.add_argument("--timeout", type=float, default=1800)
+    p.add_argument("--fix-ab", action="store_true",
+                   help="also measure candidate fixes end to end (benchmarks/_patched_cli.py): CNN cold + "
+                   "cached runs, default vs cumulative fixes, interleaved --fix-rounds times (~4.5 min a round)")
+    p.add_argument("--fix-rounds", type=int, default=1)
     args = p.parse_args(argv)
     if args.quick:
         args.models = "cnn" if args.models == "cnn,seq2seq" else args.models
@@ -84,21 +88,36 @@ def parse_args(argv=None):
 
 
 def import_overhead(rounds: int, names):
+    """Wall time of each command in a fresh interpreter, and how much of it is the exit.
+
+    ``-c`` commands end by printing ``time.time()``; the process wall clock after that is
+    interpreter shutdown (atexit handlers, thread joins, module teardown of TF/Beam/gRPC).
+    """
+    import time
+
     def cmd(name):
         if IMPORTS[name] is None:
             return [C.PYTHON, "-m", "pipeline", "--help"]
-        return [C.PYTHON, "-c", IMPORTS[name]]
+        return [C.PYTHON, "-c", IMPORTS[name] + "; import time; print('T_END', time.time())"]
+
+    exits = {n: [] for n in names}
 
     def runner(name):
         def run():
+            started = time.time()
             out = C.run_timed(cmd(name), timeout=600)
+            ended = time.time()
             if out["returncode"] != 0:
                 raise RuntimeError(f"{name} failed: {out['stderr'][-1000:]}")
-            return out["wall_s"]
+            mark = [l for l in out["stdout"].splitlines() if l.startswith("T_END ")]
+            if mark:
+                exits[name].append(max(0.0, ended - float(mark[-1].split()[1])))
+            return ended - started
         return run
 
     samples = C.interleave({n: runner(n) for n in names}, rounds=rounds, warmup=0)
-    return {n: {"command": C.shell_command(cmd(n)), "seconds": C.summarize(s), "samples_s": s}
+    return {n: {"command": C.shell_command(cmd(n)), "seconds": C.summarize(s), "samples_s": s,
+                "exit_s": C.summarize(exits[n]) if exits[n] else None}
             for n, s in samples.items()}
 
 
@@ -155,14 +174,17 @@ def phases(stderr: str, launched: float, ended: float):
     return out
 
 
-def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeout: float):
+def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeout: float, fixes: str = ""):
+    import os
     import time
 
-    cmd = [C.PYTHON, "-m", "pipeline", "run", "--model", model, "--output", str(output_dir),
-           *shlex.split(extra)]
+    entry = [C.PYTHON, "-m", "pipeline"] if not fixes else [C.PYTHON, str(C.BENCH_DIR / "_patched_cli.py")]
+    cmd = [*entry, "run", "--model", model, "--output", str(output_dir), *shlex.split(extra)]
+    env = {**os.environ, "BENCH_FIXES": fixes} if fixes else None
     launched = time.time()
-    out = C.run_timed(cmd, timeout=timeout, log_path=log_path)
-    result = {"command": C.shell_command(cmd), "wall_s": out["wall_s"], "returncode": out["returncode"],
+    out = C.run_timed(cmd, timeout=timeout, log_path=log_path, env=env)
+    result = {"command": (f"BENCH_FIXES={fixes} " if fixes else "") + C.shell_command(cmd),
+              "wall_s": out["wall_s"], "returncode": out["returncode"],
               "log": str(log_path), "phases_from_log": phases(out["stderr"], launched, time.time())}
     text = out["stdout"]
     m = METRIC_RE.search(text)
@@ -185,15 +207,68 @@ def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeo
     return result
 
 
+FIX_VARIANTS = {  # cumulative, so each row adds one fix to the previous one
+    "default": "",
+    "+ tf_keras not AutoGraph-converted": "tf_keras_autograph",
+    "+ no tfx.v1 import": "tf_keras_autograph,tfx_v1_shim",
+    "+ Transform disable_statistics": "tf_keras_autograph,tfx_v1_shim,transform_no_stats",
+}
+
+
+def fix_ab_runs(args, work: Path):
+    """CNN cold (fresh dir) + cached re-run per variant, variants interleaved per round."""
+    runs = {v: [] for v in FIX_VARIANTS}
+    extra = args.cnn_args
+
+    def variant(name, fixes):
+        def run():
+            r = len(runs[name])
+            out = work / f"fix-{list(FIX_VARIANTS).index(name)}-r{r}"
+            cold = run_pipeline("cnn", out, extra, work / f"{out.name}-cold.log", args.timeout, fixes)
+            cached = run_pipeline("cnn", out, extra, work / f"{out.name}-cached.log", args.timeout, fixes)
+            C.log(f"  fix A/B {name!r}: cold {cold['wall_s']:.1f} s (exit {cold['returncode']}, "
+                  f"{cold.get('metric_label')} {cold.get('metric')}), cached {cached['wall_s']:.1f} s")
+            runs[name].append({"cold": cold, "cached": cached})
+            return cold["wall_s"]
+        return run
+
+    C.log(f"fix A/B: {len(FIX_VARIANTS)} variants x {args.fix_rounds} rounds (CNN cold + cached each)")
+    C.interleave({n: variant(n, f) for n, f in FIX_VARIANTS.items()}, rounds=args.fix_rounds, warmup=0)
+    base_cold = [r["cold"]["wall_s"] for r in runs["default"]]
+    result = {}
+    rows = []
+    for name, fixes in FIX_VARIANTS.items():
+        colds = [r["cold"]["wall_s"] for r in runs[name]]
+        cacheds = [r["cached"]["wall_s"] for r in runs[name]]
+        comps = {c["node"]: c["seconds"] for c in runs[name][0]["cold"]["components"]}
+        ok = all(r["cold"]["returncode"] == 0 and r["cached"]["returncode"] == 0 for r in runs[name])
+        result[name] = {"fixes": fixes, "ok": ok, "runs": runs[name], "cold_s": C.median(colds),
+                        "cached_s": C.median(cacheds), "cold_vs_default": C.paired_ratio(colds, base_cold),
+                        "metric": runs[name][0]["cold"].get("metric")}
+        rows.append([name, C.median(colds), result[name]["cold_vs_default"], C.median(cacheds),
+                     comps.get("Trainer"), comps.get("Transform"),
+                     runs[name][0]["cold"]["phases_from_log"].get("before_components_s"),
+                     result[name]["metric"], "ok" if ok else "FAILED"])
+    C.print_table(["variant (cumulative)", "cold s", "x default", "cached s", "Trainer s", "Transform s",
+                   "schema+data prep s", "accuracy", "runs"], rows,
+                  title=f"\nCandidate fixes end to end, CNN (benchmarks/_patched_cli.py), {args.fix_rounds} interleaved round(s)")
+    return result
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     machine = C.machine_info()
     contention = C.Contention()
     C.print_header(NAME, machine, args.quick)
     work = Path(args.work_dir)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     models = [m for m in args.models.split(",") if m]
+    # Wipe only what this invocation rewrites: a --fix-ab-only run keeps the model runs
+    # that bench_serving / bench_quality may be reading.
+    for stale in [*(p for m in models for p in work.glob(f"{m}-r*")), *work.glob("fix-*")]:
+        if stale.name.startswith("fix-") and not args.fix_ab:
+            continue
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     extra = {"cnn": args.cnn_args, "seq2seq": args.seq2seq_args}
 
     runs = {m: [] for m in models}
@@ -213,9 +288,13 @@ def main(argv=None) -> int:
                                 "cached_over_cold": C.ratio(cached["wall_s"], cold["wall_s"]),
                                 "third_over_cold": C.ratio(third["wall_s"], cold["wall_s"])})
 
+    fix_ab = fix_ab_runs(args, work) if args.fix_ab else None
+
     names = list(IMPORTS) if not args.quick else list(QUICK_IMPORTS)
-    C.log(f"import overhead: {len(names)} commands x {args.import_rounds} interleaved rounds")
-    imports = import_overhead(args.import_rounds, names)
+    imports = {}
+    if args.import_rounds > 0:
+        C.log(f"import overhead: {len(names)} commands x {args.import_rounds} interleaved rounds")
+        imports = import_overhead(args.import_rounds, names)
 
     # ---------------------------------------------------------------- report
     results = {}
@@ -275,9 +354,11 @@ def main(argv=None) -> int:
     C.print_table(["model", "run", "start-up s", "schema+data prep s", "components s", "summary+exit s", "wall s"],
                   phase_rows, title="\nPhases from the CLI's log timestamps (1 s resolution, round 0)")
 
-    C.print_table(["command", "median s", "min s", "max s"],
-                  [[n, v["seconds"]["median"], v["seconds"]["min"], v["seconds"]["max"]] for n, v in imports.items()],
-                  title=f"\nStart-up / import overhead, fresh interpreter each, {args.import_rounds} interleaved rounds")
+    if imports:
+        C.print_table(["command", "median s", "min s", "max s", "of which exit s"],
+                      [[n, v["seconds"]["median"], v["seconds"]["min"], v["seconds"]["max"],
+                        (v["exit_s"] or {}).get("median")] for n, v in imports.items()],
+                      title=f"\nStart-up / import overhead, fresh interpreter each, {args.import_rounds} interleaved rounds")
 
     summary = {}
     if "cnn" in results:
@@ -293,6 +374,9 @@ def main(argv=None) -> int:
                         "seq2seq_cached_over_cold": results["seq2seq"]["cached_over_cold"],
                         "seq2seq_third_over_cold": results["seq2seq"]["third_over_cold"],
                         "seq2seq_top5": results["seq2seq"]["metric"]})
+    if fix_ab:
+        summary["fix_ab"] = {v: {"cold_s": r["cold_s"], "cached_s": r["cached_s"], "cold_vs_default": r["cold_vs_default"]}
+                             for v, r in fix_ab.items()}
     summary["help_s"] = imports.get("python -m pipeline --help", {}).get("seconds", {}).get("median")
     summary["import_tfx_s"] = imports.get("import tfx", {}).get("seconds", {}).get("median")
     print()
@@ -308,7 +392,8 @@ def main(argv=None) -> int:
     if "cnn_cold_wall_s" in summary:
         print(f"CNN cold wall {summary['cnn_cold_wall_s']:.1f} s (target <= 60 s: "
               f"{'met' if summary['cnn_cold_target_met'] else 'MISSED'})")
-    C.write_json(NAME, {"models": results, "imports": imports, "summary": summary}, args, machine, contention)
+    C.write_json(NAME, {"models": results, "imports": imports, "fix_ab": fix_ab, "summary": summary},
+                 args, machine, contention)
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 

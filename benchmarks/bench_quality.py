@@ -83,7 +83,22 @@ def latest_run(output: Path):
                 best = (name, run, newest)
     if best is None:
         raise SystemExit(f"No pipeline run recorded in {output}/metadata.sqlite")
-    return best[0], best[1]
+    return best[0], best[1], store
+
+
+def training_seconds(store, pipeline_name: str, node: str = "Trainer"):
+    """Seconds of the newest execution of ``node`` that really ran (a cached one takes ~0 s)."""
+    from pipeline import mlmd
+
+    context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node}")
+    if context is None:
+        return None
+    ran = [e for e in store.get_executions_by_context(context.id)
+           if mlmd.STATE_NAMES.get(e.last_known_state) == "COMPLETE"]
+    if not ran:
+        return None
+    e = max(ran, key=lambda e: e.id)
+    return max(0, e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000
 
 
 def uri(run, node, key):
@@ -123,7 +138,7 @@ def load_split(examples_uri: str, split: str):
 def cnn_quality(output: Path, args):
     from sklearn.svm import SVC
 
-    pipeline_name, run = latest_run(output)
+    pipeline_name, run, store = latest_run(output)
     evaluation = uri(run, "Evaluator", "evaluation")
     metrics = overall_metrics(evaluation) if evaluation else {}
     examples = uri(run, "ImportExampleGen", "examples")
@@ -147,14 +162,14 @@ def cnn_quality(output: Path, args):
         "train_examples": int(len(y_train)), "eval_examples": int(len(y_eval)),
         "accuracy": accuracy, "target": 0.97, "target_met": bool(accuracy is not None and accuracy >= 0.97),
         "evaluator_metrics": metrics, "evaluation_uri": evaluation,
-        "trainer_s": trainer.seconds if trainer else None,
-        "trainer_state": trainer.state if trainer else None,
+        "trainer_s": training_seconds(store, pipeline_name),
+        "latest_trainer_state": trainer.state if trainer else None,
         "references": refs,
     }
 
 
 def seq2seq_quality(output: Path):
-    pipeline_name, run = latest_run(output)
+    pipeline_name, run, store = latest_run(output)
     evaluation = uri(run, "Evaluator", "evaluation")
     metrics = overall_metrics(evaluation) if evaluation else {}
     model_run = uri(run, "Trainer", "model_run")
@@ -172,8 +187,8 @@ def seq2seq_quality(output: Path):
         "top5_minus_bigram": (top5 - bigram) if top5 is not None and bigram is not None else None,
         "beats_bigram": bool(top5 is not None and bigram is not None and top5 > bigram),
         "evaluator_metrics": metrics, "evaluation_uri": evaluation,
-        "trainer_s": trainer.seconds if trainer else None,
-        "trainer_state": trainer.state if trainer else None,
+        "trainer_s": training_seconds(store, pipeline_name),
+        "latest_trainer_state": trainer.state if trainer else None,
     }
 
 
@@ -192,7 +207,9 @@ def main(argv=None) -> int:
         r = cnn_quality(out, args)
         r["pipeline_run"] = ran or "reused"
         results["cnn"] = r
-        rows.append(["cnn", f"CNN, pipeline defaults (Evaluator, {r['eval_examples']} eval)", "accuracy",
+        how = f"run here with `{args.cnn_args}`" if args.cnn_args and not args.cnn_output else \
+            ("run here, defaults" if not args.cnn_output else "given run")
+        rows.append(["cnn", f"CNN pipeline ({how}; Evaluator, {r['eval_examples']} eval)", "accuracy",
                      r["accuracy"], r["trainer_s"]])
         for label, ref in r["references"].items():
             rows.append(["cnn", label + " (same split)", "accuracy", ref["accuracy"], ref["fit_s"]])
@@ -201,22 +218,27 @@ def main(argv=None) -> int:
         r = seq2seq_quality(out)
         r["pipeline_run"] = ran or "reused"
         results["seq2seq"] = r
-        rows.append(["seq2seq", "seq2seq, pipeline defaults (Evaluator)", "top-5", r["top5"], r["trainer_s"]])
+        how = f"run here with `{args.seq2seq_args}`" if args.seq2seq_args and not args.seq2seq_output else \
+            ("run here, defaults" if not args.seq2seq_output else "given run")
+        rows.append(["seq2seq", f"seq2seq pipeline ({how}; Evaluator)", "top-5", r["top5"], r["trainer_s"]])
         for key in ("bigram_top5", "unigram_top5"):
             if key in r["baselines"]:
                 rows.append(["seq2seq", key.replace("_top5", "") + " counts (Trainer's baselines.json)", "top-5",
                              r["baselines"][key], None])
-        rows.append(["seq2seq", "seq2seq top-1 / perplexity", "top-1", r["top1"], None])
+        rows.append(["seq2seq", "seq2seq pipeline (Evaluator)", "top-1", r["top1"], None])
+        rows.append(["seq2seq", "seq2seq pipeline (Evaluator)", "perplexity", r["perplexity"], None])
 
     C.print_table(["model", "predictor", "metric", "value", "training s"], rows,
-                  title="\nQuality on the eval split (training s: Trainer component / SVM fit)")
+                  title="\nQuality on the eval split (training s: the Trainer component's run / one SVM fit)")
     if "cnn" in results:
         r = results["cnn"]
-        print(f"CNN accuracy {r['accuracy']} (target >= 0.97: {'met' if r['target_met'] else 'MISSED'}); "
+        acc = "n/a" if r["accuracy"] is None else f"{r['accuracy']:.4f}"
+        print(f"CNN accuracy {acc} (target >= 0.97: {'met' if r['target_met'] else 'MISSED'}); "
               f"SVC reference {r['references']['SVC rbf (sklearn defaults: C=1, gamma=scale)']['accuracy']:.4f}")
     if "seq2seq" in results:
         r = results["seq2seq"]
-        print(f"seq2seq top-5 {r['top5']} vs bigram {r['baselines'].get('bigram_top5')}: "
+        fmt4 = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+        print(f"seq2seq top-5 {fmt4(r['top5'])} vs bigram {fmt4(r['baselines'].get('bigram_top5'))}: "
               f"{'beats' if r['beats_bigram'] else 'does NOT beat'} it")
     C.write_json(NAME, {"models": results}, args, machine, contention)
     return 0

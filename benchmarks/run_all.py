@@ -7,8 +7,8 @@ Each writes benchmarks/results/<name>.json; this writes results/run_all.json wit
 exit codes, times and headline numbers. A failing benchmark does not stop the others; the
 exit code is non-zero if any failed.
 
-    .venv/bin/python benchmarks/run_all.py            # ~25-30 min on 2 cores
-    .venv/bin/python benchmarks/run_all.py --quick    # ~3-4 min (each one's smoke mode)
+    .venv/bin/python benchmarks/run_all.py            # ~25 min on 2 cores
+    .venv/bin/python benchmarks/run_all.py --quick    # ~4 min (each one's smoke mode)
     .venv/bin/python benchmarks/run_all.py --only input,train_step
 """
 from __future__ import annotations
@@ -36,8 +36,11 @@ def headline(name: str, doc: dict) -> str:
     try:
         if name == "pipeline":
             s = doc["summary"]
+            acc = s.get("cnn_accuracy")
             parts = [f"CNN cold {s.get('cnn_cold_wall_s', float('nan')):.1f} s, cached/cold "
-                     f"{s.get('cnn_cached_over_cold', float('nan')):.2f}, acc {s.get('cnn_accuracy')}"]
+                     f"{s.get('cnn_cached_over_cold', float('nan')):.2f} (3rd run "
+                     f"{s.get('cnn_third_over_cold', float('nan')):.2f}), acc "
+                     + ("n/a" if acc is None else f"{acc:.4f}")]
             if "seq2seq_cold_wall_s" in s:
                 parts.append(f"seq2seq cold {s['seq2seq_cold_wall_s']:.1f} s, cached/cold "
                              f"{s['seq2seq_cached_over_cold']:.2f}")
@@ -67,10 +70,12 @@ def headline(name: str, doc: dict) -> str:
             parts = []
             if "cnn" in doc["models"]:
                 r = doc["models"]["cnn"]
-                parts.append(f"CNN acc {r['accuracy']}, SVC {next(iter(r['references'].values()))['accuracy']:.4f}")
+                acc = "n/a" if r["accuracy"] is None else f"{r['accuracy']:.4f}"
+                parts.append(f"CNN acc {acc}, SVC {next(iter(r['references'].values()))['accuracy']:.4f}")
             if "seq2seq" in doc["models"]:
                 r = doc["models"]["seq2seq"]
-                parts.append(f"seq2seq top-5 {r['top5']} vs bigram {r['baselines'].get('bigram_top5')}")
+                parts.append(f"seq2seq top-5 {r['top5'] or float('nan'):.4f} vs bigram "
+                             f"{r['baselines'].get('bigram_top5') or float('nan'):.4f}")
             return "; ".join(parts)
     except (KeyError, TypeError, ValueError, StopIteration) as error:
         return f"(no headline: {type(error).__name__} {error})"

@@ -43,14 +43,17 @@ def train_step_doc(tmp_path_factory):
 def test_bench_input_quick(input_doc):
     _check_common(input_doc, "bench_input")
     assert input_doc["num_examples"] > 0
-    assert set(input_doc["cases"]) == {"transform-1file", "sharded", "slow-storage"}
-    for case in input_doc["cases"].values():
-        assert {"trainer", "naive", "parallel_nocache", "sequential_cache"} <= set(case["variants"])
+    assert set(input_doc["cases"]) == {"transform-1file", "sharded", "slow-storage", "cnn-fit"}
+    for name, case in input_doc["cases"].items():
+        expected = {"trainer", "naive"} if name == "cnn-fit" else {
+            "trainer", "naive", "parallel_nocache", "sequential_cache", "trainer_block256"}
+        assert expected <= set(case["variants"]), name
         for variant in case["variants"].values():
             assert variant["examples_per_s"]["median"] > 0
             assert variant["speedup_vs_naive"] > 0
     for key in ("trainer_vs_naive_transform_layout", "trainer_vs_naive_sharded",
-                "trainer_vs_naive_slow_storage", "trainer_examples_per_s", "naive_examples_per_s"):
+                "trainer_vs_naive_slow_storage", "trainer_vs_naive_cnn_fit", "trainer_examples_per_s",
+                "naive_examples_per_s"):
         assert input_doc["summary"][key] > 0, key
 
 
