@@ -31,5 +31,5 @@ setup(
         # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
         "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
     },
-    entry_points={"console_scripts": ["tfx-project=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["tfx-project=pipeline.cli:entry_point"]},
 )

@@ -397,18 +397,10 @@ def print_header(name: str, machine: Dict[str, Any], quick: bool) -> None:
 
 
 def skip_autograph_for_tf_keras() -> None:
-    """Tell AutoGraph not to convert ``tf_keras`` code, as TF already does for ``keras``.
+    """What the Trainer does before ``fit`` (models/common/autograph.py); call after TF is imported."""
+    from models.common.autograph import convert_tf_keras
 
-    TF 2.16's AutoGraph rules (tensorflow/python/autograph/core/config.py) skip ``keras``
-    but not ``tf_keras`` (Keras 2, which this stack uses via TF_USE_LEGACY_KERAS=1), so the
-    first ``fit`` of every process transpiles hundreds of tf_keras functions (~12 s on 2
-    cores, bench_train_step's cold-start A/B). Call after TensorFlow is imported.
-    """
-    from tensorflow.python.autograph.core import config, config_lib
-
-    rule = config_lib.DoNotConvert("tf_keras")
-    if not any(getattr(r, "_prefix", None) == "tf_keras" for r in config.CONVERSION_RULES):
-        config.CONVERSION_RULES = (rule,) + tuple(config.CONVERSION_RULES)
+    convert_tf_keras(False)
 
 
 # ---------------------------------------------------------------------------- processes

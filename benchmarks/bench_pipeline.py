@@ -50,9 +50,9 @@ IMPORTS = {
     "from tfx import v1": "import stackenv; from tfx import v1",
     "import tensorflow_model_analysis": "import stackenv, tensorflow_model_analysis",
     "import pipeline.local_runner (a run's imports)": "import stackenv, pipeline.local_runner, pipeline.summary",
-    # What graph.py's ``from tfx import v1`` adds on top of the TFX/TFMA modules a run needs
-    # anyway (tfx.v1.extensions imports google.cloud.aiplatform): the saving if graph.py
-    # imported the components directly (tfx.components, tfx.orchestration.pipeline, tfx.proto).
+    # What ``from tfx import v1`` adds on top of the TFX/TFMA modules a run needs anyway
+    # (tfx.v1.extensions imports google.cloud.aiplatform): what graph.py saves by importing
+    # the components directly (tfx.components, tfx.orchestration.pipeline, tfx.proto).
     "TFX/TFMA modules a run needs, no tfx.v1": _RUN_MODULES,
     "the same + from tfx import v1": _RUN_MODULES + "; from tfx import v1",
 }
@@ -71,8 +71,9 @@ def parse_args(argv=None):
                    help="run dirs go here (this invocation's own are wiped first; kept afterwards for reuse)")
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--fix-ab", action="store_true",
-                   help="also measure candidate fixes end to end (benchmarks/_patched_cli.py): CNN cold + "
-                   "cached runs, default vs cumulative fixes, interleaved --fix-rounds times (~4.5 min a round)")
+                   help="also measure what each speed fix gains end to end (benchmarks/_patched_cli.py): CNN "
+                   "cold + cached runs, default vs each fix reverted vs all reverted, interleaved --fix-rounds "
+                   "times (~6 min a round)")
     p.add_argument("--fix-rounds", type=int, default=1)
     args = p.parse_args(argv)
     if args.quick:
@@ -174,16 +175,16 @@ def phases(stderr: str, launched: float, ended: float):
     return out
 
 
-def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeout: float, fixes: str = ""):
+def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeout: float, reverts: str = ""):
     import os
     import time
 
-    entry = [C.PYTHON, "-m", "pipeline"] if not fixes else [C.PYTHON, str(C.BENCH_DIR / "_patched_cli.py")]
+    entry = [C.PYTHON, "-m", "pipeline"] if not reverts else [C.PYTHON, str(C.BENCH_DIR / "_patched_cli.py")]
     cmd = [*entry, "run", "--model", model, "--output", str(output_dir), *shlex.split(extra)]
-    env = {**os.environ, "BENCH_FIXES": fixes} if fixes else None
+    env = {**os.environ, "BENCH_REVERT": reverts} if reverts else None
     launched = time.time()
     out = C.run_timed(cmd, timeout=timeout, log_path=log_path, env=env)
-    result = {"command": (f"BENCH_FIXES={fixes} " if fixes else "") + C.shell_command(cmd),
+    result = {"command": (f"BENCH_REVERT={reverts} " if reverts else "") + C.shell_command(cmd),
               "wall_s": out["wall_s"], "returncode": out["returncode"],
               "log": str(log_path), "phases_from_log": phases(out["stderr"], launched, time.time())}
     text = out["stdout"]
@@ -207,11 +208,15 @@ def run_pipeline(model: str, output_dir: Path, extra: str, log_path: Path, timeo
     return result
 
 
-FIX_VARIANTS = {  # cumulative, so each row adds one fix to the previous one
-    "default": "",
-    "+ tf_keras not AutoGraph-converted": "tf_keras_autograph",
-    "+ no tfx.v1 import": "tf_keras_autograph,tfx_v1_shim",
-    "+ Transform disable_statistics": "tf_keras_autograph,tfx_v1_shim,transform_no_stats",
+# The project's default carries every fix; each variant reverts some (benchmarks/_patched_cli.py).
+REVERTIBLE_FIXES = ("tf_keras_autograph", "tfx_v1_import", "transform_statistics", "interpreter_exit")
+FIX_VARIANTS = {
+    "default (all fixes)": "",
+    "- AutoGraph skips tf_keras": "tf_keras_autograph",
+    "- direct TFX imports (tfx.v1)": "tfx_v1_import",
+    "- Transform statistics off": "transform_statistics",
+    "- fast process exit": "interpreter_exit",
+    "none of the fixes (as before)": ",".join(REVERTIBLE_FIXES),
 }
 
 
@@ -220,12 +225,12 @@ def fix_ab_runs(args, work: Path):
     runs = {v: [] for v in FIX_VARIANTS}
     extra = args.cnn_args
 
-    def variant(name, fixes):
+    def variant(name, reverts):
         def run():
             r = len(runs[name])
             out = work / f"fix-{list(FIX_VARIANTS).index(name)}-r{r}"
-            cold = run_pipeline("cnn", out, extra, work / f"{out.name}-cold.log", args.timeout, fixes)
-            cached = run_pipeline("cnn", out, extra, work / f"{out.name}-cached.log", args.timeout, fixes)
+            cold = run_pipeline("cnn", out, extra, work / f"{out.name}-cold.log", args.timeout, reverts)
+            cached = run_pipeline("cnn", out, extra, work / f"{out.name}-cached.log", args.timeout, reverts)
             C.log(f"  fix A/B {name!r}: cold {cold['wall_s']:.1f} s (exit {cold['returncode']}, "
                   f"{cold.get('metric_label')} {cold.get('metric')}), cached {cached['wall_s']:.1f} s")
             runs[name].append({"cold": cold, "cached": cached})
@@ -234,24 +239,26 @@ def fix_ab_runs(args, work: Path):
 
     C.log(f"fix A/B: {len(FIX_VARIANTS)} variants x {args.fix_rounds} rounds (CNN cold + cached each)")
     C.interleave({n: variant(n, f) for n, f in FIX_VARIANTS.items()}, rounds=args.fix_rounds, warmup=0)
-    base_cold = [r["cold"]["wall_s"] for r in runs["default"]]
+    default = next(iter(FIX_VARIANTS))
+    base_cold = [r["cold"]["wall_s"] for r in runs[default]]
     result = {}
     rows = []
-    for name, fixes in FIX_VARIANTS.items():
+    for name, reverts in FIX_VARIANTS.items():
         colds = [r["cold"]["wall_s"] for r in runs[name]]
         cacheds = [r["cached"]["wall_s"] for r in runs[name]]
         comps = {c["node"]: c["seconds"] for c in runs[name][0]["cold"]["components"]}
         ok = all(r["cold"]["returncode"] == 0 and r["cached"]["returncode"] == 0 for r in runs[name])
-        result[name] = {"fixes": fixes, "ok": ok, "runs": runs[name], "cold_s": C.median(colds),
+        result[name] = {"reverted": reverts, "ok": ok, "runs": runs[name], "cold_s": C.median(colds),
                         "cached_s": C.median(cacheds), "cold_vs_default": C.paired_ratio(colds, base_cold),
                         "metric": runs[name][0]["cold"].get("metric")}
         rows.append([name, C.median(colds), result[name]["cold_vs_default"], C.median(cacheds),
                      comps.get("Trainer"), comps.get("Transform"),
                      runs[name][0]["cold"]["phases_from_log"].get("before_components_s"),
                      result[name]["metric"], "ok" if ok else "FAILED"])
-    C.print_table(["variant (cumulative)", "cold s", "x default", "cached s", "Trainer s", "Transform s",
+    C.print_table(["variant", "cold s", "x default", "cached s", "Trainer s", "Transform s",
                    "schema+data prep s", "accuracy", "runs"], rows,
-                  title=f"\nCandidate fixes end to end, CNN (benchmarks/_patched_cli.py), {args.fix_rounds} interleaved round(s)")
+                  title=f"\nSpeed fixes end to end, each reverted (benchmarks/_patched_cli.py), CNN, "
+                  f"{args.fix_rounds} interleaved round(s); x default > 1 = slower without the fix")
     return result
 
 

@@ -6,8 +6,13 @@ runners both call ``create_pipeline`` and only add their own orchestration setti
 """
 from typing import Sequence
 
-from tfx import v1 as tfx
-from tfx.proto import example_gen_pb2
+# Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
+# (google.cloud.aiplatform), ~5 s of every run, cached ones included (benchmarks/).
+from tfx.components import (ExampleValidator, ImportExampleGen, SchemaGen, StatisticsGen, Trainer,
+                            Transform)
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2, trainer_pb2
 
 from components.evaluator import ServedBaselineEvaluator
 from components.pusher import AtomicPusher
@@ -35,11 +40,11 @@ def create_pipeline(
     *,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = (),
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     family = get_family(config.model)
     code_version = family.code_version()
 
-    example_gen = tfx.components.ImportExampleGen(
+    example_gen = ImportExampleGen(
         input_base=dataset.examples_dir,
         input_config=example_gen_pb2.Input(splits=[
             example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]),
@@ -52,27 +57,28 @@ def create_pipeline(
             partition_feature_name=family.split_feature,
         )),
     )
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     # The schema Transform and Trainer parse data with: inferred, deterministic, so cached.
-    schema_gen = tfx.components.SchemaGen(
+    schema_gen = SchemaGen(
         statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
     if config.schema_file:
         # A pinned schema from an earlier run: new data is validated against it, and
         # anomalies stop the run (schema drift). Only the validator reads it, so an
         # unchanged re-run stays fully cached downstream.
-        pinned_schema = tfx.components.ImportSchemaGen(schema_file=config.schema_file).with_id(PINNED_SCHEMA)
+        pinned_schema = ImportSchemaGen(schema_file=config.schema_file).with_id(PINNED_SCHEMA)
         example_validator = StrictExampleValidator(
             statistics=statistics_gen.outputs["statistics"], schema=pinned_schema.outputs["schema"])
     else:
         # First run (or an accepted change): the schema follows this data; nothing to stop on.
         pinned_schema = None
-        example_validator = tfx.components.ExampleValidator(
+        example_validator = ExampleValidator(
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     example_validator = example_validator.with_id(EXAMPLE_VALIDATOR)
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
+        disable_statistics=not config.transform_statistics,
         custom_config={**family.transform_config(config, dataset), "code_version": code_version},
     )
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
@@ -86,13 +92,13 @@ def create_pipeline(
         profile_batches=config.profile or "",
         family=family.trainer_config(dataset),
     )
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=family.run_fn,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.resolved_train_steps(dataset.num_examples)),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
+        train_args=trainer_pb2.TrainArgs(num_steps=config.resolved_train_steps(dataset.num_examples)),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
         custom_config={**settings.to_custom_config(), "code_version": code_version},
     )
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
@@ -109,7 +115,7 @@ def create_pipeline(
         evaluation=evaluator.outputs["evaluation"],
         base_directory=config.serving_model_dir,
     ).with_id(PUSHER)
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,

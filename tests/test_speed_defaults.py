@@ -1,0 +1,80 @@
+"""The speed fixes benchmarks/README.md measured stay in place (behaviour, not timings)."""
+import json
+import logging
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+
+def _modules_loaded_by(code: str) -> set:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_a_run_does_not_import_tfx_v1_or_vertex_ai():
+    modules = _modules_loaded_by("import stackenv, pipeline.graph, pipeline.local_runner, pipeline.summary")
+    assert "tfx.components" in modules  # the probe really loaded the pipeline
+    assert "tfx.v1" not in modules
+    assert not any(m.startswith("google.cloud.aiplatform") for m in modules)
+
+
+def test_cli_help_does_not_import_tensorflow():
+    modules = _modules_loaded_by("import stackenv, pipeline.cli\n"
+                                 "try:\n    pipeline.cli.build_parser().parse_args(['run', '--help'])\n"
+                                 "except SystemExit:\n    pass")
+    assert "pipeline.cli" in modules
+    assert "tensorflow" not in modules and "tfx" not in modules
+
+
+def test_training_keeps_autograph_out_of_tf_keras(tmp_path):
+    import tensorflow as tf
+    import tf_keras
+    from tensorflow.python.autograph.impl import conversion
+
+    from models.common.autograph import convert_tf_keras, tf_keras_converted
+    from models.common.training import TrainingSettings
+
+    convert_tf_keras(True)  # TensorFlow's own rules: tf_keras gets converted
+    assert not conversion.is_allowlisted(tf_keras.Model.train_step)
+    model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+    data = tf.data.Dataset.from_tensors((tf.zeros([8, 4]), tf.zeros([8, 2]))).repeat()
+    fn_args = types.SimpleNamespace(train_steps=2, eval_steps=1, model_run_dir=str(tmp_path))
+    history = TrainingSettings(epochs=1).fit(model, data, data, fn_args, logger=logging.getLogger("test"))
+    assert len(history.history["loss"]) == 1
+    assert not tf_keras_converted()
+    assert conversion.is_allowlisted(tf_keras.Model.train_step)
+    assert not conversion.is_allowlisted(test_training_keeps_autograph_out_of_tf_keras)  # our code still is
+
+
+@pytest.mark.parametrize("cpus, examples, expected", [
+    (2, 100_000, "in_memory"),        # measured: multi_processing 2x slower on 2 cores
+    (8, 100_000, "multi_processing"),
+    (8, 1_797, "in_memory"),          # worker start-up outweighs the gain on small data
+])
+def test_auto_beam_mode(monkeypatch, cpus, examples, expected):
+    from pipeline import config as config_module
+
+    monkeypatch.setattr(config_module.os, "cpu_count", lambda: cpus)
+    config = config_module.PipelineConfig(beam_workers=cpus)
+    assert config.direct_running_mode(examples) == expected
+    assert f"--direct_running_mode={expected}" in config.beam_pipeline_args(examples)
+
+
+@pytest.mark.parametrize("transform_statistics", [False, True])
+def test_transform_statistics_knob(tmp_path, digits_dataset, transform_statistics):
+    from pipeline.config import PipelineConfig
+    from pipeline.graph import TRANSFORM, create_pipeline
+
+    config = PipelineConfig(output_dir=str(tmp_path), transform_statistics=transform_statistics)
+    pipeline = create_pipeline(config, digits_dataset)
+    transform = next(c for c in pipeline.components if c.id == TRANSFORM)
+    assert bool(transform.exec_properties["disable_statistics"]) is not transform_statistics
+    assert ("post_transform_stats" in transform.outputs) is transform_statistics
