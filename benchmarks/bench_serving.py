@@ -7,6 +7,12 @@ latency at ``max_new_tokens`` = 1 and 16 (greedy, batch 1); per-token latency =
 (t16 - t1) / (decoder steps16 - steps1), steps counted from what was generated (the loop
 stops early at the end token; of a few prompts, the one that runs longest is used), plus a batch-64 16-token generate throughput.
 
+First request after a load, in fresh processes (``--first-request-rounds``): load the
+version, then time one ``serving_default`` request (and ``generate`` for seq2seq) either
+right away or after replaying the export's TF Serving warm-up requests
+(``assets.extra/tf_serving_warmup_requests``, models/common/warmup.py), which is what TF
+Serving does before a version takes traffic.
+
 Variants of one model are interleaved per round (order rotated); latencies pool all rounds.
 This is the model's own compute in this Python process - no TF Serving, no network, no
 request parsing - so it is a lower bound on what a TF Serving client would see.
@@ -20,6 +26,8 @@ them a short pipeline run (``--train-steps``) produces one in ``--work-dir``.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import time
@@ -51,9 +59,12 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--batch-calls", type=int, default=20, help="batch calls per variant per round")
     p.add_argument("--work-dir", default="/tmp/tfx-bench/serving")
+    p.add_argument("--first-request-rounds", type=int, default=3,
+                   help="fresh-process rounds of the first-request A/B (with vs without warm-up); 0 skips it")
+    p.add_argument("--first-request-child", nargs=2, metavar=("MODEL_DIR", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.calls, args.batch_calls = 2, 20, 3
+        args.rounds, args.calls, args.batch_calls, args.first_request_rounds = 2, 20, 3, 1
     return args
 
 
@@ -169,6 +180,62 @@ def seq2seq_variants(model, args, tf, np):
     }
 
 
+FIRST_REQUEST_MODES = ("no warm-up", "warm-up replayed")
+
+
+def first_request_child(model_dir: str, mode: str) -> None:
+    """In a fresh process: load, maybe replay the warm-up requests, time the first requests."""
+    import stackenv  # noqa: F401
+    import tensorflow as tf
+
+    from data import text_features as tfeat
+    from data.images import make_example
+    from models.common import warmup
+
+    model = tf.saved_model.load(model_dir)
+    replayed = warmup.replay_warmup_requests(model, model_dir) if mode == FIRST_REQUEST_MODES[1] else 0
+    if "predict_image" in model.signatures:
+        import numpy as np
+
+        h, w, c = (int(d) for d in model.signatures["predict_image"].structured_input_signature[1]["images"].shape[1:])
+        pixels = np.random.default_rng(0).integers(0, 256, (h, w, c), dtype=np.uint8)
+        requests = {"serving_default": {"examples": tf.constant(
+            [make_example(pixels, "3", 3, "medium", "digits/first").SerializeToString()])}}
+    else:
+        feature = {tfeat.CONTEXT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[PROMPTS[0].encode()]))}
+        example = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        requests = {"serving_default": {"examples": tf.constant([example])},
+                    "generate": {"prompts": tf.constant([PROMPTS[1]]), "max_new_tokens": tf.constant(8, tf.int32),
+                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32)}}
+    result = {"replayed": replayed}
+    for name, inputs in requests.items():
+        for call in ("first", "second"):
+            started = time.perf_counter()
+            model.signatures[name](**inputs)
+            result[f"{name} {call} ms"] = (time.perf_counter() - started) * 1000
+    print("FIRST_REQUEST_JSON " + json.dumps(result), flush=True)
+
+
+def first_request_ab(model_dir: Path, rounds: int):
+    """Fresh process per sample, modes interleaved; medians per request kind."""
+    samples = {m: [] for m in FIRST_REQUEST_MODES}
+
+    def child(mode):
+        def run():
+            out = C.run_timed([C.PYTHON, __file__, "--first-request-child", str(model_dir), mode], timeout=600)
+            line = next((l for l in out["stdout"].splitlines() if l.startswith("FIRST_REQUEST_JSON ")), None)
+            if out["returncode"] != 0 or line is None:
+                raise RuntimeError(f"first-request child failed: {out['stderr'][-2000:]}")
+            samples[mode].append(json.loads(line.split(" ", 1)[1]))
+            return out["wall_s"]
+        return run
+
+    C.interleave({m: child(m) for m in FIRST_REQUEST_MODES}, rounds=rounds, warmup=0)
+    keys = [k for k in samples[FIRST_REQUEST_MODES[0]][0] if k.endswith(" ms")]
+    return {m: {k: C.median([r[k] for r in runs]) for k in keys} | {"replayed": runs[0]["replayed"], "runs": runs}
+            for m, runs in samples.items()}
+
+
 def decoder_steps(result, max_new: int) -> int:
     """Decoder steps a generate call ran: emitted tokens, +1 for the end token if it stopped early."""
     text = result["continuations"].numpy()[0].decode()
@@ -178,6 +245,9 @@ def decoder_steps(result, max_new: int) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.first_request_child:
+        first_request_child(*args.first_request_child)
+        return 0
     machine = C.machine_info()
     contention = C.Contention()
     C.print_header(NAME, machine, args.quick)
@@ -209,6 +279,15 @@ def main(argv=None) -> int:
                 entry["per_token_ms"] = (stats["generate 16 tokens b=1"]["p50_ms"] -
                                          stats["generate 1 token b=1"]["p50_ms"]) / (steps16 - steps1)
                 entry["fixed_ms"] = stats["generate 1 token b=1"]["p50_ms"] - entry["per_token_ms"]
+        from models.common import warmup
+
+        if args.first_request_rounds and (model_dir / warmup.WARMUP_FILE).exists():
+            C.log(f"{name}: first request after load, {args.first_request_rounds} rounds x "
+                  f"{len(FIRST_REQUEST_MODES)} fresh processes")
+            entry["first_request"] = first_request_ab(model_dir, args.first_request_rounds)
+        elif args.first_request_rounds:
+            C.log(f"{name}: {model_dir} has no TF Serving warm-up file (pushed before it existed); "
+                  "first-request A/B skipped")
         results[name] = entry
         for v, s in stats.items():
             rows.append([name, v, s["p50_ms"], s["p99_ms"], s["examples_per_s"], s["first_call_ms"]])
@@ -217,6 +296,15 @@ def main(argv=None) -> int:
 
     C.print_table(["model", "signature", "p50 ms", "p99 ms", "examples/s", "first call ms"], rows,
                   title=f"\nIn-process serving, {args.rounds} interleaved rounds (p50/p99 over all calls)")
+    first_rows = []
+    for name, entry in results.items():
+        for mode, r in entry.get("first_request", {}).items():
+            for key in (k for k in r if k.endswith(" ms")):
+                first_rows.append([name, key.rsplit(" ", 2)[0], key.split()[-2], mode, r[key]])
+    if first_rows:
+        C.print_table(["model", "signature", "request", "after load", "ms (median)"], first_rows,
+                      title=f"\nFirst requests after loading, fresh process each, {args.first_request_rounds} "
+                      "interleaved round(s): TF Serving replays the warm-up requests at load")
     if "seq2seq" in results and "per_token_ms" in results["seq2seq"]:
         r = results["seq2seq"]
         print(f"seq2seq generate: {r['per_token_ms']:.2f} ms per generated token (batch 1, greedy), "

@@ -80,3 +80,18 @@ def test_train_export_and_both_signatures(cnn_transform, digits_examples, digits
         .SerializeToString() for r in rows]
     labels = loaded.signatures["transform_features"](examples=tf.constant(with_label))[features.LABEL_XF]
     assert list(labels.numpy()) == [r[features.LABEL_ID] for r in rows]
+
+
+def test_export_carries_tf_serving_warmup_requests_that_run(cnn_transform, digits_dataset, tmp_path):
+    from models.common import warmup
+
+    tft_output, _ = cnn_transform
+    model = build_cnn(digits_dataset.image_shape, len(digits_dataset.classes))
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tft_output, export_dir, digits_dataset.image_shape)
+    requests = warmup.read_warmup_requests(export_dir)
+    assert [name for name, _ in requests] == ["serving_default", export.PREDICT_IMAGE_SIGNATURE]
+    loaded = tf.saved_model.load(export_dir)
+    for name, inputs in requests:  # what TF Serving does before the version takes traffic
+        outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+        assert outputs["probabilities"].shape == (1, len(digits_dataset.classes)), name

@@ -303,3 +303,15 @@ def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transfo
         math.exp(overall[evaluation.CROSS_ENTROPY]["doubleValue"]), rel=1e-3)
     assert ((("document", "doc-a"),) in by_slice) and ((("position", "start"),) in by_slice)
     assert tfma.load_validation_result(str(tmp_path / "tfma")).validation_ok
+
+
+def test_export_carries_tf_serving_warmup_requests_that_run(trained, loaded):
+    from models.common import warmup
+
+    requests = warmup.read_warmup_requests(trained[2])
+    assert [name for name, _ in requests] == ["serving_default", export.GENERATE_SIGNATURE]
+    for name, inputs in requests:  # what TF Serving does before the version takes traffic
+        outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+        first = next(iter(outputs.values()))
+        assert first.shape[0] == 1, name
+    assert warmup.replay_warmup_requests(loaded, trained[2]) == 2

@@ -5,15 +5,17 @@
 - ``predict_image``: float pixels [batch, H, W, C] in 0-255 -> the same outputs, for
   clients that have images, not Examples.
 - ``transform_features``: for TFMA to read the transformed (id) label.
+TF Serving warm-up requests for the first two go into ``assets.extra`` (models/common/warmup.py).
 The transform graph is embedded (``model.tft_layer``), so serving needs no Python.
 """
 from typing import Dict, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
 from models.cnn import features
-from models.common import signatures
+from models.common import signatures, warmup
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 
@@ -55,3 +57,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         PREDICT_IMAGE_SIGNATURE: predict_image,
         "transform_features": signatures.transform_features_signature(model, tf_transform_output),
     })
+    warmup.write_warmup_requests(export_dir, [
+        ("serving_default", {"examples": np.array([warmup.zero_example(raw_spec)], dtype=object)}),
+        (PREDICT_IMAGE_SIGNATURE, {"images": np.zeros([1, height, width, channels], np.float32)}),
+    ])

@@ -20,15 +20,19 @@ TF Serving REST: scalars need the columnar ("inputs") request form, e.g.
 ``{"outputs": ["to iterate over ..."]}``. Next-token probabilities from raw text:
 ``{"inputs": {"examples": [{"b64": "<base64 of a serialized tf.Example>"}]}}``.
 
+TF Serving warm-up requests for ``serving_default`` and ``generate`` go into
+``assets.extra`` (models/common/warmup.py).
+
 The transform graph is embedded (``model.tft_layer``): ``generate`` tokenizes prompts
 with it, so serving and training tokenization cannot drift apart.
 """
 from typing import Dict, List, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from models.common import signatures
+from models.common import signatures, warmup
 from models.seq2seq import features
 from models.seq2seq.model import Seq2Seq
 
@@ -37,6 +41,7 @@ MAX_NEW_TOKENS = 64     # upper bound of the decoder loop, whatever the request 
 TOP_K_OUTPUTS = 5
 UNKNOWN_TOKEN = "<unk>"  # printable name of the OOV id
 _BANNED = -1e9           # logit bias that keeps a token from being generated
+_WARMUP_PROMPT = b"the"
 
 
 def vocabulary_tokens(tf_transform_output: tft.TFTransformOutput) -> List[str]:
@@ -70,6 +75,12 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
         "transform_features": signatures.transform_features_signature(model, tf_transform_output),
         GENERATE_SIGNATURE: _generate_function(model, names, raw_spec[features.CONTEXT].shape),
     })
+    warmup.write_warmup_requests(export_dir, [
+        ("serving_default", {"examples": np.array(
+            [warmup.zero_example(raw_spec, {features.CONTEXT: _WARMUP_PROMPT})], dtype=object)}),
+        (GENERATE_SIGNATURE, {"prompts": np.array([_WARMUP_PROMPT], dtype=object), "max_new_tokens": np.int32(2),
+                              "top_k": np.int32(1), "temperature": np.float32(1.0)}),
+    ])
 
 
 def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence[int]):
