@@ -24,9 +24,9 @@ def run_fn(fn_args: FnArgs) -> None:
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
     spec = tf_transform_output.transformed_feature_spec()
     train = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch,
-                         seed=settings.seed, cache=settings.cache_dataset)
+                         seed=settings.seed, **settings.input_options())
     evaluation = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch,
-                              shuffle=False, repeat=True, cache=settings.cache_dataset)
+                              shuffle=False, repeat=True, **settings.input_options())
 
     with strategy.scope():
         model = cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate,

@@ -1,15 +1,56 @@
 """tf.data input over TFT-transformed, GZIP TFRecord examples.
 
-Follows the TF data-performance guide: parallel interleaved file reads, cache of the
-serialized records (safe: they are immutable and small next to memory), shuffle and
-repeat on the cached records, vectorised parsing after batching, prefetch(AUTOTUNE).
-``parallel=False`` gives the naive sequential pipeline the benchmarks compare against.
+Why an in-memory path: the transformed splits are small (the digits: 3 MB parsed), and
+with the records cached, a streaming pipeline still pays per *example* every epoch (cache
+read, shuffle buffer, batch) and re-parses every record: it measured 1.04x the naive
+sequential pipeline (benchmarks/bench_input.py). Held in memory as parsed tensors, the
+epochs cost per *batch* only: 2.8-3.6x naive on local disk, 7.4-8.0x with slow storage
+(15 and 3 epochs of 11.6k digits, 2 busy cores; see benchmarks/README.md).
+
+- **In memory** (``cache=True``, eager, ``FixedLenFeature``s only, parsed size within
+  ``memory_budget_bytes``, default :data:`IN_MEMORY_BUDGET_BYTES`): ``make_dataset``
+  reads and parses the split ONCE (blocks of records, one ``parse_example`` each; files
+  read concurrently; the load is abandoned as soon as the parsed size passes the budget).
+  Each epoch draws a random permutation of the example indices (a uniform shuffle, not a
+  buffer's), ``tf.gather``s chunks of ``CHUNK_BATCHES`` batches and ``rebatch``es them.
+  Epochs form one stream, as ``repeat().batch()`` does: each example appears exactly once
+  per epoch of the stream; no example is dropped at epoch boundaries. No autotuning:
+  nothing to tune, and its per-element bookkeeping was ~40% of a batch's time.
+  Memory: the parsed tensors (up to 2x while loading), plus a chunk in flight.
+- **Streaming** (otherwise, and above the budget): parallel interleaved file reads, cache
+  of the serialized records, shuffle buffer, repeat, parsing after batching, prefetch.
+  ``parallel=False, cache=False`` is the naive pipeline the benchmark compares against.
+
+The in-memory tensors are captured by a tf.data function, so they are embedded in the
+dataset's graph whenever it is serialized (``tf.distribute`` does that only to copy a
+dataset to a device other than the one it was built on; tf.data service; multi-worker):
+the budget keeps that far below protobuf's 2 GB limit. It also turns tf.distribute's
+auto-sharding off (its rewrite breaks ``rebatch``), so every worker would see every
+example: multi-worker training passes ``memory_budget_bytes=0`` (TrainingSettings does).
+
+Both paths: ``(features without the label, label)`` batches; reshuffled on every
+iteration (deterministically for a given ``seed``); ``shuffle=False`` keeps the sorted
+file order; ``repeat=True`` drops the remainder (static batch size), ``repeat=False``
+yields every example exactly once, the last batch possibly partial.
 """
-from typing import Mapping, Optional, Sequence, Union
+import logging
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
+#: Parsed tensors up to this size are held in memory (``memory_budget_bytes`` default).
+IN_MEMORY_BUDGET_BYTES = 256 * 1024 * 1024
+#: Records per read block when loading (one ``parse_example`` call each).
+LOAD_BLOCK = 1024
+#: Files read concurrently when loading in memory (``parallel=True``).
+LOAD_MAX_FILES_IN_FLIGHT = 16
+#: Batches gathered at once from the in-memory tensors.
+CHUNK_BATCHES = 16
+#: Chunks gathered ahead, in a background thread, by the in-memory path (``parallel=True``).
+PREFETCH_CHUNKS = 1
+
+log = logging.getLogger(__name__)
 
 
 def make_dataset(
@@ -24,13 +65,160 @@ def make_dataset(
     seed: Optional[int] = None,
     parallel: bool = True,
     shuffle_buffer: int = 10_000,
+    memory_budget_bytes: Optional[int] = None,
 ) -> tf.data.Dataset:
-    """Yield ``(features, label)`` batches; ``features`` holds every key but the label."""
+    """Yield ``(features, label)`` batches; ``features`` holds every key but the label.
+
+    ``shuffle_buffer`` applies to the streaming path only (in memory the shuffle is
+    complete); ``memory_budget_bytes`` (default :data:`IN_MEMORY_BUDGET_BYTES`, 0 = never)
+    bounds the parsed size the in-memory path may hold.
+    """
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
+    budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
+    if cache and budget > 0 and tf.executing_eagerly() and _all_fixed_len(feature_spec):
+        data = _load_in_memory(patterns, feature_spec, budget, parallel)
+        if data is not None:
+            return _in_memory_dataset(data, label_key, batch_size, shuffle=shuffle, repeat=repeat,
+                                      seed=seed, parallel=parallel)
+    return _streaming_dataset(patterns, feature_spec, label_key, batch_size, shuffle=shuffle,
+                              repeat=repeat, cache=cache, seed=seed, parallel=parallel,
+                              shuffle_buffer=shuffle_buffer)
+
+
+# ------------------------------------------------------------------------ in memory
+
+
+def _all_fixed_len(feature_spec) -> bool:
+    return bool(feature_spec) and all(
+        isinstance(f, tf.io.FixedLenFeature) and f.shape is not None and None not in tuple(f.shape)
+        for f in feature_spec.values())
+
+
+def _load_in_memory(patterns: List[str], feature_spec, budget: int,
+                    parallel: bool) -> Optional[Dict[str, tf.Tensor]]:
+    """Every example of the files, parsed, in sorted file order; None if over ``budget``."""
+    files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))  # as list_files
+    if not files:
+        return None  # the streaming path raises its usual "no files matched" error
+    compressed = sum(tf.io.gfile.stat(f).length for f in files)
+    if compressed > budget:  # parsed tensors are rarely smaller than the GZIP files
+        log.info("Input: %d bytes of files > in-memory budget %d; streaming", compressed, budget)
+        return None
+    spec = dict(feature_spec)
+    example_bytes = sum(f.dtype.size * _num_elements(f.shape) for f in spec.values())
+
+    @_no_autograph
+    def read(path):
+        return tf.data.TFRecordDataset(path, compression_type="GZIP").batch(LOAD_BLOCK)
+
+    @_no_autograph
+    def read_tagged(index, path):  # -> (file index, (block index in the file, records))
+        return tf.data.Dataset.zip(tf.data.Dataset.from_tensors(index).repeat(),
+                                   read(path).enumerate())
+
+    with tf.device("/cpu:0"):
+        paths = tf.data.Dataset.from_tensor_slices(files)
+        options = _static_options()
+        concurrent = parallel and len(files) > 1
+        if concurrent:
+            in_flight = min(len(files), LOAD_MAX_FILES_IN_FLIGHT)
+            blocks = tf.data.Dataset.zip(tf.data.Dataset.range(len(files)), paths).interleave(
+                read_tagged, cycle_length=in_flight, num_parallel_calls=in_flight,
+                deterministic=True)  # round robin over the files: sorted below
+            # Threads for blocking reads (e.g. a file system's time to first byte), not CPU.
+            options.threading.private_threadpool_size = in_flight
+        else:
+            blocks = paths.flat_map(read)  # the files one after the other
+        if parallel:
+            blocks = blocks.prefetch(2)  # read the next blocks while this thread parses
+        blocks = blocks.with_options(options)
+        parsed_blocks = []
+        size = 0
+        for ordinal, item in enumerate(blocks):
+            if concurrent:
+                index, (position, serialized) = item
+                key = (int(index), int(position))
+            else:
+                key, serialized = ordinal, item
+            size += int(serialized.shape[0]) * example_bytes
+            if size > budget:
+                log.info("Input: parsed examples exceed the in-memory budget (%d bytes); "
+                         "streaming", budget)
+                return None
+            parsed_blocks.append((key, tf.io.parse_example(serialized, spec)))
+        if not parsed_blocks:
+            return None
+        parsed_blocks.sort(key=lambda block: block[0])
+        return {key: tf.concat([parsed[key] for _, parsed in parsed_blocks], axis=0)
+                for key in spec}
+
+
+def _num_elements(shape) -> int:
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    return count
+
+
+def _static_options() -> tf.data.Options:
+    """For the in-memory path's pipelines: nothing to tune or rewrite there, and autotuning's
+    per-element bookkeeping alone costs ~40% of a batch's time (bench_input)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.apply_default_optimizations = False
+    # tf.distribute's auto-shard rewrites a RebatchDatasetV2 into the legacy per-replica
+    # rebatch, which leaves the gathered chunks unsplit ("expected [64,64], got [1024,64]").
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return options
+
+
+def _no_autograph(fn):
+    """Plain tensor code: skip AutoGraph's conversion (tens of ms per traced function)."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
+def _in_memory_dataset(data: Dict[str, tf.Tensor], label_key: str, batch_size: int, *,
+                       shuffle: bool, repeat: bool, seed: Optional[int],
+                       parallel: bool) -> tf.data.Dataset:
+    count = int(next(iter(data.values())).shape[0])
+    with tf.device("/cpu:0"):
+        if shuffle:
+            # One int64 per epoch; new ones on every iteration of the dataset.
+            seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+            seeds = seeds if repeat else seeds.take(1)
+            epochs = seeds.map(_no_autograph(lambda s: tf.random.experimental.stateless_shuffle(
+                tf.range(count, dtype=tf.int64), seed=tf.stack([s, tf.constant(0, tf.int64)]))))
+        else:
+            epochs = tf.data.Dataset.from_tensors(tf.range(count, dtype=tf.int64))
+            epochs = epochs.repeat() if repeat else epochs
+
+        @_no_autograph
+        def gather(indices):
+            features = {key: tf.gather(values, indices) for key, values in data.items()}
+            label = features.pop(label_key)
+            return features, label
+
+        chunks = epochs.rebatch(batch_size * CHUNK_BATCHES)  # index chunks, across epochs
+        rows = chunks.map(gather)
+        if parallel:
+            # The next chunk is gathered in the background. Prefetching per batch instead
+            # measured up to 1.8x slower on 2 busy cores: a thread hand-off per batch.
+            rows = rows.prefetch(PREFETCH_CHUNKS)
+        batches = rows.rebatch(batch_size, drop_remainder=repeat)
+        return batches.with_options(_static_options())
+
+
+# ------------------------------------------------------------------------ streaming
+
+
+def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_size: int, *,
+                       shuffle: bool, repeat: bool, cache: bool, seed: Optional[int],
+                       parallel: bool, shuffle_buffer: int) -> tf.data.Dataset:
     files = tf.data.Dataset.list_files(patterns, shuffle=shuffle, seed=seed)
     read = lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP")  # noqa: E731
     if parallel:
-        records = files.interleave(read, num_parallel_calls=AUTOTUNE, deterministic=seed is not None)
+        records = files.interleave(read, num_parallel_calls=AUTOTUNE,
+                                   deterministic=seed is not None or not shuffle)
     else:
         records = files.flat_map(read)
     if cache:

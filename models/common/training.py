@@ -31,6 +31,11 @@ class TrainingSettings:
             raise ValueError(f"Unknown training settings {sorted(unknown)}")
         return cls(**values)
 
+    def input_options(self) -> Dict[str, Any]:
+        """``make_dataset`` settings: cache, and hold splits in memory except across workers
+        (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
+        return {"cache": self.cache_dataset, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None}
+
     def tensorboard(self, log_dir: str):
         """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
         import tensorflow as tf

@@ -59,10 +59,10 @@ def run_fn(fn_args: FnArgs) -> None:
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
     train = teacher_forcing(make_dataset(fn_args.train_files, spec, features.TARGET_XF,
                                          global_batch, seed=settings.seed,
-                                         cache=settings.cache_dataset))
+                                         **settings.input_options()))
     evaluation = teacher_forcing(make_dataset(fn_args.eval_files, spec, features.TARGET_XF,
                                               global_batch, shuffle=False, repeat=True,
-                                              cache=settings.cache_dataset))
+                                              **settings.input_options()))
     with strategy.scope():
         model = build_seq2seq(vocab_size, context_tokens, target_tokens,
                               settings.learning_rate, jit_compile=settings.jit_compile, **hyper)
