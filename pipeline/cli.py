@@ -438,7 +438,7 @@ COMMANDS = {"run": command_run, "prepare": command_prepare, "compile": command_c
 def exit_process(code: int) -> None:
     """End the process without tearing down TensorFlow, Beam and TFX module state.
 
-    After a run, a normal interpreter exit spends 4-5 s finalizing those modules
+    After a run, a normal interpreter exit spends 2-5 s finalizing those modules
     (benchmarks/README.md); every result is on disk by then, so flush and leave.
     """
     logging.shutdown()
