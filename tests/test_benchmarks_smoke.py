@@ -67,3 +67,19 @@ def test_bench_train_step_quick(train_step_doc):
         assert mode["examples_per_s"] > 0
         assert mode["first_call_s"] > 0
     assert cnn["winner_steady_state"] in cnn["modes"]
+
+
+def test_fix_ab_harness_reverts_every_fix_and_rejects_unknown_ones():
+    """bench_pipeline --fix-ab runs the CLI through _patched_cli.py: every revert must load."""
+    import os
+
+    def patched(reverts, *args):
+        return subprocess.run([sys.executable, str(BENCH / "_patched_cli.py"), *args], cwd=PROJECT_ROOT,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "BENCH_REVERT": reverts})
+
+    result = patched("tf_keras_autograph,tfx_v1_import,transform_statistics,interpreter_exit", "run", "--help")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--transform-statistics" in result.stdout
+    unknown = patched("no_such_fix", "run", "--help")
+    assert unknown.returncode != 0 and "unknown BENCH_REVERT" in unknown.stderr
