@@ -1,17 +1,13 @@
-"""Format-agnostic TFRecord helpers: dataset manifest, atomic writing, cache, checked reading.
+"""Format-agnostic TFRecord helpers: atomic writing of GZIP shards and checked reading.
 
-Prepared datasets live in a content-addressed cache, ``<cache_root>/<fingerprint[:16]>/``,
-holding the TFRecord shards and a ``manifest.json`` written last. A directory with a
-manifest is complete and is reused as is: TFX's ImportExampleGen fingerprints its input
-files by size and modification time, so rewriting identical files would needlessly
-invalidate every downstream cached component.
+Reading checks every record, so a truncated or mislabelled file is named in one
+paragraph instead of failing deep inside Beam. The cache of prepared datasets is in
+``data.prepare``; the manifest in ``data.manifest`` (both names are re-exported here for
+the callers that import them from this module).
 """
 from __future__ import annotations
 
-import dataclasses
 import gzip
-import hashlib
-import json
 import logging
 import os
 import re
@@ -19,69 +15,19 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import tensorflow as tf
 
 from data.errors import DataError
+from data.manifest import MANIFEST_NAME, SHARD_PATTERN, DatasetManifest, ImageFacts  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
-MANIFEST_NAME = "manifest.json"
-SHARD_PATTERN = "*.tfrecord.gz"
 # Suffixes accepted as TFRecord input; ".gz" ones are read as GZIP-compressed.
 TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz")
 # Each record is framed by an 8-byte length, a 4-byte length CRC and a 4-byte data CRC.
 _RECORD_OVERHEAD = 16
-_FINGERPRINT_RE = re.compile(r"^[0-9a-f]{16,}$")
-
-
-@dataclasses.dataclass
-class DatasetManifest:
-    """Description of a prepared dataset; the pipeline reads data only through it."""
-
-    kind: str
-    source: str
-    num_examples: int
-    classes: list[str]
-    class_counts: dict[str, int]
-    image_shape: list[int] | None
-    fingerprint: str
-    examples_dir: str
-    file_pattern: str = SHARD_PATTERN
-    files: list[str] = dataclasses.field(default_factory=list)
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def examples_glob(self) -> str:
-        """Absolute glob of the TFRecord shards."""
-        return os.path.join(self.examples_dir, self.file_pattern)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self, path: str | os.PathLike) -> None:
-        """Write the manifest atomically, so a reader never sees a half-written file."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DatasetManifest:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike) -> DatasetManifest:
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, ValueError, TypeError) as exc:
-            raise DataError(
-                f"Dataset manifest {path} cannot be read ({exc}). It is written last when "
-                "a dataset is prepared, so it should only be damaged by hand edits or a "
-                "full disk: delete its directory and prepare the data again."
-            ) from exc
 
 
 # ----------------------------------------------------------------------------- writing
@@ -123,14 +69,14 @@ def write_examples(
             for writer in writers:
                 writer.close()
         os.chmod(tmp, 0o755)  # mkdtemp makes it owner-only; readers may be other users.
-        _replace_dir(tmp, directory)
+        replace_dir(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return count
 
 
-def _replace_dir(new: Path, target: Path) -> None:
+def replace_dir(new: Path, target: Path) -> None:
     """Rename ``new`` to ``target``; an existing ``target`` is moved aside first, then deleted."""
     if target.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
@@ -139,107 +85,6 @@ def _replace_dir(new: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(new, target)
-
-
-# ------------------------------------------------------------------------------- cache
-
-
-def source_fingerprint(format_version: int, kind: str, **parts: object) -> str:
-    """Content-address of a prepared dataset: what it was made from and how."""
-    payload = {"kind": kind, "format_version": format_version, **parts}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def file_stats(paths: list[Path], root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) per source file: what makes the fingerprint change."""
-    stats = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise DataError(
-                f"Cannot read {path} ({exc.strerror}). Check that the file exists and is "
-                "readable by the user running the pipeline."
-            ) from exc
-        stats.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    return stats
-
-
-def prepared_dir(cache_root: str | os.PathLike, fingerprint: str) -> Path:
-    """Directory of the prepared dataset with this fingerprint (short prefix, absolute)."""
-    if not _FINGERPRINT_RE.match(fingerprint):
-        raise ValueError(f"fingerprint must be >= 16 lowercase hex digits, got {fingerprint!r}")
-    return Path(cache_root).expanduser().absolute() / fingerprint[:16]
-
-
-def load_cached(cache_root: str | os.PathLike, fingerprint: str) -> DatasetManifest | None:
-    """Return the manifest of a complete cached dataset, or None if there is none.
-
-    Read-only: nothing in the cache is touched, so file mtimes (and TFX's input
-    fingerprint) stay the same. A directory whose manifest lists missing files is treated
-    as absent. If the cache was moved, ``examples_dir`` is updated in the returned object.
-    """
-    out = prepared_dir(cache_root, fingerprint)
-    manifest_path = out / MANIFEST_NAME
-    if not manifest_path.is_file():
-        return None
-    try:
-        manifest = DatasetManifest.from_json(manifest_path)
-    except DataError as exc:
-        log.warning("Ignoring unreadable cached dataset: %s", exc)
-        return None
-    if manifest.fingerprint != fingerprint:
-        return None  # A 16-digit prefix collision; build anew (in place, replacing it).
-    if any(not (out / name).is_file() for name in manifest.files):
-        log.warning("Cached dataset %s is missing files; preparing it again.", out)
-        return None
-    manifest.examples_dir = str(out)
-    return manifest
-
-
-def build_cached(
-    cache_root: str | os.PathLike,
-    fingerprint: str,
-    build: Callable[[Path], DatasetManifest],
-) -> tuple[DatasetManifest, bool]:
-    """Return ``(manifest, reused)``: the cached dataset, or one built by ``build``.
-
-    ``build(staging_dir)`` must write the TFRecord shards into ``staging_dir`` (a path
-    that does not exist yet, e.g. with :func:`write_examples`) and return the manifest.
-    The manifest is written last and the staging directory is renamed to the final one,
-    so the final directory either is complete or does not exist.
-    """
-    cached = load_cached(cache_root, fingerprint)
-    if cached is not None:
-        return cached, True
-    out = prepared_dir(cache_root, fingerprint)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    staging = work / out.name
-    try:
-        manifest = build(staging)
-        manifest.fingerprint = fingerprint
-        manifest.examples_dir = str(out)
-        manifest.files = sorted(
-            p.name for p in staging.iterdir() if p.match(manifest.file_pattern)
-        )
-        manifest.to_json(staging / MANIFEST_NAME)
-        cached = load_cached(cache_root, fingerprint)
-        if cached is not None:
-            return cached, True  # Another process finished the same dataset meanwhile.
-        if out.exists():
-            _replace_dir(staging, out)  # Leftover without a valid manifest.
-        else:
-            try:
-                os.rename(staging, out)
-            except OSError:
-                cached = load_cached(cache_root, fingerprint)
-                if cached is None:
-                    raise
-                return cached, True
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return manifest, False
 
 
 # ------------------------------------------------------------------------------ reading

@@ -16,6 +16,7 @@ from data.errors import DataError
 from data.images import load_image_array, prepare_image_dataset
 from data.tfrecords import (
     DatasetManifest,
+    ImageFacts,
     count_records,
     read_examples,
     write_examples,
@@ -431,9 +432,9 @@ def test_bad_shape_arguments(tmp_path: Path, kwargs: dict) -> None:
 
 def test_manifest_json_round_trip(tmp_path: Path) -> None:
     manifest = DatasetManifest(
-        kind="image", source="s", num_examples=2, classes=["a", "b"],
-        class_counts={"a": 1, "b": 1}, image_shape=[2, 2, 1], fingerprint="f" * 64,
+        kind="image", source="s", num_examples=2, fingerprint="f" * 64,
         examples_dir=str(tmp_path), extra={"x": [1, 2]},
+        image=ImageFacts(classes=["a", "b"], class_counts={"a": 1, "b": 1}, image_shape=[2, 2, 1]),
     )
     manifest.to_json(tmp_path / "m.json")
     assert DatasetManifest.from_json(tmp_path / "m.json") == manifest

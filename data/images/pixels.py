@@ -1,0 +1,102 @@
+"""Pixel conversion: any decoded image to uint8 (H, W, 1 or 3), the same for every source.
+
+Training sources and prediction on new files (``load_image_array``) go through the same
+functions, so the mode handling and resizing cannot drift apart into train/serving skew.
+"""
+from __future__ import annotations
+
+import numbers
+import os
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from data.errors import DataError
+
+MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # PIL mode per channel count
+
+
+def load_image_array(path: str | os.PathLike, size: int | tuple[int, int],
+                     channels: int) -> np.ndarray:
+    """Decode one image file to uint8 (H, W, channels) exactly as folder sources are.
+
+    For prediction on new files: the same mode handling and resizing as in training
+    avoids a silent train/serving skew. ``size`` is a side or (height, width).
+    """
+    height, width = (size, size) if isinstance(size, numbers.Integral) else size
+    if channels not in (1, 3):
+        raise DataError(f"Channels {channels!r} is not valid: use 1 (grayscale) or 3 (RGB).")
+    return load_image_file(Path(path), (int(height), int(width), int(channels)))
+
+
+def load_image_file(path: Path, shape: tuple[int, int, int]) -> np.ndarray:
+    try:
+        with Image.open(path) as img:
+            img.load()  # Decode now: truncated files fail here, not later.
+            return to_array(ImageOps.exif_transpose(img), shape)
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ...
+        raise DataError(
+            f"Image file {path} cannot be read ({type(exc).__name__}: {exc}). It is not a "
+            "valid image or is truncated (e.g. an interrupted copy). Replace it with a good "
+            "copy, or delete it from the class folder."
+        ) from exc
+
+
+def to_array(img: Image.Image, shape: tuple[int, int, int]) -> np.ndarray:
+    """Any PIL image -> uint8 array of ``shape`` (H, W, 1 or 3); alpha is composited on white."""
+    height, width, channels = shape
+    img = _to_l_or_rgb(img)
+    img = img.convert("L" if channels == 1 else "RGB")
+    if img.size != (width, height):
+        # Stretch to a square, like Keras' image_dataset_from_directory; Pillow's bilinear
+        # filter widens its support when shrinking, so downscaling averages the area.
+        img = img.resize((width, height), Image.Resampling.BILINEAR)
+    arr = np.asarray(img, dtype=np.uint8)
+    return arr[:, :, None] if arr.ndim == 2 else arr
+
+
+def _to_l_or_rgb(img: Image.Image) -> Image.Image:
+    mode = img.mode
+    if mode in ("L", "RGB"):
+        return img
+    if mode == "1":
+        return img.convert("L")
+    if mode.startswith("I") or mode == "F":
+        return Image.fromarray(_wide_to_uint8(np.asarray(img), mode), "L")
+    if mode == "P":
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    elif mode in ("PA", "LA", "La", "RGBa"):
+        img = img.convert("RGBA")
+    if img.mode == "RGBA":
+        background = Image.new("RGBA", img.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, img).convert("RGB")
+    return img.convert("RGB")  # CMYK, YCbCr, LAB, HSV
+
+
+def _wide_to_uint8(arr: np.ndarray, mode: str) -> np.ndarray:
+    """16/32-bit integer or float grayscale -> 0..255 (16-bit data is scaled down)."""
+    values = arr.astype(np.float64)
+    if mode.startswith("I;16") or (mode == "I" and values.max(initial=0) > 255):
+        values = values / 257.0
+    elif mode == "F" and values.max(initial=0) <= 1.0:
+        values = values * 255.0
+    return np.rint(np.clip(values, 0, 255)).astype(np.uint8)
+
+
+def convert_array(arr: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    """uint8 HWC (1 to 4 channels) -> uint8 ``shape``, through PIL for resizing / colour."""
+    if arr.shape == shape:
+        return arr
+    img = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr, MODES[arr.shape[2]])
+    return to_array(img, shape)
+
+
+def convert_all(raw: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    if raw.shape[1:] == shape:
+        return raw
+    out = np.empty((len(raw), *shape), dtype=np.uint8)
+    for i, arr in enumerate(raw):
+        out[i] = convert_array(arr, shape)
+    return out
+
