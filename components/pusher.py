@@ -18,7 +18,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
-from components.serving_dir import publish_version
+from data.serving_dir import publish_version
 
 EVALUATION_KEY = "evaluation"
 

@@ -8,7 +8,7 @@ from typing import Iterator, List, Sequence
 import numpy as np
 import tensorflow as tf
 
-from components.serving_dir import latest_version_dir
+from data.serving_dir import latest_version_dir
 from data.images import load_image_array
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"

@@ -2,7 +2,7 @@
 import os
 from typing import List
 
-from components import serving_dir
+from data import serving_dir
 
 KEY_METRICS = ("sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "example_count")
 

@@ -75,7 +75,7 @@ def test_generate_cli_continues_prompts_with_vocabulary_tokens(seq2seq_run, samp
 
 def test_serving_default_answers_tf_serving_rest(seq2seq_run):
     config, _, run = seq2seq_run
-    from components.serving_dir import latest_version_dir
+    from data.serving_dir import latest_version_dir
 
     model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
     example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(

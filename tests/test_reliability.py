@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from components import serving_dir
+from data import serving_dir
 from conftest import PROJECT_ROOT, run_cli
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig

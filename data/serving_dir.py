@@ -1,19 +1,23 @@
 """The TF Serving model base directory: ``<base>/<version>/saved_model.pb``.
 
 TF Serving loads numeric version directories and, by default, serves the highest; this
-module is the one reading of that layout (used by the Evaluator's baseline, predict, ...).
-Works on local paths and object-store URIs alike (tf.io.gfile).
+module is the one reading of that layout, shared by the Pusher (atomic publish), the
+Evaluator (the served baseline), ``predict`` and the ``models``/``rollback`` commands. It
+is a storage layout, not a component, hence its place in ``data/``. Works on local paths
+and object-store URIs alike (tf.io.gfile).
 """
+from __future__ import annotations
+
 import json
 import os
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 import tensorflow as tf
 
 
-def list_versions(base_dir: str) -> List[int]:
+def list_versions(base_dir: str) -> list[int]:
     """Complete versions (numeric dirs holding saved_model.pb), oldest first."""
     if not base_dir or not tf.io.gfile.isdir(base_dir):
         return []
@@ -25,7 +29,7 @@ def list_versions(base_dir: str) -> List[int]:
     return sorted(versions)
 
 
-def latest_version_dir(base_dir: str) -> Optional[str]:
+def latest_version_dir(base_dir: str) -> str | None:
     """The version TF Serving would serve, or None if nothing was pushed yet."""
     versions = list_versions(base_dir)
     return os.path.join(base_dir, str(versions[-1])) if versions else None
@@ -39,13 +43,13 @@ def _is_local(path: str) -> bool:
     return "://" not in path
 
 
-def next_version(base_dir: str, now: Optional[float] = None) -> int:
+def next_version(base_dir: str, now: float | None = None) -> int:
     """A Unix-timestamp version, strictly above every existing one (TF Serving serves the highest)."""
     existing = list_versions(base_dir)
     return max(int(now if now is not None else time.time()), (existing[-1] + 1) if existing else 0)
 
 
-def publish_version(model_dir: str, base_dir: str, push_info: Dict[str, Any],
+def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
                     copy_dir: Callable[[str, str], None]) -> str:
     """Copy a SavedModel into ``base_dir`` as a new version, all or nothing.
 
@@ -83,7 +87,7 @@ def _copy_saved_model_pb_last(source: str, destination: str) -> None:
         tf.io.gfile.copy(path, target, overwrite=True)
 
 
-def read_push_info(version_dir: str) -> Dict[str, Any]:
+def read_push_info(version_dir: str) -> dict[str, Any]:
     path = os.path.join(version_dir, PUSH_INFO_FILE)
     if not tf.io.gfile.exists(path):
         return {}
@@ -94,7 +98,7 @@ def read_push_info(version_dir: str) -> Dict[str, Any]:
 ROLLED_BACK_PREFIX = ".rolled-back-"
 
 
-def rollback(base_dir: str) -> Dict[str, Optional[int]]:
+def rollback(base_dir: str) -> dict[str, int | None]:
     """Make the previous version the served one; returns {"from": v_new, "to": v_prev}.
 
     TF Serving's default version policy (``latest``) serves the highest numeric version,
