@@ -84,7 +84,7 @@ def write_augmented_digits(n: int, directory: Path, shards: int) -> int:
     from data.images import make_example
 
     digits = load_digits()
-    base = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.float32)  # as data/images.py
+    base = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.float32)  # as data/images/digits.py
     rng = np.random.default_rng(0)
     copies = math.ceil(n / len(base))
     images, labels, ids = [], [], []

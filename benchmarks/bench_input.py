@@ -122,7 +122,7 @@ def transformed_examples(args, tf):
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    # Same numbers as data/images.py (0..16 -> 0..255 uint8) then preprocessing_fn (/255).
+    # Same numbers as data/images/digits.py (0..16 -> 0..255 uint8) then preprocessing_fn (/255).
     pixels = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.uint8)
     images = (pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0).tolist()
     rows = list(zip(images, (int(t) for t in digits.target)))
