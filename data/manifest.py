@@ -48,7 +48,7 @@ class ImageFacts:
 class DatasetManifest:
     """Description of a prepared dataset; the pipeline reads data only through it."""
 
-    kind: str  # "image" or "text": which family part (if any) is filled in
+    kind: str  # e.g. "image" or "text"; only an "image" dataset has the image part
     source: str
     num_examples: int
     fingerprint: str

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def plan_tfrecords(root: Path, files: list[Path], image_size: int | None,
-                    channels: int | None) -> SourcePlan[ImageSet]:
+                   channels: int | None) -> SourcePlan[ImageSet]:
     base = root if root.is_dir() else root.parent
 
     def load(scratch: Path) -> ImageSet:
@@ -134,7 +134,7 @@ def _source_shape(base: Path, length: int, image_size: int | None,
     if manifest_path.is_file():
         try:
             shape = [int(v) for v in stored_image_shape(json.loads(manifest_path.read_text()))]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DataError(
                 f"{manifest_path} has no valid image_shape ({exc}). Fix or delete it; "
                 "without it the shape is inferred or taken from --image-size/--channels."
