@@ -37,13 +37,14 @@ def test_tfma_and_mlmd_readers_sit_below_their_users():
     assert "data.tfma_results" in pusher and not {n for n in pusher if n.startswith("pipeline")}, pusher
     for user in ("summary.py", "report/tables.py", "report/validation.py", "report/evaluations.py"):
         assert "data.tfma_results" in _imports(PROJECT_ROOT / "pipeline" / user), user
-    assert not any(n.startswith("tensorflow_model_analysis") for n in _imports(PROJECT_ROOT / "pipeline" / "summary.py"))
+    summary = _imports(PROJECT_ROOT / "pipeline" / "summary.py")
+    assert not any(n.startswith("tensorflow_model_analysis") for n in summary), summary
 
 
 def test_report_reads_mlmd_only_through_pipeline_mlmd():
     """No second lineage reader: only pipeline/mlmd.py talks to ml_metadata."""
-    readers = [m.relative_to(PROJECT_ROOT).as_posix()
-               for m in [*(PROJECT_ROOT / "pipeline").glob("*.py"), *(PROJECT_ROOT / "pipeline" / "report").glob("*.py")]
+    modules = [*(PROJECT_ROOT / "pipeline").glob("*.py"), *(PROJECT_ROOT / "pipeline" / "report").glob("*.py")]
+    readers = [m.relative_to(PROJECT_ROOT).as_posix() for m in modules
                if any(n.startswith("ml_metadata") for n in _imports(m))]
     assert readers == ["pipeline/mlmd.py"], readers
 
