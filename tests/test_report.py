@@ -246,3 +246,15 @@ def test_summary_report_and_pusher_read_the_same_metrics(cnn_run_with_baseline):
     by_slice = {m.slice_name: m.value for m in summary.slice_metrics(second.uri, ACCURACY)}
     assert by_slice == {name: frame.loc[name, ACCURACY] for name in frame.index}
     assert summary.validation_failures(second.uri) == report.validation_summary(second)["failures"] != []
+
+
+def test_family_samples_section_follows_the_family_table(evaluation):
+    """Sample generations come from the family table (seq2seq has them, cnn not), not a family-name test."""
+    import dataclasses
+
+    page, _ = report.render_html(evaluation)
+    assert 'id="generations"' not in page
+    as_text_model = dataclasses.replace(evaluation, family="seq2seq")
+    page, _ = report.render_html(as_text_model)
+    # The CNN candidate has no `generate` signature: the section says so instead of failing the report.
+    assert 'id="generations"' in page and "Could not generate samples" in page
