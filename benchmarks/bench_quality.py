@@ -107,17 +107,9 @@ def uri(run, node, key):
 
 
 def overall_metrics(evaluation_uri: str):
-    import tensorflow_model_analysis as tfma
+    from data.tfma_results import overall_metrics as read_overall_metrics
 
-    from pipeline.summary import evaluated_models
-
-    name = evaluated_models(evaluation_uri)["candidate"]
-    result = tfma.load_eval_result(evaluation_uri, model_name=name)
-    for slice_key, by_output in result.slicing_metrics:
-        if not slice_key:
-            return {k: v.get("doubleValue") for k, v in by_output.get("", {}).get("", {}).items()
-                    if isinstance(v, dict) and "doubleValue" in v}
-    return {}
+    return read_overall_metrics(evaluation_uri)
 
 
 def load_split(examples_uri: str, split: str):

@@ -32,18 +32,12 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
     }
 
 
-def overall_metrics(evaluation_uri: str) -> Dict[str, float]:
-    """The candidate's overall scalar metrics from a TFMA evaluation (empty if unreadable)."""
-    import tensorflow_model_analysis as tfma
-    from tensorflow_model_analysis.writers import eval_config_writer
+def _push_metrics(evaluation_uri: str) -> Dict[str, Any]:
+    """The candidate's overall metrics for push_info.json (empty if unreadable)."""
+    from data.tfma_results import overall_metrics   # TFMA loads only when a push needs it
 
     try:
-        specs = eval_config_writer.load_eval_run(evaluation_uri)[0].model_specs
-        name = next((s.name for s in specs if not s.is_baseline), "") or None
-        for slice_key, by_output in tfma.load_eval_result(evaluation_uri, model_name=name).slicing_metrics:
-            if not slice_key:
-                values = by_output.get("", {}).get("", {})
-                return {k: v["doubleValue"] for k, v in values.items() if "doubleValue" in v}
+        return overall_metrics(evaluation_uri)
     except Exception as error:  # noqa: BLE001 - metrics are informative, the push is what matters
         log.warning("Could not read metrics from %s: %s", evaluation_uri, error)
     return {}
@@ -67,7 +61,7 @@ class Executor(pusher_executor.Executor):
             "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "pipeline_run_id": getattr(self._context, "pipeline_run_id", None),
             "model_uri": model.uri,
-            "metrics": overall_metrics(evaluations[0].uri) if evaluations else {},
+            "metrics": _push_metrics(evaluations[0].uri) if evaluations else {},
         }
         version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
                                       copy_dir=io_utils.copy_dir)

@@ -4,12 +4,16 @@ TFX records every node execution (COMPLETE, CACHED or FAILED) and its artifacts 
 MLMD; the progress log and the run summary are read from there, not guessed from logs.
 """
 import dataclasses
-from typing import Dict, List, Optional
+import os
+from typing import Any, Dict, List, Optional, Sequence
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
+METADATA_FILE = "metadata.sqlite"   # in a local run's output directory
+INPUTS = (metadata_store_pb2.Event.INPUT,)
+OUTPUTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
 
 
 @dataclasses.dataclass
@@ -36,31 +40,91 @@ def sqlite_config(path: str) -> metadata_store_pb2.ConnectionConfig:
     return config
 
 
-def _outputs(store, execution_id: int) -> Dict[str, List[metadata_store_pb2.Artifact]]:
-    events = [e for e in store.get_events_by_execution_ids([execution_id])
-              if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)]
+def open_output_store(output_dir: str) -> metadata_store.MetadataStore:
+    """The store of a local run's output directory; a missing one says how to get it."""
+    path = os.path.join(output_dir, METADATA_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"No ML Metadata store at {path}. Run the pipeline first "
+            f"(python -m pipeline run --output {output_dir}) or pass the --output directory of a run.")
+    return open_store(sqlite_config(path))
+
+
+def artifacts_by_key(store, execution_id: int,
+                     event_types: Sequence[int] = OUTPUTS) -> Dict[str, List[metadata_store_pb2.Artifact]]:
+    """An execution's output (or, with ``INPUTS``, input) artifacts by key (``examples``, ``model``, ...)."""
+    events = [e for e in store.get_events_by_execution_ids([execution_id]) if e.type in event_types]
     artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
-    outputs: Dict[str, List[metadata_store_pb2.Artifact]] = {}
+    by_key: Dict[str, List[metadata_store_pb2.Artifact]] = {}
     for event in events:
         key = event.path.steps[0].key if event.path.steps else ""
-        outputs.setdefault(key, []).append(artifacts[event.artifact_id])
-    return outputs
+        by_key.setdefault(key, []).append(artifacts[event.artifact_id])
+    return by_key
+
+
+def first_uri(artifacts: Dict[str, List[metadata_store_pb2.Artifact]], key: str) -> Optional[str]:
+    return artifacts[key][0].uri if artifacts.get(key) else None
+
+
+def linked_executions(store, artifact_id: int, event_types: Sequence[int]) -> List[metadata_store_pb2.Execution]:
+    """Executions that produced (``OUTPUTS``) or read (``INPUTS``) an artifact, oldest first."""
+    ids = sorted({e.execution_id for e in store.get_events_by_artifact_ids([artifact_id])
+                  if e.type in event_types})
+    return list(store.get_executions_by_id(ids)) if ids else []
+
+
+def custom_property(item, name: str) -> Any:
+    """An artifact's or execution's custom property (string, int or float), or None."""
+    if name not in item.custom_properties:
+        return None
+    value = item.custom_properties[name]
+    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
+
+
+def pushed_destination(pushed_model: Optional[metadata_store_pb2.Artifact]) -> Optional[str]:
+    """Where a Pusher's PushedModel artifact says the model went; None if it pushed nothing."""
+    if pushed_model is None or not custom_property(pushed_model, "pushed"):
+        return None
+    return custom_property(pushed_model, "pushed_destination")
+
+
+def run_name(store, execution) -> Optional[str]:
+    """The pipeline_run context of an execution, e.g. ``20261122-034924.452214``."""
+    run_type = store.get_context_type("pipeline_run")
+    runs = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type_id == run_type.id]
+    return runs[0] if runs else None
+
+
+def pipeline_names(store) -> List[str]:
+    return [c.name for c in store.get_contexts_by_type("pipeline")]
+
+
+def latest_pipeline(store) -> Optional[str]:
+    """The pipeline whose newest execution is the most recent one in this store (None: no runs)."""
+    latest: Dict[str, int] = {}
+    for context in store.get_contexts_by_type("pipeline"):
+        times = [e.last_update_time_since_epoch for e in store.get_executions_by_context(context.id)]
+        if times:
+            latest[context.name] = max(times)
+    return max(latest, key=latest.get) if latest else None
+
+
+def node_executions(store, pipeline_name: str, node_id: str) -> List[metadata_store_pb2.Execution]:
+    """Every execution of one node of a pipeline, oldest first."""
+    context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node_id}")
+    executions = store.get_executions_by_context(context.id) if context is not None else []
+    return sorted(executions, key=lambda e: e.id)
 
 
 def _node_execution(store, node_id: str, execution) -> NodeExecution:
     seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
     return NodeExecution(node_id, STATE_NAMES.get(execution.last_known_state, "UNKNOWN"),
-                         seconds, execution, _outputs(store, execution.id))
+                         seconds, execution, artifacts_by_key(store, execution.id))
 
 
 def latest_node_execution(store, pipeline_name: str, node_id: str) -> Optional[NodeExecution]:
-    context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node_id}")
-    if context is None:
-        return None
-    executions = store.get_executions_by_context(context.id)
-    if not executions:
-        return None
-    return _node_execution(store, node_id, max(executions, key=lambda e: e.id))
+    executions = node_executions(store, pipeline_name, node_id)
+    return _node_execution(store, node_id, executions[-1]) if executions else None
 
 
 def latest_run(store, pipeline_name: str) -> Dict[str, NodeExecution]:

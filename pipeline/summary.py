@@ -6,32 +6,23 @@ summary is also correct for a run that was fully served from cache.
 import dataclasses
 import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import tensorflow as tf
-import tensorflow_model_analysis as tfma
 from tensorflow_metadata.proto.v0 import statistics_pb2
-from tensorflow_model_analysis.writers import eval_config_writer
 
+from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 
-COUNT_METRIC = "example_count"
 # Written by a Trainer run_fn into its model_run dir: reference predictors on the same eval data.
 REFERENCES_FILE = "baselines.json"
 
 
 class RecordCountMismatch(RuntimeError):
     pass
-
-
-@dataclasses.dataclass
-class SliceMetric:
-    slice_name: str
-    value: float
-    count: Optional[float]
 
 
 @dataclasses.dataclass
@@ -78,71 +69,6 @@ def split_counts_from_statistics(statistics_uri: str) -> Dict[str, int]:
     return counts
 
 
-def _slice_name(slice_key: Tuple) -> str:
-    return "overall" if not slice_key else ", ".join(f"{k}={v}" for k, v in slice_key)
-
-
-def evaluated_models(evaluation_uri: str) -> Dict[str, Optional[str]]:
-    """TFMA model names of the candidate and (if any) the baseline in an evaluation.
-
-    Without a baseline the single model is unnamed; with one, TFX names them.
-    """
-    eval_config = eval_config_writer.load_eval_run(evaluation_uri)[0]
-    names = {"candidate": None, "baseline": None}
-    for spec in eval_config.model_specs:
-        names["baseline" if spec.is_baseline else "candidate"] = spec.name or None
-    return names
-
-
-def slice_metrics(evaluation_uri: str, metric_name: str, model: str = "candidate") -> List[SliceMetric]:
-    """``metric_name`` (with example counts) per slice for the candidate or the baseline model."""
-    names = evaluated_models(evaluation_uri)
-    if model == "baseline" and names["baseline"] is None:
-        return []
-    result = tfma.load_eval_result(evaluation_uri, model_name=names[model])
-    metrics = []
-    for slice_key, by_output in result.slicing_metrics:
-        values = by_output.get("", {}).get("", {})
-        if metric_name not in values:
-            continue
-        count = values.get(COUNT_METRIC, {}).get("doubleValue")
-        metrics.append(SliceMetric(_slice_name(slice_key), values[metric_name]["doubleValue"], count))
-    return metrics
-
-
-def validation_failures(evaluation_uri: str) -> List[str]:
-    """Plain-words reasons from TFMA's validation result (empty when it passed)."""
-    result = tfma.load_validation_result(evaluation_uri)
-    reasons = []
-    for per_slice in result.metric_validations_per_slice:
-        where = _slice_key_text(per_slice.slice_key)
-        for failure in per_slice.failures:
-            reasons.append(f"{failure.metric_key.name} ({where}) = "
-                           f"{failure.metric_value.double_value.value:.4f} fails "
-                           f"{_threshold_text(failure.metric_threshold)}")
-    if not reasons and not result.validation_ok:
-        reasons.append(str(result.validation_details or "validation failed").strip())
-    return reasons
-
-
-def _slice_key_text(slice_key) -> str:
-    parts = []
-    for key in slice_key.single_slice_keys:
-        value = getattr(key, key.WhichOneof("kind"))
-        parts.append(f"{key.column}={value.decode() if isinstance(value, bytes) else value}")
-    return ", ".join(parts) or "overall"
-
-
-def _threshold_text(threshold) -> str:
-    if threshold.HasField("value_threshold"):
-        bound = threshold.value_threshold
-        if bound.HasField("lower_bound"):
-                return f"the minimum {bound.lower_bound.value}"
-        return f"the maximum {bound.upper_bound.value}"
-    change = threshold.change_threshold
-    return f"the change limit vs. the served model ({change.absolute.value:+})"
-
-
 def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
     path = os.path.join(model_run_uri or "", REFERENCES_FILE)
     if not model_run_uri or not tf.io.gfile.exists(path):
@@ -171,14 +97,13 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
         summary.baseline_overall = next(
             (m for m in slice_metrics(evaluation_uri, metric_name, "baseline") if m.slice_name == "overall"), None)
     blessing = (run.get(graph.EVALUATOR).outputs.get("blessing") or [None])[0] if run.get(graph.EVALUATOR) else None
-    if blessing is not None and "blessed" in blessing.custom_properties:
-        summary.blessed = bool(blessing.custom_properties["blessed"].int_value)
+    if blessing is not None and mlmd.custom_property(blessing, "blessed") is not None:
+        summary.blessed = bool(mlmd.custom_property(blessing, "blessed"))
         if not summary.blessed and evaluation_uri:
             summary.not_blessed_reasons = validation_failures(evaluation_uri)
     pushed = run.get(graph.PUSHER)
     pushed_model = (pushed.outputs.get("pushed_model") or [None])[0] if pushed else None
-    if pushed_model is not None and pushed_model.custom_properties["pushed"].int_value:
-        summary.pushed_path = pushed_model.custom_properties["pushed_destination"].string_value
+    summary.pushed_path = mlmd.pushed_destination(pushed_model)
     return summary
 
 

@@ -1,4 +1,4 @@
-"""pipeline/report.py against a real pipeline output, and its HTML in a real headless Chromium.
+"""pipeline/report/ against a real pipeline output, and its HTML in a real headless Chromium.
 
 The expected values come straight from ``tfma.load_eval_result`` and MLMD, not from the
 code under test. One output dir (two runs) is shared with test_notebook.py.
@@ -230,3 +230,31 @@ def test_seq2seq_picture_stub_works_off_whatever_slices_exist(evaluation):
     [(title, figure)] = pictures.items()
     assert title in {f"{ACCURACY} by label", f"{ACCURACY} by brightness"}
     assert report.figure_png(figure).startswith(b"\x89PNG")
+
+
+def test_summary_report_and_pusher_read_the_same_metrics(cnn_run_with_baseline):
+    """One reader (data/tfma_results.py): the run summary, the report and push_info.json agree with TFMA."""
+    from data import tfma_results
+    from pipeline import summary
+
+    first, second = report.list_evaluations(str(cnn_run_with_baseline))
+    expected = _tfma_metrics(first.uri, None)["overall"]
+    with open(Path(first.pushed_path) / "push_info.json", encoding="utf-8") as handle:
+        pushed = json.load(handle)["metrics"]
+    assert pushed[ACCURACY] == expected[ACCURACY] == tfma_results.overall_metrics(first.uri)[ACCURACY]
+    frame = report.slice_metrics_frame(second).set_index("slice")
+    by_slice = {m.slice_name: m.value for m in summary.slice_metrics(second.uri, ACCURACY)}
+    assert by_slice == {name: frame.loc[name, ACCURACY] for name in frame.index}
+    assert summary.validation_failures(second.uri) == report.validation_summary(second)["failures"] != []
+
+
+def test_family_samples_section_follows_the_family_table(evaluation):
+    """Sample generations come from the family table (seq2seq has them, cnn not), not a family-name test."""
+    import dataclasses
+
+    page, _ = report.render_html(evaluation)
+    assert 'id="generations"' not in page
+    as_text_model = dataclasses.replace(evaluation, family="seq2seq")
+    page, _ = report.render_html(as_text_model)
+    # The CNN candidate has no `generate` signature: the section says so instead of failing the report.
+    assert 'id="generations"' in page and "Could not generate samples" in page

@@ -1,0 +1,223 @@
+"""The self-contained HTML report of an evaluation, and its metrics as JSON beside it.
+
+One file with every figure embedded as a PNG data URI, so it opens in any browser, is
+attached to CI runs as is, and requests nothing from the network.
+"""
+import base64
+import datetime
+import html
+import json
+import logging
+import math
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from data.tfma_results import COUNT_METRIC
+from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation
+from pipeline.report.figures import figure_png, plot_slice_metric
+from pipeline.report.pictures import family_pictures, family_samples
+from pipeline.report.tables import comparison_frame, per_class_frame, slice_metrics_frame, worst_slices
+from pipeline.report.validation import validation_frame, validation_summary
+
+log = logging.getLogger(__name__)
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1100px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
+th { background: #f3f3f3; } td.text, th.text { text-align: left; }
+tr.worst td { background: #fde0dd; font-weight: bold; }
+tr.failed td { background: #fde0dd; } tr.passed td { background: #e5f5e0; }
+.badge { display: inline-block; padding: .2em .7em; border-radius: .8em; font-weight: bold; }
+.blessed { background: #c7e9c0; } .not-blessed { background: #fcbba1; } .unknown { background: #ddd; }
+.meta td { text-align: left; border: none; padding: .1em .8em .1em 0; }
+img { max-width: 100%; display: block; margin: .5em 0; }
+.note { color: #666; font-size: .9em; } .error { color: #a50f15; }
+"""
+
+
+def _img(figure: Figure, alt: str) -> str:
+    data = base64.b64encode(figure_png(figure)).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def _cell(column: str, value: Any) -> str:
+    """Booleans as yes/no, counts as integers, other numbers to 4 decimals."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating, int, np.integer)):
+        return _metric_text(column, float(value))
+    return html.escape(str(value))
+
+
+def _metric_text(metric: str, value: float, signed: bool = False) -> str:
+    """Counts as integers, other metrics to 4 decimals; diffs with their sign."""
+    if math.isnan(value):
+        return "n/a"
+    decimals = 0 if metric.endswith(COUNT_METRIC) or metric == "class_id" else 4
+    return f"{value:{'+' if signed else ''}.{decimals}f}"
+
+
+def html_table(frame: pd.DataFrame, table_id: str, row_classes: Optional[Sequence[str]] = None,
+               text_columns: Optional[Sequence[str]] = None) -> str:
+    """A plain, escaped HTML table; text columns (default: non-numeric ones) left-aligned."""
+    if text_columns is None:
+        text_columns = [c for c in frame.columns if frame[c].dtype == object]
+    align = {c: ' class="text"' if c in text_columns else "" for c in frame.columns}
+    head = "".join(f"<th{align[c]}>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for position, (_, row) in enumerate(frame.iterrows()):
+        css = f' class="{row_classes[position]}"' if row_classes and row_classes[position] else ""
+        cells = "".join(f"<td{align[c]}>{_cell(c, row[c])}</td>" for c in frame.columns)
+        body.append(f"<tr{css}>{cells}</tr>")
+    return (f'<table id="{table_id}" class="metrics"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.DataFrame,
+                validation: Dict[str, Any]) -> Dict[str, Any]:
+    """What ``report.json`` holds: machine-readable metrics for CI and dashboards."""
+    per_slice = {row["slice"]: {k: _json_number(v) for k, v in row.items() if k not in ("slice", "feature")}
+                 for _, row in slices.iterrows()}
+    return {
+        "pipeline": evaluation.pipeline_name,
+        "family": evaluation.family,
+        "run": evaluation.run_name,
+        "evaluation_uri": evaluation.uri,
+        "model_uri": evaluation.model_uri,
+        "key_metric": slices.attrs["key_metric"],
+        "overall": per_slice.get("overall", {}),
+        "slices": per_slice,
+        "baseline": {row["metric"]: _json_number(row["baseline"]) for _, row in comparison.iterrows()} or None,
+        "blessed": evaluation.blessed,
+        "validation_failures": validation["failures"],
+        "pushed_path": evaluation.pushed_path,
+    }
+
+
+def _section(title: str, body: str, section_id: str) -> str:
+    return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{body}</section>'
+
+
+def _header(evaluation: Evaluation) -> str:
+    badge_class = {True: "blessed", False: "not-blessed"}.get(evaluation.blessed, "unknown")
+    badge_text = {True: "blessed", False: "NOT blessed"}.get(evaluation.blessed, "blessing unknown")
+    meta = [("Pipeline", evaluation.pipeline_name), ("Model family", evaluation.family),
+            ("Run", evaluation.run_name or "?"), ("Evaluated", f"{evaluation.finished:%Y-%m-%d %H:%M:%S}"),
+            ("Evaluation", evaluation.uri), ("Model", evaluation.model_uri or "?"),
+            ("Pushed", evaluation.pushed_path or "not pushed")]
+    rows = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(str(v))}</td></tr>" for k, v in meta)
+    return (f'<h1>Model evaluation: {html.escape(evaluation.pipeline_name)} '
+            f'<span id="blessing" class="badge {badge_class}">{badge_text}</span></h1>'
+            f'<table class="meta">{rows}</table>')
+
+
+def _validation_section(validation: Dict[str, Any], checks: pd.DataFrame) -> str:
+    headline = {True: "Blessed: every threshold passed.", False: "NOT blessed. Failed:"}.get(
+        validation["blessed"], validation["text"])
+    body = f"<p>{html.escape(headline)}</p>"
+    if validation["failures"]:
+        body += '<ul class="error">' + "".join(f"<li>{html.escape(f)}</li>" for f in validation["failures"]) + "</ul>"
+    if not checks.empty:
+        classes = ["" if p is None else ("passed" if p else "failed") for p in checks["passed"]]
+        body += html_table(checks, "validation", classes)
+    return _section("Validation (the gate)", body, "validation-result")
+
+
+def _comparison_section(comparison: pd.DataFrame) -> str:
+    if comparison.empty:
+        body = '<p class="note">No baseline: nothing was served when this model was evaluated.</p>'
+    else:
+        shown = comparison.copy()
+        for column in ("candidate", "baseline", "diff"):
+            shown[column] = [_metric_text(m, v, signed=column == "diff")
+                             for m, v in zip(comparison["metric"], comparison[column])]
+        body = html_table(shown, "baseline-comparison", text_columns=["metric"])
+    return _section("Candidate vs baseline (overall)", body, "comparison")
+
+
+def _pictures_html(evaluation: Evaluation) -> str:
+    """Family pictures; one that fails is reported in its place, the rest still render."""
+    try:
+        figures = family_pictures(evaluation)
+    except Exception as error:  # noqa: BLE001 - a report with a note beats no report
+        log.warning("Family pictures failed: %s", error, exc_info=True)
+        return f'<p class="error">Could not draw the {evaluation.family} pictures: {html.escape(str(error))}</p>'
+    return "".join(f"<h3>{html.escape(title)}</h3>{_img(figure, title)}" for title, figure in figures.items())
+
+
+def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
+    """The report page and its JSON data."""
+    slices = slice_metrics_frame(evaluation)
+    key = slices.attrs["key_metric"]
+    comparison = comparison_frame(evaluation)
+    validation = validation_summary(evaluation)
+    worst = worst_slices(slices)
+    per_class = per_class_frame(evaluation)
+    body = [
+        _header(evaluation),
+        _validation_section(validation, validation_frame(evaluation)),
+        _comparison_section(comparison),
+        _section(f"Metrics per slice (worst {key} first)",
+                 html_table(slices, "slice-metrics", ["worst" if w else "" for w in worst])
+                 + _img(plot_slice_metric(slices), f"{key} by slice"), "slices"),
+    ]
+    if not per_class.empty:
+        note = ('<p class="note">TFMA\'s binarized per-class metrics: a class counts as predicted when '
+                "its probability is at least 0.5, so recall can be below the accuracy of the class's "
+                "label slice (which takes the most likely class).</p>")
+        body.append(_section("Per class (overall)", note + html_table(per_class, "per-class"), "classes"))
+    body.append(_section(f"Family pictures ({evaluation.family})", _pictures_html(evaluation), "pictures"))
+    family = evaluation.report_family
+    if family.samples:
+        try:
+            samples = family_samples(evaluation)
+            samples = html_table(samples, "generations", text_columns=list(samples.columns))
+        except Exception as error:  # noqa: BLE001 - a report with a note beats no report
+            samples = f'<p class="error">Could not generate samples: {html.escape(str(error))}</p>'
+        body.append(_section(family.samples_title, samples, "generations"))
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>Evaluation report: {html.escape(evaluation.pipeline_name)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}"
+            f'<p class="note">Generated {datetime.datetime.now():%Y-%m-%d %H:%M:%S} by pipeline/report/ '
+            "from ML Metadata and the TFMA output.</p></body></html>\n")
+    return page, report_data(evaluation, slices, comparison, validation)
+
+
+def write_report(output_dir: str, to_path: str, pipeline_name: Optional[str] = None) -> str:
+    """Write the HTML report of the latest evaluation, and its metrics as JSON beside it.
+
+    The JSON goes to ``to_path`` with a ``.json`` suffix (``report.html`` -> ``report.json``).
+    Returns the HTML path.
+    """
+    to_path = os.path.abspath(to_path)
+    if to_path.endswith(".json"):
+        raise ReportError(f"{to_path}: the report is HTML (its JSON is written beside it); use a .html path.")
+    evaluation = find_latest_evaluation(output_dir, pipeline_name)
+    page, data = render_html(evaluation)
+    os.makedirs(os.path.dirname(to_path), exist_ok=True)
+    _write_atomically(to_path, page)
+    _write_atomically(os.path.splitext(to_path)[0] + ".json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return to_path
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write next to the target and rename, so a browser never sees half a report."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
