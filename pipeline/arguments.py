@@ -7,7 +7,7 @@ Nothing here imports TensorFlow: ``--help`` stays instant.
 """
 import argparse
 import os
-from typing import Callable, Dict
+from collections.abc import Callable
 
 from pipeline import families
 from pipeline.config import BEAM_MODES, PipelineConfig
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _family_settings(args: argparse.Namespace) -> Dict[str, object]:
+def _family_settings(args: argparse.Namespace) -> dict[str, object]:
     """The chosen family's settings from the parsed options (the parser has every family's)."""
     family = families.get_family(args.model)
     return {dest: getattr(args, dest) for dest, _, _ in families.cli_options(family.settings_type)

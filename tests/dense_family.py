@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, Optional
+from typing import Any
 
 from pipeline.families import ModelFamily, TrainingDefaults, option
 
@@ -31,7 +31,7 @@ class DenseSettings:
             raise ValueError(f"hidden_units must be >= 1 and pixel_scale > 0, got {self}")
 
 
-def preprocessing_fn(inputs: Dict[str, Any], custom_config: Optional[Dict[str, Any]] = None):
+def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any] | None = None):
     """Pixels scaled by ``pixel_scale``; class names to ids, the known ones reserved in order."""
     import tensorflow as tf
     import tensorflow_transform as tft

@@ -6,9 +6,9 @@ config -> ``pipeline.graph.create_pipeline`` -> the Kubeflow compile.
 """
 import json
 
+import dense_family
 import pytest
 
-import dense_family
 from pipeline import families
 from pipeline.arguments import build_parser, config_from_args
 from pipeline.config import PipelineConfig

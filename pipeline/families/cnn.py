@@ -6,7 +6,7 @@ Functions import their code when called, so registering the family stays cheap (
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any
 
 from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
 
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 class ImageSettings:
     """Shape the images are converted to; None keeps the source's native shape (data/images.py)."""
 
-    image_size: Optional[int] = option("--image-size", None, type=int,
+    image_size: int | None = option("--image-size", None, type=int,
                                        help="resize images to N x N (default: native; folders 32)")
-    channels: Optional[int] = option("--channels", None, type=int, choices=(1, 3),
+    channels: int | None = option("--channels", None, type=int, choices=(1, 3),
                                      help="1 = grayscale, 3 = RGB (default: native)")
 
 
@@ -36,11 +36,11 @@ def prepare_images(config: PipelineConfig) -> DatasetManifest:
                                  image_size=settings.image_size, channels=settings.channels)
 
 
-def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> Dict[str, Any]:
+def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     return {"class_names": list(dataset.classes)}
 
 
-def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> Dict[str, Any]:
+def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     return {"image_shape": list(dataset.image_shape)}
 
 

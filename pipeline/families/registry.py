@@ -20,7 +20,8 @@ import hashlib
 import importlib.util
 import json
 import pathlib
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
     import tensorflow_model_analysis as tfma
@@ -50,7 +51,7 @@ def option(flag: str, default: Any, help: str, **argparse_kwargs: Any) -> Any:
                              metadata={_CLI: {"flag": flag, "help": help, **argparse_kwargs}})
 
 
-def cli_options(settings_type: type) -> List[Tuple[str, str, Dict[str, Any]]]:
+def cli_options(settings_type: type) -> list[tuple[str, str, dict[str, Any]]]:
     """(dest, flag, add_argument kwargs with the default) of each option of a settings dataclass."""
     options = []
     for field in dataclasses.fields(settings_type):
@@ -94,19 +95,19 @@ class ModelFamily:
     preprocessing_fn: str                       # dotted path, run by Transform
     run_fn: str                                 # dotted path, run by Trainer
     prepare_data: Callable[[PipelineConfig], DatasetManifest]
-    transform_config: Callable[[PipelineConfig, DatasetManifest], Dict[str, Any]]  # Transform custom_config
-    trainer_config: Callable[[PipelineConfig, DatasetManifest], Dict[str, Any]]    # TrainingSettings.family
+    transform_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]  # Transform custom_config
+    trainer_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]    # TrainingSettings.family
     eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
     split_feature: str                          # ExampleGen hashes it into train/eval
     curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
-    slicing_features: Tuple[str, ...]           # what the Evaluator slices by; the report's tables
+    slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
     report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
-    class_vocabulary: Optional[str] = None      # TFT vocabulary of class names in id order (classifiers)
-    report_samples: Optional[str] = None        # dotted path: (evaluation) -> DataFrame of sample outputs
+    class_vocabulary: str | None = None      # TFT vocabulary of class names in id order (classifiers)
+    report_samples: str | None = None        # dotted path: (evaluation) -> DataFrame of sample outputs
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
-    code_packages: Tuple[str, ...] = ()
+    code_packages: tuple[str, ...] = ()
 
     def settings(self, values: Any = None) -> Any:
         """The family's typed settings from None (defaults), a dict, or an instance.
@@ -147,7 +148,7 @@ def _package_of(dotted_function: str) -> str:
     return module.rsplit(".", 1)[0] if "." in module else module
 
 
-def _source_files(dotted: str) -> List[pathlib.Path]:
+def _source_files(dotted: str) -> list[pathlib.Path]:
     spec = importlib.util.find_spec(dotted)
     if spec is None or spec.origin is None:
         raise ValueError(f"Cannot find the code of {dotted!r} to hash for the pipeline cache.")
@@ -157,7 +158,7 @@ def _source_files(dotted: str) -> List[pathlib.Path]:
 
 
 # name -> family, in registration order (the CLI lists them in this order).
-FAMILIES: Dict[str, ModelFamily] = {}
+FAMILIES: dict[str, ModelFamily] = {}
 
 
 def register(family: ModelFamily) -> ModelFamily:
@@ -180,7 +181,7 @@ def registered(family: ModelFamily) -> Iterator[ModelFamily]:
         FAMILIES.pop(family.name, None)
 
 
-def family_names() -> Tuple[str, ...]:
+def family_names() -> tuple[str, ...]:
     return tuple(FAMILIES)
 
 
@@ -195,12 +196,12 @@ def get_family(name: str) -> ModelFamily:
             "is registered with pipeline.families.register (see pipeline/families/registry.py).") from None
 
 
-def gate_metrics() -> Tuple[str, ...]:
+def gate_metrics() -> tuple[str, ...]:
     """Every registered family's gate metric, once each, in registration order."""
     return tuple(dict.fromkeys(family.gate_metric for family in FAMILIES.values()))
 
 
-def family_of_trainer_properties(properties: Any) -> Optional[str]:
+def family_of_trainer_properties(properties: Any) -> str | None:
     """The family that trained a model, from its Trainer execution's properties.
 
     ``properties``: an MLMD Execution (its custom properties) or a mapping of property

@@ -7,7 +7,7 @@ Functions import their code when called, so registering the family stays cheap (
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any
 
 from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
 
@@ -45,7 +45,7 @@ def prepare_text(config: PipelineConfig) -> DatasetManifest:
                                 target_words=settings.target_words)
 
 
-def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> Dict[str, Any]:
+def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     # Token windows are wider than word windows: punctuation becomes tokens of its own.
     settings = config.family_settings
     return {"vocab_size": settings.vocab_size, "context_tokens": 2 * settings.context_words,
