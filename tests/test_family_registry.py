@@ -205,3 +205,30 @@ def test_third_family_code_version_hashes_its_own_code(third_family_compiled, tm
     assert edited.code_version() == before  # unchanged code, unchanged hash
     module.write_text(module.read_text() + "\n# edited\n")
     assert edited.code_version() != before
+
+
+@pytest.mark.parametrize("name", ["cnn", "seq2seq"])
+def test_report_hooks_of_the_built_in_families_resolve(name):
+    """The dotted paths the report calls must name functions (they break if the report code moves)."""
+    family = families.get_family(name)
+    assert callable(family.report_pictures_function())
+    if family.report_samples:
+        assert callable(families.load_function(family.report_samples))
+
+
+@pytest.mark.parametrize("name", ["cnn", "seq2seq"])
+def test_declared_gate_metric_and_slices_are_what_the_evaluator_uses(name):
+    """The registration's gate metric names the thresholded metric of its TFMA config, under
+    the name TFMA reports it (the Keras metric's name); its slicing features are the config's."""
+    import types
+
+    import tensorflow as tf
+
+    family = families.get_family(name)
+    eval_config = family.eval_config(PipelineConfig(model=name), types.SimpleNamespace(classes=["a", "b"]))
+    sliced = [key for spec in eval_config.slicing_specs for key in spec.feature_keys]
+    assert tuple(sliced) == family.slicing_features
+    gated = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.per_slice_thresholds]
+    assert len(gated) == 1
+    metric = getattr(tf.keras.metrics, gated[0].class_name)(**json.loads(gated[0].config or "{}"))
+    assert metric.name == family.gate_metric

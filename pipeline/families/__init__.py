@@ -18,6 +18,7 @@ from pipeline.families.registry import (  # noqa: F401  (the registry's public n
     family_of_trainer_properties,
     gate_metrics,
     get_family,
+    load_function,
     option,
     register,
     registered,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib
 import importlib.util
 import json
 import pathlib
@@ -128,6 +129,10 @@ class ModelFamily:
         raise ValueError(f"Settings of model family {self.name!r} must be a {self.settings_type.__name__} "
                          f"or a dict, got {type(values).__name__}.")
 
+    def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
+        """The function behind ``report_pictures`` (imports the report's plotting code)."""
+        return load_function(self.report_pictures)
+
     def code_version(self) -> str:
         """Hash of the code Transform and Trainer run for this family.
 
@@ -140,6 +145,12 @@ class ModelFamily:
                 digest.update(path.name.encode())
                 digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
+
+
+def load_function(dotted: str) -> Callable[..., Any]:
+    """``package.module.function`` -> the function, imported on demand."""
+    module_name, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
 
 
 def _package_of(dotted_function: str) -> str:
