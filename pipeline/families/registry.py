@@ -104,8 +104,8 @@ class ModelFamily:
     slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
     report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
-    class_vocabulary: str | None = None      # TFT vocabulary of class names in id order (classifiers)
-    report_samples: str | None = None        # dotted path: (evaluation) -> DataFrame of sample outputs
+    class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
+    report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()
