@@ -2,14 +2,10 @@
 import dataclasses
 import math
 import os
-from typing import List, Optional
+from typing import Any, List, Optional
 
-MODEL_FAMILIES = ("cnn", "seq2seq")
-# Per-family defaults of the settings left as None below (measured: see benchmarks/README.md).
-FAMILY_DEFAULTS = {
-    "cnn": {"epochs": 15, "batch_size": 64, "learning_rate": 1e-3, "min_accuracy": 0.9},
-    "seq2seq": {"epochs": 6, "batch_size": 64, "learning_rate": 3e-3, "min_accuracy": 0.36},
-}
+from pipeline.families import DEFAULT_MODEL, get_family
+
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up (~10 s per Beam
 # component, measured) costs more than the parallelism gains.
@@ -32,23 +28,19 @@ def _is_uri(path: str) -> bool:
 class PipelineConfig:
     """Everything that shapes a run. Paths may be local or object-store URIs (gs://, s3://)."""
 
-    model: str = "cnn"
+    model: str = DEFAULT_MODEL            # a registered model family (pipeline/families/)
     data: Optional[str] = None          # None: the bundled default data set
     output_dir: str = "output"
     pipeline_name: Optional[str] = None  # default: "<model>-pipeline"
     serving_model_name: Optional[str] = None  # default: the model family name
 
-    # Data preparation (images)
-    image_size: Optional[int] = None     # default: native size (digits 8, folders 32)
-    channels: Optional[int] = None       # default: native (digits 1, folders/CIFAR 3)
-    # Data preparation (text): windows of N context words -> the next K words
-    context_words: int = 16
-    target_words: int = 4
-    vocab_size: int = 4000               # most frequent tokens kept (+ reserved ids and 1 OOV)
+    # The family's own settings (image size, text windows, ...): an instance of its
+    # ``settings_type`` or a dict of its fields; None: the family's defaults.
+    family_settings: Any = None
     train_buckets: int = 4               # hash split train:eval = 4:1 (on example_id / document)
     eval_buckets: int = 1
 
-    # Training (None: the model family's default, FAMILY_DEFAULTS)
+    # Training (None: the model family's default, ModelFamily.defaults)
     epochs: Optional[int] = None
     train_steps: Optional[int] = None    # overrides epochs when set
     eval_steps: Optional[int] = None     # default: one pass over the eval split
@@ -59,7 +51,7 @@ class PipelineConfig:
     xla: bool = False                    # jit_compile the train step
     profile: Optional[str] = None        # "START,END" batches to trace with the TF profiler
 
-    # Evaluation gate, on the family's key metric (cnn: accuracy; seq2seq: top-5 accuracy)
+    # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
     min_accuracy: Optional[float] = None  # value threshold on the overall slice
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
 
@@ -77,15 +69,14 @@ class PipelineConfig:
     enable_cache: bool = True
 
     def __post_init__(self) -> None:
-        if self.model not in MODEL_FAMILIES:
-            raise ValueError(f"--model must be one of {MODEL_FAMILIES}, got {self.model!r}")
-        for name, default in FAMILY_DEFAULTS[self.model].items():
+        family = get_family(self.model)  # an unknown name raises, listing the registered ones
+        self.family_settings = family.settings(self.family_settings)
+        for name in ("epochs", "batch_size", "learning_rate", "min_accuracy"):
             if getattr(self, name) is None:
-                setattr(self, name, default)
+                setattr(self, name, getattr(family.defaults, name))
         if self.beam_mode not in BEAM_MODES:
             raise ValueError(f"--beam-mode must be one of {BEAM_MODES}, got {self.beam_mode!r}")
-        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets",
-                     "context_words", "target_words", "vocab_size"):
+        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.profile and not _is_batch_range(self.profile):

@@ -20,7 +20,7 @@ from components.validator import StrictExampleValidator
 from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
 from pipeline.config import PipelineConfig
-from pipeline.families import get_family
+from pipeline.families import FAMILY_KEY, get_family
 
 # Component ids, used by the runners' progress log and the run summary.
 EXAMPLE_GEN = "ImportExampleGen"
@@ -90,7 +90,7 @@ def create_pipeline(
         seed=config.seed,
         jit_compile=config.xla,
         profile_batches=config.profile or "",
-        family=family.trainer_config(dataset),
+        family=family.trainer_config(config, dataset),
     )
     trainer = Trainer(
         run_fn=family.run_fn,
@@ -99,7 +99,9 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(num_steps=config.resolved_train_steps(dataset.num_examples)),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
-        custom_config={**settings.to_custom_config(), "code_version": code_version},
+        # The family is recorded explicitly (an MLMD exec property), so the report and the
+        # summary read it instead of guessing it from run_fn.
+        custom_config={**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name},
     )
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
     # not TFX's latest-blessed-model Resolver).

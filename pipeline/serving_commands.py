@@ -3,8 +3,9 @@ import os
 from typing import List
 
 from data import serving_dir
+from pipeline.families import gate_metrics
 
-KEY_METRICS = ("sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "example_count")
+COUNT_METRIC = "example_count"
 
 
 def _require_dir(base_dir: str) -> None:
@@ -21,12 +22,13 @@ def list_models(base_dir: str) -> List[str]:
     versions = serving_dir.list_versions(base_dir)
     if not versions:
         return [f"No model versions in {base_dir}."]
+    key_metrics = (*gate_metrics(), COUNT_METRIC)  # every family's gate metric: a dir may hold any
     lines = [f"{'':2}{'version':<12} {'pushed at (UTC)':<26} {'metrics':<60} run"]
     for version in reversed(versions):
         info = serving_dir.read_push_info(os.path.join(base_dir, str(version)))
         metrics = info.get("metrics", {})
-        shown = "  ".join(f"{k}={metrics[k]:.4f}" if k != "example_count" else f"n={metrics[k]:.0f}"
-                          for k in KEY_METRICS if k in metrics)
+        shown = "  ".join(f"{k}={metrics[k]:.4f}" if k != COUNT_METRIC else f"n={metrics[k]:.0f}"
+                          for k in key_metrics if k in metrics)
         marker = "* " if version == versions[-1] else "  "
         lines.append(f"{marker}{version:<12} {info.get('pushed_at', '?'):<26} {shown or '-':<60} "
                      f"{info.get('pipeline_run_id') or '-'}")

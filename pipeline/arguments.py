@@ -1,0 +1,211 @@
+"""The command line's arguments: the parser and the config it fills.
+
+Help text about model families (``--model``, ``--data``, the per-family defaults) and the
+family-specific options (``--image-size``, ``--vocab-size``, ...) are generated from the
+registrations in ``pipeline/families/``, so a new family shows up here without an edit.
+Nothing here imports TensorFlow: ``--help`` stays instant.
+"""
+import argparse
+import os
+from collections.abc import Callable
+
+from pipeline import families
+from pipeline.config import BEAM_MODES, PipelineConfig
+
+OUTPUT_HELP = ("output directory: pipeline root, MLMD, prepared data and serving/<model>/<version> "
+               "(default: %(default)s)")
+
+
+def _per_family(value: Callable[[families.ModelFamily], str]) -> str:
+    """``cnn 15, seq2seq 6``; a single value when every family has the same one."""
+    values = {family.name: value(family) for family in families.FAMILIES.values()}
+    if len(set(values.values())) == 1:
+        return next(iter(values.values()))
+    return ", ".join(f"{name} {text}" for name, text in values.items())
+
+
+def _model_help() -> str:
+    described = [f"{f.name} ({f.description})" for f in families.FAMILIES.values()]
+    listed = described[0] if len(described) == 1 else f"{', '.join(described[:-1])} or {described[-1]}"
+    return f"model family: {listed}"
+
+
+def data_help() -> str:
+    return ". ".join(f"{f.name}: {f.data_help}" for f in families.FAMILIES.values())
+
+
+def _add_family_options(parser: argparse.ArgumentParser) -> None:
+    """Every registered family's own options; one flag declared by two families is added once."""
+    added = set()
+    for family in families.FAMILIES.values():
+        for dest, flag, kwargs in families.cli_options(family.settings_type):
+            if flag not in added:
+                added.add(flag)
+                parser.add_argument(flag, dest=dest, **kwargs)
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser, data_help_text: str = "") -> None:
+    parser.add_argument("--model", choices=families.family_names(), default=families.DEFAULT_MODEL,
+                        help=_model_help())
+    parser.add_argument("--data", default=None, help=data_help_text or data_help())
+    _add_family_options(parser)
+
+
+def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = PipelineConfig.__dataclass_fields__
+    d = lambda name: defaults[name].default  # noqa: E731
+    steps = parser.add_mutually_exclusive_group()
+    steps.add_argument("--epochs", type=int, default=None, help="passes over the training split "
+                       f"(default: {_per_family(lambda f: str(f.defaults.epochs))})")
+    steps.add_argument("--train-steps", type=int, default=None, help="total training steps (overrides --epochs)")
+    parser.add_argument("--eval-steps", type=int, default=None, help="validation steps during training "
+                        "(default: one pass over the eval split)")
+    parser.add_argument("--batch-size", type=int, default=None, help="batch size per replica "
+                        f"(default: {_per_family(lambda f: str(f.defaults.batch_size))})")
+    parser.add_argument("--learning-rate", type=float, default=None, help="Adam learning rate "
+                        f"(default: {_per_family(lambda f: str(f.defaults.learning_rate))})")
+    parser.add_argument("--strategy", choices=("mirrored", "multi_worker", "default"), default=d("strategy"),
+                        help="tf.distribute strategy (multi_worker reads TF_CONFIG) (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=d("seed"))
+    parser.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
+    parser.add_argument("--profile", default=None, metavar="START,END",
+                        help="write a TensorBoard profiler trace of training batches START..END into the "
+                        "Trainer's model_run dir (view: tensorboard --logdir <it>, Profile tab)")
+    key_metrics = ", ".join(f"{f.name}: {f.gate_metric_label.lower()}" for f in families.FAMILIES.values())
+    floors = _per_family(lambda f: f"{f.defaults.min_accuracy}"
+                         + (f", {f.defaults.min_accuracy_note}" if f.defaults.min_accuracy_note else ""))
+    parser.add_argument("--min-accuracy", type=float, default=None,
+                        help=f"bless only if the overall key metric ({key_metrics}) >= this (default: {floors})")
+    parser.add_argument("--max-regression", type=float, default=d("max_regression"),
+                        help="bless only if accuracy is at most this much below the served "
+                        "model (absolute; default: %(default)s)")
+    parser.add_argument("--beam-mode", choices=BEAM_MODES, default="auto",
+                        help="DirectRunner mode; auto = multi_processing from 50k examples on machines "
+                        "with 3+ cores, else in_memory (default: %(default)s)")
+    parser.add_argument("--transform-statistics", action="store_true",
+                        help="let Transform compute pre-/post-transform statistics for TFDV (~5 s more "
+                        "per run; off by default since StatisticsGen already describes the input)")
+    parser.add_argument("--beam-workers", type=int, default=os.cpu_count() or 1,
+                        help="multi_processing workers (default: CPU count, %(default)s)")
+    parser.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
+                        help="extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner")
+    parser.add_argument("--no-cache", action="store_true", help="re-run every component")
+    parser.add_argument("--pipeline-name", default=None, help="default: <model>-pipeline")
+    parser.add_argument("--serving-name", default=None, help="model name in the serving dir (default: --model)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=(
+        "TFX pipeline: ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> "
+        "Transform -> Trainer -> Evaluator -> Pusher, run locally on Apache Beam."))
+    parser.add_argument("-v", "--verbose", action="store_true", help="show TFX/Beam/TF logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="prepare data and run the pipeline locally",
+                              description="Prepare the data, run the pipeline on Apache Beam, print a summary. "
+                              "For Kubeflow use `compile` and `deploy`.")
+    _add_data_arguments(run)
+    run.add_argument("--output", default="output", help=OUTPUT_HELP)
+    run.add_argument("--accept-schema-change", action="store_true",
+                     help="the data changed on purpose: re-infer the schema from it (instead of validating "
+                     "against the pinned one) and pin the new one after the run")
+    _add_pipeline_arguments(run)
+
+    prepare = commands.add_parser("prepare", help="only convert a data source to TFRecords",
+                                  description="Convert a data source to the TFRecords the pipeline reads and "
+                                  "print their directory (e.g. to upload it for Kubeflow).")
+    _add_data_arguments(prepare)
+    prepare.add_argument("--output", default="output", help=OUTPUT_HELP)
+
+    compile_ = commands.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines (KFP v2)",
+                                   description="Compile the same pipeline graph to a KFP v2 PipelineSpec YAML "
+                                   "that `deploy` (or kfp.Client().upload_pipeline) uploads.")
+    _add_data_arguments(compile_, data_help_text=(
+        "a PREPARED dataset directory (holding manifest.json), local or an object-store URI "
+        "readable by the cluster; see `prepare` (default: the bundled data baked into the image)"))
+    compile_.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
+    compile_.add_argument("--pipeline-root", required=True, help="object-store URI for all outputs, e.g. "
+                          "gs://bucket/tfx (pipeline root, serving/<model>/<version>)")
+    compile_.add_argument("--output", dest="package", default=None,
+                          help="package path (default: kubeflow/<pipeline-name>.yaml)")
+    compile_.add_argument("--schema", default=None, help="curated schema.pbtxt URI to validate data against "
+                          "(e.g. the one `run` pinned under output/schema/); default: infer it every run")
+    _add_pipeline_arguments(compile_)
+
+    predict = commands.add_parser("predict", help="classify image files with a pushed model",
+                                  description="Classify images through the pushed model's predict_image signature.")
+    predict.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
+                         "version is used) or one version directory")
+    predict.add_argument("images", nargs="+", help="image files (PNG/JPEG)")
+
+    generate = commands.add_parser("generate", help="continue text prompts with a pushed seq2seq model",
+                                   description="Continue prompts through the pushed model's generate signature "
+                                   "(the same graph TF Serving runs: tokenization, vocabulary and decoding).")
+    generate.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
+                          "version is used) or one version directory")
+    generate.add_argument("prompts", nargs="+", help="text to continue")
+    generate.add_argument("--max-tokens", type=int, default=20, help="new tokens at most (default: %(default)s, "
+                          "capped at 64 by the model)")
+    generate.add_argument("--top-k", type=int, default=1, help="1 = greedy; K > 1 samples among the K most "
+                          "likely tokens (default: %(default)s)")
+    generate.add_argument("--temperature", type=float, default=1.0,
+                          help="sampling temperature for --top-k > 1 (default: %(default)s)")
+
+    deploy_ = commands.add_parser("deploy", help="upload a compiled pipeline to Kubeflow Pipelines, optionally run it",
+                                  description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
+                                  "or as a new version of the pipeline with that name; with --run, start a run of "
+                                  "that version.")
+    deploy_.add_argument("--host", required=True, help="KFP UI/API URL, e.g. http://localhost:8080 after "
+                         "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80`")
+    deploy_.add_argument("--package", required=True, help="compiled pipeline YAML")
+    deploy_.add_argument("--pipeline-name", default=None, help="default: the package's pipelineInfo.name")
+    deploy_.add_argument("--experiment", default="Default",
+                         help="experiment for --run, created if missing (default: %(default)s)")
+    deploy_.add_argument("--run", action="store_true", help="start a run of the uploaded version")
+    deploy_.add_argument("--namespace", default=None,
+                         help="Kubeflow profile namespace (needed with --run on multi-user Kubeflow)")
+    deploy_.add_argument("--run-name", default=None, help="default: '<pipeline name> <UTC time>'")
+
+    report = commands.add_parser("report", help="write an HTML report of the latest evaluation", description=(
+        "Find the latest evaluation of a run through ML Metadata and write a self-contained HTML report "
+        "(metrics per slice, candidate vs baseline, validation, per-family pictures) and its metrics as JSON."))
+    report.add_argument("--output", default="output", help="output directory of a run (default: %(default)s)")
+    report.add_argument("--to", default=None, help="HTML file to write (default: <output>/report.html); "
+                        "the metrics go beside it as <name>.json")
+    report.add_argument("--pipeline-name", default=None, help="default: the pipeline that ran last in --output")
+
+    models = commands.add_parser("models", help="list pushed model versions with their metrics",
+                                 description="List the versions in a TF Serving model directory, newest "
+                                 "first, with push time, key metrics and pipeline run id.")
+    models.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
+    rollback = commands.add_parser("rollback", help="serve the previous model version again",
+                                   description="Make the previous version the served one: the newest "
+                                   "version is renamed to .rolled-back-<version> (TF Serving's default "
+                                   "policy serves the highest numeric version). Rename it back to undo.")
+    rollback.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
+    return parser
+
+
+def _family_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The chosen family's settings from the parsed options (the parser has every family's)."""
+    family = families.get_family(args.model)
+    return {dest: getattr(args, dest) for dest, _, _ in families.cli_options(family.settings_type)
+            if hasattr(args, dest)}
+
+
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    output_dir = getattr(args, "pipeline_root", None) or args.output
+    data = dict(model=args.model, data=args.data, output_dir=output_dir, family_settings=_family_settings(args))
+    if not hasattr(args, "epochs"):  # `prepare`: data settings only
+        return PipelineConfig(**data)
+    return PipelineConfig(
+        **data,
+        pipeline_name=args.pipeline_name, serving_model_name=args.serving_name,
+        epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
+        batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
+        seed=args.seed, xla=args.xla, profile=args.profile,
+        min_accuracy=args.min_accuracy, max_regression=args.max_regression,
+        beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
+        transform_statistics=args.transform_statistics,
+        enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),
+    )

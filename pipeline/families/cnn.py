@@ -1,0 +1,87 @@
+"""The ``cnn`` family: a Keras CNN image classifier (models/cnn/), gated on accuracy.
+
+Functions import their code when called, so registering the family stays cheap (see
+``pipeline/families/registry.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+
+if TYPE_CHECKING:
+    import tensorflow_model_analysis as tfma
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from data.tfrecords import DatasetManifest
+    from pipeline.config import PipelineConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSettings:
+    """Shape the images are converted to; None keeps the source's native shape (data/images.py)."""
+
+    image_size: int | None = option("--image-size", None, type=int,
+                                       help="resize images to N x N (default: native; folders 32)")
+    channels: int | None = option("--channels", None, type=int, choices=(1, 3),
+                                     help="1 = grayscale, 3 = RGB (default: native)")
+
+
+def prepare_images(config: PipelineConfig) -> DatasetManifest:
+    from data.images import prepare_image_dataset
+
+    settings = config.family_settings
+    return prepare_image_dataset(config.data, config.data_cache_dir,
+                                 image_size=settings.image_size, channels=settings.channels)
+
+
+def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    return {"class_names": list(dataset.classes)}
+
+
+def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    return {"image_shape": list(dataset.image_shape)}
+
+
+def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+    from models.cnn.evaluation import eval_config
+
+    return eval_config(len(dataset.classes), config.min_accuracy, config.max_regression)
+
+
+def curate_image_schema(schema: schema_pb2.Schema) -> None:
+    """The data contract: pixels are 0-255, classes are the known labels, brightness its buckets."""
+    from data import features
+    from pipeline.schema_pin import keep_string_domains
+
+    keep_string_domains(schema, [features.LABEL, features.BRIGHTNESS])
+    for feature in schema.feature:
+        if feature.name == features.IMAGE:
+            feature.int_domain.min, feature.int_domain.max = 0, 255
+
+
+FAMILY = register(ModelFamily(
+    name="cnn",
+    description="image classifier",
+    data_help=("a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 'python version' "
+               "folder, or TFRecords in this project's feature spec (default: scikit-learn's bundled 8x8 "
+               "digits)"),
+    defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.9),
+    # TFMA's name of the SparseCategoricalAccuracy in models/cnn/evaluation.py.
+    gate_metric="sparse_categorical_accuracy",
+    gate_metric_label="Accuracy",
+    preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
+    run_fn="models.cnn.trainer.run_fn",
+    prepare_data=prepare_images,
+    transform_config=_transform_config,
+    trainer_config=_trainer_config,
+    eval_config=_eval_config,
+    # A stable id, so an image stays in its split when other features change.
+    split_feature="example_id",
+    curate_schema=curate_image_schema,
+    slicing_features=("label", "brightness"),
+    report_pictures="pipeline.report.cnn_pictures",
+    settings_type=ImageSettings,
+    class_vocabulary="label",
+))

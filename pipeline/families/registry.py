@@ -1,0 +1,236 @@
+"""The model-family registry: what the pipeline, the CLI and the report know about a family.
+
+Why a registry of declarations: before it, adding a family meant editing the config's
+defaults, this table, the report's own family table, the serving listing, the CLI help
+text and four copies of the gate metric's name. Now a family is its ``models/<family>/``
+package plus ONE ``ModelFamily`` registration (``pipeline/families/<family>.py``, or any
+module that calls ``register``); ``pipeline/`` and ``components/`` only ask the registry.
+
+Why the registration lives under ``pipeline/`` and not in ``models/<family>/``: it names
+orchestration concepts (the config, data preparation, TFMA's EvalConfig) and model code
+must stay orchestration-free. Why this module imports nothing heavy: the CLI builds its
+``--help`` from the registrations, and ``--help`` must not load TensorFlow; everything a
+family runs is a dotted path or a function that imports its code when called.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import json
+import pathlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
+    import tensorflow_model_analysis as tfma
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from data.tfrecords import DatasetManifest
+    from pipeline.config import PipelineConfig
+
+# Key in the Trainer's custom_config (an MLMD exec property) naming the family that trained
+# the model, so readers of a run never have to guess it from run_fn.
+FAMILY_KEY = "model_family"
+_CLI = "cli"
+
+
+class UnknownFamilyError(ValueError):
+    """``--model`` names no registered family; the message lists the known ones."""
+
+
+def option(flag: str, default: Any, help: str, **argparse_kwargs: Any) -> Any:
+    """A family setting that is also a command-line option (a dataclass field).
+
+    The field's default is the one default of that setting: the CLI shows and passes it,
+    ``PipelineConfig`` uses it when the setting is not given. ``argparse_kwargs`` go to
+    ``add_argument`` as they are (``type``, ``choices``, ``metavar``).
+    """
+    return dataclasses.field(default=default,
+                             metadata={_CLI: {"flag": flag, "help": help, **argparse_kwargs}})
+
+
+def cli_options(settings_type: type) -> list[tuple[str, str, dict[str, Any]]]:
+    """(dest, flag, add_argument kwargs with the default) of each option of a settings dataclass."""
+    options = []
+    for field in dataclasses.fields(settings_type):
+        spec = dict(field.metadata.get(_CLI) or {})
+        if spec:
+            flag = spec.pop("flag")
+            options.append((field.name, flag, {**spec, "default": field.default}))
+    return options
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSettings:
+    """Settings type of a family without family-specific settings."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingDefaults:
+    """The family's defaults of the shared settings ``PipelineConfig`` leaves as None.
+
+    Why per family: the right training length, learning rate and gate floor depend on the
+    model and its data (measured: benchmarks/README.md).
+    """
+
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    min_accuracy: float                  # floor of the gate metric on the overall slice
+    min_accuracy_note: str = ""          # why that floor, shown in --min-accuracy's help
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    """Everything the pipeline, CLI, summary, serving listing and report need of a family."""
+
+    name: str                                   # --model value; also the serving model name by default
+    description: str                            # --model help: "image classifier"
+    data_help: str                              # --data help: accepted sources and the default data
+    defaults: TrainingDefaults
+    gate_metric: str                            # TFMA metric the blessing gate, summary and listing use
+    gate_metric_label: str                      # how people call it: "Top-5 next-word accuracy"
+    preprocessing_fn: str                       # dotted path, run by Transform
+    run_fn: str                                 # dotted path, run by Trainer
+    prepare_data: Callable[[PipelineConfig], DatasetManifest]
+    transform_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]  # Transform custom_config
+    trainer_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]    # TrainingSettings.family
+    eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
+    split_feature: str                          # ExampleGen hashes it into train/eval
+    curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
+    slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
+    report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
+    settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
+    class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
+    report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
+    # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
+    # package of run_fn's module.
+    code_packages: tuple[str, ...] = ()
+
+    def settings(self, values: Any = None) -> Any:
+        """The family's typed settings from None (defaults), a dict, or an instance.
+
+        Raises ValueError naming the settings this family has when a key is unknown.
+        """
+        if values is None:
+            return self.settings_type()
+        if isinstance(values, self.settings_type):
+            return values
+        if isinstance(values, Mapping):
+            known = {f.name for f in dataclasses.fields(self.settings_type)}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"Model family {self.name!r} has no settings {unknown}; its settings are "
+                                 f"{sorted(known) or 'none'}.")
+            return self.settings_type(**values)
+        raise ValueError(f"Settings of model family {self.name!r} must be a {self.settings_type.__name__} "
+                         f"or a dict, got {type(values).__name__}.")
+
+    def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
+        """The function behind ``report_pictures`` (imports the report's plotting code)."""
+        return load_function(self.report_pictures)
+
+    def code_version(self) -> str:
+        """Hash of the code Transform and Trainer run for this family.
+
+        They reference code by dotted path, so TFX cannot see a code change; putting this
+        hash in their custom_config makes such a change invalidate the cache.
+        """
+        digest = hashlib.sha256()
+        for package in self.code_packages or ("models.common", _package_of(self.run_fn)):
+            for path in _source_files(package):
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+        return digest.hexdigest()[:16]
+
+
+def load_function(dotted: str) -> Callable[..., Any]:
+    """``package.module.function`` -> the function, imported on demand."""
+    module_name, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def _package_of(dotted_function: str) -> str:
+    """``models.cnn.trainer.run_fn`` -> ``models.cnn``; a top-level module -> that module."""
+    module = dotted_function.rsplit(".", 1)[0]
+    return module.rsplit(".", 1)[0] if "." in module else module
+
+
+def _source_files(dotted: str) -> list[pathlib.Path]:
+    spec = importlib.util.find_spec(dotted)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"Cannot find the code of {dotted!r} to hash for the pipeline cache.")
+    if spec.submodule_search_locations:
+        return sorted(pathlib.Path(list(spec.submodule_search_locations)[0]).rglob("*.py"))
+    return [pathlib.Path(spec.origin)]
+
+
+# name -> family, in registration order (the CLI lists them in this order).
+FAMILIES: dict[str, ModelFamily] = {}
+
+
+def register(family: ModelFamily) -> ModelFamily:
+    """Add a family; a second family under a taken name is a mistake, so it raises."""
+    if family.name in FAMILIES and FAMILIES[family.name] is not family:
+        raise ValueError(f"A model family named {family.name!r} is already registered.")
+    if not dataclasses.is_dataclass(family.settings_type):
+        raise TypeError(f"settings_type of {family.name!r} must be a dataclass, got {family.settings_type!r}")
+    FAMILIES[family.name] = family
+    return family
+
+
+@contextlib.contextmanager
+def registered(family: ModelFamily) -> Iterator[ModelFamily]:
+    """Register ``family`` for the duration of a block (tests, notebooks trying a family)."""
+    register(family)
+    try:
+        yield family
+    finally:
+        FAMILIES.pop(family.name, None)
+
+
+def family_names() -> tuple[str, ...]:
+    return tuple(FAMILIES)
+
+
+def get_family(name: str) -> ModelFamily:
+    """The registered family ``name``; an unknown name raises a message listing the known ones."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        known = ", ".join(FAMILIES) or "none"
+        raise UnknownFamilyError(
+            f"--model must be one of the registered model families ({known}), got {name!r}. A new family "
+            "is registered with pipeline.families.register (see pipeline/families/registry.py).") from None
+
+
+def gate_metrics() -> tuple[str, ...]:
+    """Every registered family's gate metric, once each, in registration order."""
+    return tuple(dict.fromkeys(family.gate_metric for family in FAMILIES.values()))
+
+
+def family_of_trainer_properties(properties: Any) -> str | None:
+    """The family that trained a model, from its Trainer execution's properties.
+
+    ``properties``: an MLMD Execution (its custom properties) or a mapping of property
+    names to values, as TFX records them (``custom_config`` is a JSON string). The family is
+    recorded under ``FAMILY_KEY`` in the custom_config; Trainer runs from before that key
+    existed are matched by their exact ``run_fn`` against the registered families. None when
+    neither tells.
+    """
+    if hasattr(properties, "custom_properties"):
+        properties = {name: getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
+                      for name, value in properties.custom_properties.items()}
+    custom_config = properties.get("custom_config")
+    if isinstance(custom_config, str):
+        try:
+            custom_config = json.loads(custom_config)
+        except ValueError:
+            custom_config = None
+    if isinstance(custom_config, Mapping) and custom_config.get(FAMILY_KEY):
+        return str(custom_config[FAMILY_KEY])
+    run_fn = properties.get("run_fn")
+    return next((family.name for family in FAMILIES.values() if run_fn and family.run_fn == run_fn), None)

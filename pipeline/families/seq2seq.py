@@ -1,0 +1,93 @@
+"""The ``seq2seq`` family: an LSTM encoder-decoder with attention continuing text
+(models/seq2seq/), gated on top-5 next-word accuracy.
+
+Functions import their code when called, so registering the family stays cheap (see
+``pipeline/families/registry.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+
+if TYPE_CHECKING:
+    import tensorflow_model_analysis as tfma
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from data.tfrecords import DatasetManifest
+    from pipeline.config import PipelineConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSettings:
+    """Examples are windows of N context words -> the next K words; the vocabulary keeps V tokens."""
+
+    context_words: int = option("--context-words", 16, type=int,
+                                help="seq2seq: words of context per example (default: %(default)s)")
+    target_words: int = option("--target-words", 4, type=int,
+                               help="seq2seq: words to continue per example (default: %(default)s)")
+    # Most frequent tokens kept (+ reserved ids and 1 OOV bucket).
+    vocab_size: int = option("--vocab-size", 4000, type=int,
+                             help="seq2seq: tokens kept in the vocabulary (default: %(default)s)")
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if getattr(self, field.name) < 1:
+                raise ValueError(f"{field.name} must be >= 1, got {getattr(self, field.name)}")
+
+
+def prepare_text(config: PipelineConfig) -> DatasetManifest:
+    from data.text import prepare_text_dataset
+
+    settings = config.family_settings
+    return prepare_text_dataset(config.data, config.data_cache_dir, context_words=settings.context_words,
+                                target_words=settings.target_words)
+
+
+def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    # Token windows are wider than word windows: punctuation becomes tokens of its own.
+    settings = config.family_settings
+    return {"vocab_size": settings.vocab_size, "context_tokens": 2 * settings.context_words,
+            "target_tokens": 2 * settings.target_words}
+
+
+def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+    from models.seq2seq.evaluation import eval_config
+
+    return eval_config(config.min_accuracy, config.max_regression)
+
+
+def curate_text_schema(schema: schema_pb2.Schema) -> None:
+    """Documents and windows are open-ended; only the position buckets are a closed set."""
+    from data import text_features
+    from pipeline.schema_pin import keep_string_domains
+
+    keep_string_domains(schema, [text_features.POSITION])
+
+
+FAMILY = register(ModelFamily(
+    name="seq2seq",
+    description="text continuation",
+    data_help=("a UTF-8 .txt file or a folder of them, one document per file (default: the Python Language "
+               "Reference prose shipped with CPython)"),
+    defaults=TrainingDefaults(epochs=6, batch_size=64, learning_rate=3e-3, min_accuracy=0.36,
+                              min_accuracy_note="about the bigram reference"),
+    # TFMA's name of the top-5 SparseTopKCategoricalAccuracy (models/seq2seq/evaluation.py: GATE_METRIC).
+    gate_metric="sparse_top_k_categorical_accuracy",
+    gate_metric_label="Top-5 next-word accuracy",
+    preprocessing_fn="models.seq2seq.preprocessing.preprocessing_fn",
+    run_fn="models.seq2seq.trainer.run_fn",
+    prepare_data=prepare_text,
+    transform_config=_transform_config,
+    trainer_config=lambda config, dataset: {},
+    eval_config=_eval_config,
+    # Whole documents go to one split: overlapping windows of one text must not leak from
+    # train into eval (README: "Text data").
+    split_feature="document",
+    curate_schema=curate_text_schema,
+    slicing_features=("document", "position"),
+    report_pictures="pipeline.report.seq2seq_pictures",
+    settings_type=TextSettings,
+    report_samples="pipeline.report.sample_generations",
+))
