@@ -124,7 +124,7 @@ FAMILY = ModelFamily(
     split_feature="example_id",
     curate_schema=_curate_schema,
     slicing_features=("label",),
-    report_pictures="pipeline.report.cnn_pictures",
+    report_pictures="pipeline.report.pictures_cnn.cnn_pictures",
     settings_type=DenseSettings,
     class_vocabulary=LABEL_VOCABULARY,
 )

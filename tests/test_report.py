@@ -215,9 +215,9 @@ def test_family_table_names_the_models_gate_metrics_and_slices():
     from models.cnn.evaluation import ACCURACY as CNN_GATE
     from models.seq2seq.evaluation import GATE_METRIC as SEQ2SEQ_GATE
 
-    assert report.REPORT_FAMILIES["cnn"].key_metric == CNN_GATE
-    assert report.REPORT_FAMILIES["seq2seq"].key_metric == SEQ2SEQ_GATE
-    assert report.REPORT_FAMILIES["seq2seq"].slicing_features == text_features.SLICING_FEATURES
+    assert report.get_report_family("cnn").key_metric == CNN_GATE
+    assert report.get_report_family("seq2seq").key_metric == SEQ2SEQ_GATE
+    assert report.get_report_family("seq2seq").slicing_features == text_features.SLICING_FEATURES
 
 
 def test_seq2seq_picture_stub_works_off_whatever_slices_exist(evaluation):

@@ -50,11 +50,12 @@ def test_report_reads_mlmd_only_through_pipeline_mlmd():
 
 
 def test_family_pictures_are_reachable_by_dotted_path():
-    from pipeline.report import REPORT_FAMILIES
+    from pipeline.families import family_names
+    from pipeline.report import get_report_family
     from pipeline.report.families import resolve
     from pipeline.report.pictures_cnn import cnn_pictures
 
-    assert resolve(REPORT_FAMILIES["cnn"].pictures) is cnn_pictures
-    for family in REPORT_FAMILIES.values():
+    assert resolve(get_report_family("cnn").pictures) is cnn_pictures
+    for family in map(get_report_family, family_names()):
         for path in filter(None, (family.pictures, family.samples)):
             assert callable(resolve(path)), path

@@ -81,7 +81,7 @@ FAMILY = register(ModelFamily(
     split_feature="example_id",
     curate_schema=curate_image_schema,
     slicing_features=("label", "brightness"),
-    report_pictures="pipeline.report.cnn_pictures",
+    report_pictures="pipeline.report.pictures_cnn.cnn_pictures",
     settings_type=ImageSettings,
     class_vocabulary="label",
 ))

@@ -106,6 +106,7 @@ class ModelFamily:
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
     report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
+    report_samples_title: str = "Samples"       # the report's heading of that table
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()

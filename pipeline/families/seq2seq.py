@@ -87,7 +87,8 @@ FAMILY = register(ModelFamily(
     split_feature="document",
     curate_schema=curate_text_schema,
     slicing_features=("document", "position"),
-    report_pictures="pipeline.report.seq2seq_pictures",
+    report_pictures="pipeline.report.pictures_seq2seq.seq2seq_pictures",
     settings_type=TextSettings,
-    report_samples="pipeline.report.sample_generations",
+    report_samples="pipeline.report.pictures_seq2seq.sample_generations",
+    report_samples_title="Sample generations (greedy, held-out documents)",
 ))

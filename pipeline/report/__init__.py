@@ -11,7 +11,7 @@ use the names below; each lives in a module with one job:
 - ``page``: the self-contained HTML report and its JSON
 """
 from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation, list_evaluations
-from pipeline.report.families import GENERIC, REPORT_FAMILIES, ReportFamily, get_report_family
+from pipeline.report.families import GENERIC, ReportFamily, get_report_family
 from pipeline.report.figures import MAX_BARS, figure_png, plot_confusion_matrix, plot_slice_metric
 from pipeline.report.page import html_table, render_html, report_data, write_report
 from pipeline.report.pictures import family_pictures, family_samples
@@ -24,7 +24,7 @@ from pipeline.report.validation import validation_frame, validation_summary
 
 __all__ = [
     "Evaluation", "ReportError", "find_latest_evaluation", "list_evaluations",
-    "GENERIC", "REPORT_FAMILIES", "ReportFamily", "get_report_family",
+    "GENERIC", "ReportFamily", "get_report_family",
     "MAX_BARS", "figure_png", "plot_confusion_matrix", "plot_slice_metric",
     "html_table", "render_html", "report_data", "write_report",
     "family_pictures", "family_samples",

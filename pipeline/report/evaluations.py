@@ -7,7 +7,6 @@ import dataclasses
 import datetime
 import functools
 import os
-import re
 from typing import Dict, List, Optional
 
 from data.tfma_results import evaluated_models
@@ -54,11 +53,12 @@ class Evaluation:
 
 
 def _family_of(trainer_execution, pipeline_name: str) -> str:
-    """Family from the Trainer's run_fn (``models.<family>.trainer.run_fn``), else the pipeline name."""
-    run_fn = mlmd.custom_property(trainer_execution, "run_fn") if trainer_execution is not None else None
-    match = re.match(r"^models\.(\w+)\.", run_fn or "")
-    if match:
-        return match.group(1)
+    """The family the Trainer recorded (pipeline/families/registry.py), else the pipeline name."""
+    from pipeline.families import family_of_trainer_properties
+
+    family = family_of_trainer_properties(trainer_execution) if trainer_execution is not None else None
+    if family:
+        return family
     return pipeline_name[:-len("-pipeline")] if pipeline_name.endswith("-pipeline") else pipeline_name
 
 

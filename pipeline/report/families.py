@@ -1,11 +1,11 @@
-"""What the report needs to know about each model family: the one table to swap for a registry.
+"""The report's view of a model family, read from the family registry (pipeline/families/).
 
-Literals, not imports from models/: the report reads any output dir without loading model
-code. Pictures and sample tables are dotted paths, resolved only when a report draws them.
+The report reads any output dir without loading model code: the registry imports nothing
+heavy, and pictures and sample tables are dotted paths, resolved only when a report draws them.
 """
 import dataclasses
 import importlib
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,22 +22,17 @@ class ReportFamily:
 
 GENERIC = ReportFamily(name="generic", key_metric="accuracy", slicing_features=())
 
-REPORT_FAMILIES: Dict[str, ReportFamily] = {
-    "cnn": ReportFamily(name="cnn", key_metric="sparse_categorical_accuracy",
-                        slicing_features=("label", "brightness"),
-                        pictures="pipeline.report.pictures_cnn.cnn_pictures", class_vocabulary="label"),
-    # The gate metric, top-5 accuracy, under TFMA's name (models/seq2seq/evaluation.py: GATE_METRIC).
-    "seq2seq": ReportFamily(name="seq2seq", key_metric="sparse_top_k_categorical_accuracy",
-                            slicing_features=("document", "position"),
-                            pictures="pipeline.report.pictures_seq2seq.seq2seq_pictures",
-                            samples="pipeline.report.pictures_seq2seq.sample_generations",
-                            samples_title="Sample generations (greedy, held-out documents)"),
-}
-
 
 def get_report_family(name: str) -> ReportFamily:
-    """The family's report settings; unknown families get generic tables, no pictures."""
-    return REPORT_FAMILIES.get(name, dataclasses.replace(GENERIC, name=name))
+    """The registered family's report settings; unknown families get generic tables, no pictures."""
+    from pipeline.families import FAMILIES
+
+    family = FAMILIES.get(name)
+    if family is None:
+        return dataclasses.replace(GENERIC, name=name)
+    return ReportFamily(name=family.name, key_metric=family.gate_metric, slicing_features=family.slicing_features,
+                        pictures=family.report_pictures, class_vocabulary=family.class_vocabulary,
+                        samples=family.report_samples, samples_title=family.report_samples_title)
 
 
 def resolve(dotted_path: str) -> Callable:
