@@ -12,6 +12,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 
+from stackenv.errors import ProjectError
+
 
 def list_versions(base_dir: str) -> List[int]:
     """Complete versions (numeric dirs holding saved_model.pb), oldest first."""
@@ -103,7 +105,7 @@ def rollback(base_dir: str) -> Dict[str, Optional[int]]:
     """
     versions = list_versions(base_dir)
     if len(versions) < 2:
-        raise ValueError(f"Nothing to roll back to in {base_dir}: {len(versions)} version(s) pushed. "
+        raise ProjectError(f"Nothing to roll back to in {base_dir}: {len(versions)} version(s) pushed. "
                          "A rollback needs a previous version.")
     current, previous = versions[-1], versions[-2]
     tf.io.gfile.rename(os.path.join(base_dir, str(current)),

@@ -15,9 +15,13 @@ from tfx.components.example_validator import executor as validator_executor
 from tfx.components.example_validator import labels
 from tfx.dsl.components.base import executor_spec
 
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
-class DataAnomaliesError(RuntimeError):
+
+class DataAnomaliesError(ProjectError):
     """The examples do not match the schema; the message lists the anomalies."""
+
+    exit_code = EXIT_PIPELINE_FAILED  # the run started and stopped at a component
 
 
 def describe_anomalies(by_split: Dict[str, anomalies_pb2.Anomalies]) -> List[str]:

@@ -32,6 +32,8 @@ import kfp_server_api
 import urllib3
 import yaml
 
+from stackenv.errors import ProjectError
+
 log = logging.getLogger(__name__)
 
 #: Top-level keys every KFP v2 PipelineSpec has (kfp's and TFX's compilers both write them).
@@ -51,7 +53,7 @@ NAMESPACE_HINT = ("On multi-user Kubeflow, pass --namespace <your profile namesp
                   "your identity is a contributor of that profile.")
 
 
-class DeployError(Exception):
+class DeployError(ProjectError):
     """A deploy problem the user can fix; the message is the whole report, on one line."""
 
     def __init__(self, message: str) -> None:

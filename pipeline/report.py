@@ -33,6 +33,7 @@ from tensorflow_model_analysis.writers import eval_config_writer
 
 from pipeline import graph, mlmd
 from pipeline.summary import COUNT_METRIC, evaluated_models, validation_failures
+from stackenv.errors import MissingInput, ProjectError
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class ReportFamily:
 # ----------------------------------------------------------------------------- finding
 
 
-class ReportError(ValueError):
+class ReportError(ProjectError, ValueError):
     """A problem the user can fix (no run, no such pipeline, no evaluation yet, a bad path); the message says how."""
 
 
@@ -103,7 +104,7 @@ class Evaluation:
 def _open_store(output_dir: str):
     path = os.path.join(output_dir, METADATA_FILE)
     if not os.path.isfile(path):
-        raise FileNotFoundError(
+        raise MissingInput(
             f"No ML Metadata store at {path}. Run the pipeline first "
             f"(python -m pipeline run --output {output_dir}) or pass the --output directory of a run.")
     return mlmd.open_store(mlmd.sqlite_config(path))

@@ -10,11 +10,13 @@ import os
 import time
 from typing import Iterator
 
+from stackenv.errors import ProjectError
+
 LOCK_FILE = ".run.lock"
 
 
-class OutputDirBusy(RuntimeError):
-    pass
+class OutputDirBusy(ProjectError):
+    """Another run holds the output directory's lock."""
 
 
 @contextlib.contextmanager

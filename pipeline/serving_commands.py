@@ -3,6 +3,7 @@ import os
 from typing import List
 
 from components import serving_dir
+from stackenv.errors import MissingInput
 
 KEY_METRICS = ("sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "example_count")
 
@@ -11,7 +12,7 @@ def _require_dir(base_dir: str) -> None:
     import tensorflow as tf
 
     if not tf.io.gfile.isdir(base_dir):
-        raise FileNotFoundError(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
+        raise MissingInput(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
                                 "as output/serving/cnn (the run summary's 'Pushed:' line, minus the version).")
 
 
