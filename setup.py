@@ -26,7 +26,7 @@ setup(
         "matplotlib",  # plots in the HTML report
     ],
     extras_require={
-        "dev": ["pytest", "pytest-timeout"],
+        "dev": ["pytest", "pytest-timeout", "ruff"],
         # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
         "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
     },

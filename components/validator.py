@@ -8,13 +8,13 @@ wait for it, so nothing is trained on data that fails validation.
 import os
 from typing import Any
 
+from stackenv import compat
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
+
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import types
 from tfx.components import ExampleValidator
 from tfx.dsl.components.base import executor_spec
-
-from stackenv import compat
-from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
 
 class DataAnomaliesError(ProjectError):

@@ -15,15 +15,12 @@ import time
 import traceback
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
+from stackenv.errors import EXIT_PIPELINE_FAILED, ConfigError, ProjectError, find_in_chain, path_error
+
 from pipeline.config import BEAM_MODES, MODEL_FAMILIES, PipelineConfig
-from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, ConfigError, ProjectError, find_in_chain, path_error
 
 log = logging.getLogger("pipeline")
 EXIT_INTERRUPTED = 130
-__all__ = ["EXIT_PIPELINE_FAILED", "EXIT_USER_ERROR", "UserError", "main"]
-
-#: Older name of the project's error type; raise ProjectError (or a subclass) instead.
-UserError = ProjectError
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -7,6 +7,8 @@ failure can be reported in one paragraph instead of a Beam traceback.
 import logging
 import time
 
+from stackenv import compat
+
 from tfx.orchestration.beam import beam_dag_runner
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 
@@ -14,7 +16,6 @@ from data.tfrecords import DatasetManifest
 from pipeline import mlmd
 from pipeline.config import PipelineConfig
 from pipeline.graph import create_pipeline
-from stackenv import compat
 
 log = logging.getLogger("pipeline")
 

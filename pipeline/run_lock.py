@@ -8,7 +8,7 @@ import contextlib
 import fcntl
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from stackenv.errors import ProjectError
 

@@ -6,9 +6,9 @@ read the hook's docstring in stackenv/compat.py and the library's new source.
 import inspect
 from types import SimpleNamespace
 
-import pytest
-
 from stackenv import compat
+
+import pytest
 
 
 def _broken(hook: str, detail: str) -> str:
@@ -131,8 +131,8 @@ def test_pusher_hook_records_a_push_as_tfx_does():
 
 
 def test_executor_context_hook_reads_the_run_id():
-    from tfx.dsl.components.base import base_executor
     from tfx.components.pusher import executor as pusher_executor
+    from tfx.dsl.components.base import base_executor
 
     assert "pipeline_run_id" in inspect.signature(base_executor.BaseExecutor.Context).parameters, _broken(
         compat.EXECUTOR_CONTEXT, "BaseExecutor.Context has no pipeline_run_id")

@@ -2,11 +2,12 @@
 import errno
 import os
 
-import pytest
-
-from conftest import run_cli
-from pipeline import cli
 from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, ConfigError, ProjectError, path_error
+
+import pytest
+from conftest import run_cli
+
+from pipeline import cli
 
 
 def test_every_user_facing_error_is_a_project_error():
@@ -18,7 +19,7 @@ def test_every_user_facing_error_is_a_project_error():
     from pipeline.summary import RecordCountMismatch
 
     for kind in (DataError, DataAnomaliesError, OutputDirBusy, ReportError, DeployError, RecordCountMismatch,
-                 ConfigError, cli.UserError):
+                 ConfigError):
         assert issubclass(kind, ProjectError), kind
 
 
