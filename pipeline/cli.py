@@ -4,20 +4,20 @@ Heavy imports (TFX, TensorFlow) happen inside the commands, so ``--help`` is ins
 There is one error path, in ``main``: a :class:`~stackenv.errors.ProjectError` (raised
 anywhere, also inside a component's executor) is printed as its paragraph with its exit
 code; an OS error on a path becomes a paragraph naming the path; anything else prints its
-first line and the path of a log file holding the full traceback. Commands never catch.
+first line and the path of a log file holding the full traceback (``pipeline/failures.py``
+writes that paragraph). Commands never catch.
 """
 import argparse
 import logging
 import os
 import sys
-import tempfile
 import time
-import traceback
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
-from stackenv.errors import EXIT_PIPELINE_FAILED, ConfigError, ProjectError, find_in_chain, path_error
+from stackenv.errors import ConfigError
 
 from pipeline.config import BEAM_MODES, MODEL_FAMILIES, PipelineConfig
+from pipeline.failures import failure_report, is_interrupt, logs_dir
 
 log = logging.getLogger("pipeline")
 EXIT_INTERRUPTED = 130
@@ -377,9 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     except Exception as error:  # noqa: BLE001 - the one error path: a paragraph, the traceback to a file
-        if _is_interrupt(error):  # Beam re-raises Ctrl-C inside a component as RuntimeError
+        if is_interrupt(error):  # Beam re-raises Ctrl-C inside a component as RuntimeError
             return _interrupted()
-        message, code = failure_report(error, _logs_dir(args))
+        message, code = failure_report(error, logs_dir(args))
         print(message, file=sys.stderr)
         return code
 
@@ -388,70 +388,3 @@ def _interrupted() -> int:
     print("\nInterrupted. Completed components are cached in MLMD; run the same command "
           "again to resume from them.", file=sys.stderr)
     return EXIT_INTERRUPTED
-
-
-def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
-    """The paragraph to print for ``error`` and the exit code.
-
-    A ProjectError outside a component (bad flag, bad data, busy output dir) is the whole
-    report: ``error: <paragraph>``. An OS error on a path becomes a paragraph naming the
-    path. A component's failure says which component failed, then the ProjectError it
-    raised or the first line of the unexpected error, then where the traceback is.
-    """
-    failed = _component_failed(error)
-    if failed is None:
-        known = _known(error)
-        if known is not None:
-            return f"error: {known.paragraph}", known.exit_code
-    cause = failed.cause if failed is not None else error
-    known = _known(cause)
-    root = known or _root_cause(cause)
-    text = known.paragraph if known else (str(root).strip().splitlines() or [""])[0]
-    where = f"Component {failed.node_id} failed" if failed is not None else "The pipeline failed"
-    log_path = _save_traceback(error, logs_dir)
-    return (f"{where}: {type(root).__name__}: {text}\n"
-            f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).", EXIT_PIPELINE_FAILED)
-
-
-def _known(error: BaseException) -> ProjectError | None:
-    return find_in_chain(error, ProjectError) or path_error(error)
-
-
-def _component_failed(error: BaseException):
-    runner = sys.modules.get("pipeline.local_runner")  # only a local run can have failed in a component
-    return find_in_chain(error, runner.ComponentFailed) if runner is not None else None
-
-
-def _is_interrupt(error: BaseException) -> bool:
-    if find_in_chain(error, KeyboardInterrupt) is not None:
-        return True
-    return str(error).startswith("KeyboardInterrupt")
-
-
-def _root_cause(error: BaseException) -> BaseException:
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
-
-
-def _logs_dir(args: argparse.Namespace) -> str:
-    """<output>/logs for commands that have a local output directory, else a temp folder."""
-    output = getattr(args, "output", None)
-    if isinstance(output, str) and "://" not in output:
-        return os.path.join(os.path.abspath(output), "logs")
-    return os.path.join(tempfile.gettempdir(), "tfx-project-logs")
-
-
-def _save_traceback(error: BaseException, logs_dir: str) -> str:
-    """Write the full traceback; falls back to a temp folder when ``logs_dir`` is unwritable."""
-    name = f"error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    for folder in (logs_dir, os.path.join(tempfile.gettempdir(), "tfx-project-logs")):
-        try:
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, name)
-            with open(path, "w") as handle:
-                traceback.print_exception(type(error), error, error.__traceback__, file=handle)
-            return path
-        except OSError:
-            continue
-    return "(not saved: no writable log folder)"

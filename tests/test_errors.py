@@ -7,7 +7,7 @@ from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, ConfigError, 
 import pytest
 from conftest import run_cli
 
-from pipeline import cli
+from pipeline import cli, failures
 
 
 def test_every_user_facing_error_is_a_project_error():
@@ -104,7 +104,7 @@ def test_project_error_inside_a_component_is_printed_whole(tmp_path):
         except ComponentFailed as failed:
             raise RuntimeError("beam: something wrapped it") from failed
     except RuntimeError as outer:
-        message, code = cli.failure_report(outer, str(tmp_path / "logs"))
+        message, code = failures.failure_report(outer, str(tmp_path / "logs"))
     assert code == EXIT_PIPELINE_FAILED
     assert message.startswith(f"Component ExampleValidator failed: DataAnomaliesError: {paragraph}\n")
     assert "Full traceback: " + str(tmp_path / "logs") in message
