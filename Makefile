@@ -13,12 +13,13 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all clean help image push-image report notebook chromium bench bench-quick
+.PHONY: setup run test test-all lint clean help image push-image report notebook chromium bench bench-quick
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
-	@echo "make test   - set up if needed, run the test suite (PYTEST_ARGS=...)"
+	@echo "make test   - set up if needed, lint, run the test suite (PYTEST_ARGS=...)"
+	@echo "make lint   - ruff check (rules in pyproject.toml; ruff check --fix repairs most)"
 	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
 	@echo "make notebook - open the TFMA metrics notebook on the last run"
@@ -34,11 +35,15 @@ $(STAMP):
 run: setup
 	$(PY) -m pipeline run --model $(MODEL) --output $(OUTPUT) $(ARGS)
 
-test: setup chromium
+# Lint first: a lint failure fails `make test` (and CI) before the slow tests start.
+test: setup chromium lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+lint: setup
+	$(VENV)/bin/ruff check .
+
 # Heavy cases (bigger data, longer training) live behind the `slow` marker.
-test-all: setup chromium
+test-all: setup chromium lint
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
 # Benchmarks: ratios measured side by side in one run (benchmarks/README.md). ~25-30 min.

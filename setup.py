@@ -10,8 +10,7 @@ setup(
     version="0.1.0",
     description="End-to-end TFX pipeline: Keras CNN and seq2seq text models, local Beam or Kubeflow.",
     python_requires=">=3.10,<3.11",
-    packages=find_packages(include=["pipeline*", "components*", "models*", "data*"]),
-    py_modules=["stackenv"],
+    packages=find_packages(include=["stackenv*", "pipeline*", "components*", "models*", "data*"]),
     install_requires=[
         "tfx==1.16.0",
         "tensorflow==2.16.2",
@@ -27,7 +26,7 @@ setup(
         "matplotlib",  # plots in the HTML report
     ],
     extras_require={
-        "dev": ["pytest", "pytest-timeout"],
+        "dev": ["pytest", "pytest-timeout", "ruff"],
         # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
         "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
     },

@@ -19,6 +19,7 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
 from data.serving_dir import publish_version
+from stackenv import compat
 
 EVALUATION_KEY = "evaluation"
 
@@ -46,11 +47,11 @@ def _push_metrics(evaluation_uri: str) -> Dict[str, Any]:
 class Executor(pusher_executor.Executor):
     def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
            exec_properties: Dict[str, Any]) -> None:
-        self._log_startup(input_dict, output_dict, exec_properties)
+        compat.log_executor_startup(self, input_dict, output_dict, exec_properties)
         pushed_model = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):
             log.info("Model not blessed: nothing pushed, the served model is unchanged.")
-            self._MarkNotPushed(pushed_model)
+            compat.mark_not_pushed(self, pushed_model)
             return
         model_path = self.GetModelPath(input_dict)
         destination = pusher_pb2.PushDestination()
@@ -59,15 +60,14 @@ class Executor(pusher_executor.Executor):
         evaluations = input_dict.get(EVALUATION_KEY) or []
         push_info = {
             "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "pipeline_run_id": getattr(self._context, "pipeline_run_id", None),
+            "pipeline_run_id": compat.pipeline_run_id(self),
             "model_uri": model.uri,
             "metrics": _push_metrics(evaluations[0].uri) if evaluations else {},
         }
         version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
                                       copy_dir=io_utils.copy_dir)
         io_utils.copy_dir(model_path, pushed_model.uri)  # archive copy, as TFX's Pusher keeps
-        self._MarkPushed(pushed_model, pushed_destination=version_dir,
-                         pushed_version=version_dir.rstrip("/").rsplit("/", 1)[-1])
+        compat.mark_pushed(self, pushed_model, version_dir, version_dir.rstrip("/").rsplit("/", 1)[-1])
         log.info("Model pushed to %s", version_dir)
 
 

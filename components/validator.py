@@ -6,21 +6,24 @@ anomalies in plain words and where the full report is, and the graph makes Trans
 wait for it, so nothing is trained on data that fails validation.
 """
 import os
-from typing import Any, Dict, List
+from typing import Any
+
+from stackenv import compat
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import types
 from tfx.components import ExampleValidator
-from tfx.components.example_validator import executor as validator_executor
-from tfx.components.example_validator import labels
 from tfx.dsl.components.base import executor_spec
 
 
-class DataAnomaliesError(RuntimeError):
+class DataAnomaliesError(ProjectError):
     """The examples do not match the schema; the message lists the anomalies."""
 
+    exit_code = EXIT_PIPELINE_FAILED  # the run started and stopped at a component
 
-def describe_anomalies(by_split: Dict[str, anomalies_pb2.Anomalies]) -> List[str]:
+
+def describe_anomalies(by_split: dict[str, anomalies_pb2.Anomalies]) -> list[str]:
     lines = []
     for split, anomalies in sorted(by_split.items()):
         for feature, info in sorted(anomalies.anomaly_info.items()):
@@ -32,11 +35,11 @@ def describe_anomalies(by_split: Dict[str, anomalies_pb2.Anomalies]) -> List[str
     return lines
 
 
-class Executor(validator_executor.Executor):
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
-        self._found: Dict[str, anomalies_pb2.Anomalies] = {}
-        self._report_paths: List[str] = []
+class Executor(compat.AnomalyHookValidatorExecutor):
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
+        self._found: dict[str, anomalies_pb2.Anomalies] = {}
+        self._report_paths: list[str] = []
         result = super().Do(input_dict, output_dict, exec_properties)
         if self._found:
             listing = "\n  - ".join(describe_anomalies(self._found))
@@ -47,13 +50,10 @@ class Executor(validator_executor.Executor):
                 "--accept-schema-change to re-infer and pin the schema from this data.")
         return result
 
-    def _Validate(self, inputs: Dict[str, Any], outputs: Dict[str, Any]) -> anomalies_pb2.Anomalies:
-        anomalies = super()._Validate(inputs, outputs)
+    def on_split_validated(self, anomalies: anomalies_pb2.Anomalies, split_dir: str) -> None:
         if anomalies.anomaly_info or anomalies.HasField("dataset_anomaly_info"):
-            split_dir = outputs[labels.SCHEMA_DIFF_PATH]
             self._found[os.path.basename(split_dir.rstrip("/")).replace("Split-", "")] = anomalies
             self._report_paths.append(split_dir)
-        return anomalies
 
 
 class StrictExampleValidator(ExampleValidator):

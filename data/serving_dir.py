@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from stackenv.errors import ProjectError
+
 
 def list_versions(base_dir: str) -> list[int]:
     """Complete versions (numeric dirs holding saved_model.pb), oldest first."""
@@ -107,7 +109,7 @@ def rollback(base_dir: str) -> dict[str, int | None]:
     """
     versions = list_versions(base_dir)
     if len(versions) < 2:
-        raise ValueError(f"Nothing to roll back to in {base_dir}: {len(versions)} version(s) pushed. "
+        raise ProjectError(f"Nothing to roll back to in {base_dir}: {len(versions)} version(s) pushed. "
                          "A rollback needs a previous version.")
     current, previous = versions[-1], versions[-2]
     tf.io.gfile.rename(os.path.join(base_dir, str(current)),

@@ -46,8 +46,6 @@ POSITION_BUCKETS = ("start", "middle", "end")
 
 # ExampleGen hashes this feature to assign train/eval, so a document's windows stay together.
 SPLIT_FEATURE = DOCUMENT
-# Features the model must see at serving time; the others are labels or metadata.
-SERVING_FEATURES = (CONTEXT,)
 SLICING_FEATURES = (DOCUMENT, POSITION)
 
 ALL_FEATURES = (CONTEXT, TARGET, DOCUMENT, POSITION, EXAMPLE_ID)

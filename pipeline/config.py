@@ -6,6 +6,8 @@ from typing import Any, List, Optional
 
 from pipeline.families import DEFAULT_MODEL, get_family
 
+from stackenv.errors import ConfigError
+
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up (~10 s per Beam
 # component, measured) costs more than the parallelism gains.
@@ -13,6 +15,11 @@ AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
 # On 2 cores multi_processing was 2x slower than in_memory even at 100k examples (same
 # reference), so auto only picks it on machines with more cores than that.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
+
+
+def _flag(field: str) -> str:
+    """The command-line option that sets a config field (they share names)."""
+    return "--" + field.replace("_", "-")
 
 
 def _is_batch_range(text: str) -> bool:
@@ -69,20 +76,25 @@ class PipelineConfig:
     enable_cache: bool = True
 
     def __post_init__(self) -> None:
-        family = get_family(self.model)  # an unknown name raises, listing the registered ones
-        self.family_settings = family.settings(self.family_settings)
+        try:
+            family = get_family(self.model)  # an unknown name raises, listing the registered ones
+            self.family_settings = family.settings(self.family_settings)
+        except ValueError as error:
+            raise ConfigError("--model", str(error)) from error
         for name in ("epochs", "batch_size", "learning_rate", "min_accuracy"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(family.defaults, name))
         if self.beam_mode not in BEAM_MODES:
-            raise ValueError(f"--beam-mode must be one of {BEAM_MODES}, got {self.beam_mode!r}")
+            raise ConfigError("--beam-mode", f"must be one of {BEAM_MODES}, got {self.beam_mode!r}")
         for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(_flag(name), f"must be >= 1, got {getattr(self, name)}")
         if self.profile and not _is_batch_range(self.profile):
-            raise ValueError(f"--profile takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
-        if not 0.0 <= self.min_accuracy <= 1.0 or self.max_regression < 0:
-            raise ValueError("min_accuracy must be in [0, 1] and max_regression >= 0")
+            raise ConfigError("--profile", f"takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
+        if not 0.0 <= self.min_accuracy <= 1.0:
+            raise ConfigError("--min-accuracy", f"must be in [0, 1], got {self.min_accuracy}")
+        if self.max_regression < 0:
+            raise ConfigError("--max-regression", f"must be >= 0, got {self.max_regression}")
         if not _is_uri(self.output_dir):
             self.output_dir = os.path.abspath(self.output_dir)
         self.pipeline_name = self.pipeline_name or f"{self.model}-pipeline"

@@ -32,6 +32,9 @@ import kfp_server_api
 import urllib3
 import yaml
 
+from stackenv.compat import bound_kfp_client_io as _bound_client_io
+from stackenv.errors import ProjectError
+
 log = logging.getLogger(__name__)
 
 #: Top-level keys every KFP v2 PipelineSpec has (kfp's and TFX's compilers both write them).
@@ -51,7 +54,7 @@ NAMESPACE_HINT = ("On multi-user Kubeflow, pass --namespace <your profile namesp
                   "your identity is a contributor of that profile.")
 
 
-class DeployError(Exception):
+class DeployError(ProjectError):
     """A deploy problem the user can fix; the message is the whole report, on one line."""
 
     def __init__(self, message: str) -> None:
@@ -330,30 +333,6 @@ def _api_errors(host: str, doing: str) -> Iterator[None]:
                 if str(error).startswith("Multiple") else
                 "Check that --host points at a KFP 2.x API and the package is a valid PipelineSpec.")
         raise DeployError(f"Cannot deploy to {host} while {doing}: {error}. {hint}") from error
-
-
-def _bound_client_io(client: Any, connect_timeout: float, read_timeout: float) -> None:
-    """Give the kfp client's HTTP calls timeouts and few retries; kfp 2.5 exposes neither.
-
-    kfp_server_api passes ``timeout=None`` (wait forever) unless a call gets
-    ``_request_timeout``, which kfp.Client never forwards, so its REST client's ``request``
-    gets that default here. Best effort: a test double or another kfp layout is left alone.
-    """
-    try:
-        rest = client._pipelines_api.api_client.rest_client
-        pool, request = rest.pool_manager, rest.request
-    except AttributeError:
-        return
-    # Retry refused connects briefly; never re-send a POST after a read error (duplicates).
-    pool.connection_pool_kw["retries"] = urllib3.Retry(total=2, connect=2, read=0, status=0,
-                                                       redirect=False, backoff_factor=0.5)
-    pool.clear()
-
-    def request_with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-        return request(*args, _request_timeout=_request_timeout or (connect_timeout, read_timeout),
-                       **kwargs)
-
-    rest.request = request_with_timeout
 
 
 # --------------------------------------------------------------------------- deploy

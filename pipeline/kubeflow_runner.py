@@ -22,6 +22,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
+from stackenv.errors import MissingInput
 from pipeline.graph import create_pipeline
 
 log = logging.getLogger("pipeline")
@@ -47,7 +48,7 @@ def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManif
     if config.data:
         manifest_path = os.path.join(config.data, MANIFEST_NAME)
         if not tf.io.gfile.exists(manifest_path):
-            raise FileNotFoundError(
+            raise MissingInput(
                 f"{config.data} is not a prepared dataset (no {MANIFEST_NAME}). On Kubeflow the pipeline "
                 "reads prepared TFRecords: run `python -m pipeline prepare --data SOURCE --output out`, copy "
                 "the printed directory to object storage (e.g. gsutil cp -r), and pass that URI as --data.")

@@ -6,7 +6,8 @@ failure can be reported in one paragraph instead of a Beam traceback.
 """
 import logging
 import time
-from typing import Optional
+
+from stackenv import compat
 
 from tfx.orchestration.beam import beam_dag_runner
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
@@ -28,32 +29,32 @@ class ComponentFailed(RuntimeError):
         self.cause = cause
 
 
-class _ReportingNodeDoFn(beam_dag_runner.PipelineNodeAsDoFn):
+class _ReportingNodeDoFn(compat.HookedNodeDoFn):
     """TFX's per-node DoFn, plus a progress line and the failing node's name."""
 
-    def _run_node(self) -> None:
-        node_id = self._node_id
-        log.info("▶ %s ...", node_id)
+    def run_node(self, node: compat.NodeRun) -> None:
+        log.info("▶ %s ...", node.node_id)
         started = time.monotonic()
         try:
-            super()._run_node()
+            node.run()
         except Exception as error:  # noqa: BLE001 - re-raised with the node's name
-            log.error("✗ %s failed after %.1f s", node_id, time.monotonic() - started)
-            raise ComponentFailed(node_id, error) from error
+            log.error("✗ %s failed after %.1f s", node.node_id, time.monotonic() - started)
+            raise ComponentFailed(node.node_id, error) from error
         outcome = "done"
-        store = mlmd.open_store(self._mlmd_connection_config)
-        execution = mlmd.latest_node_execution(store, self._pipeline_info.id, node_id)
+        store = mlmd.open_store(node.mlmd_connection_config)
+        execution = mlmd.latest_node_execution(store, node.pipeline_id, node.node_id)
         if execution is not None and execution.cached:
             outcome = "cached"
-        log.info("✓ %s %s in %.1f s", node_id, outcome, time.monotonic() - started)
+        log.info("✓ %s %s in %.1f s", node.node_id, outcome, time.monotonic() - started)
 
 
-class ReportingBeamDagRunner(beam_dag_runner.BeamDagRunner):
-    _PIPELINE_NODE_DO_FN_CLS = _ReportingNodeDoFn
+def reporting_runner() -> beam_dag_runner.BeamDagRunner:
+    """TFX's BeamDagRunner with the progress line and failure record above."""
+    return compat.HookedBeamDagRunner(_ReportingNodeDoFn)
 
 
 def run_local(config: PipelineConfig, dataset: DatasetManifest,
-              runner: Optional[beam_dag_runner.BeamDagRunner] = None) -> None:
+              runner: beam_dag_runner.BeamDagRunner | None = None) -> None:
     """Build the graph for local execution and run it to completion (or raise)."""
     beam_args = config.beam_pipeline_args(dataset.num_examples)
     log.info("Beam pipeline args: %s", " ".join(beam_args))
@@ -62,4 +63,4 @@ def run_local(config: PipelineConfig, dataset: DatasetManifest,
         metadata_connection_config=sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=beam_args,
     )
-    (runner or ReportingBeamDagRunner()).run(pipeline)
+    (runner or reporting_runner()).run(pipeline)

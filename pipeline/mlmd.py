@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from stackenv.errors import MissingInput
+
 STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 METADATA_FILE = "metadata.sqlite"   # in a local run's output directory
 INPUTS = (metadata_store_pb2.Event.INPUT,)
@@ -44,7 +46,7 @@ def open_output_store(output_dir: str) -> metadata_store.MetadataStore:
     """The store of a local run's output directory; a missing one says how to get it."""
     path = os.path.join(output_dir, METADATA_FILE)
     if not os.path.isfile(path):
-        raise FileNotFoundError(
+        raise MissingInput(
             f"No ML Metadata store at {path}. Run the pipeline first "
             f"(python -m pipeline run --output {output_dir}) or pass the --output directory of a run.")
     return open_store(sqlite_config(path))

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from data.serving_dir import latest_version_dir
 from data.images import load_image_array
+from stackenv.errors import MissingInput
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"
@@ -20,11 +21,11 @@ def resolve_version_dir(model_dir: str) -> str:
     if tf.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")):
         return model_dir
     if not tf.io.gfile.isdir(model_dir):
-        raise FileNotFoundError(f"Model directory {model_dir} does not exist. Pass the serving dir of a "
+        raise MissingInput(f"Model directory {model_dir} does not exist. Pass the serving dir of a "
                                 "pushed model, e.g. output/serving/cnn (see the run summary's 'Pushed:' line).")
     version_dir = latest_version_dir(model_dir)
     if version_dir is None:
-        raise FileNotFoundError(f"No model version (a numeric folder with saved_model.pb) in {model_dir}. "
+        raise MissingInput(f"No model version (a numeric folder with saved_model.pb) in {model_dir}. "
                                 "Run the pipeline until a model is blessed and pushed.")
     return version_dir
 
@@ -33,7 +34,7 @@ def _signature(model_dir: str, name: str, kind: str):
     version_dir = resolve_version_dir(model_dir)
     model = tf.saved_model.load(version_dir)
     if name not in model.signatures:
-        raise FileNotFoundError(f"{version_dir} has no '{name}' signature; it has {sorted(model.signatures)}. "
+        raise MissingInput(f"{version_dir} has no '{name}' signature; it has {sorted(model.signatures)}. "
                                 f"Is it {kind}?")
     return model.signatures[name]
 

@@ -8,13 +8,15 @@ import contextlib
 import fcntl
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
+
+from stackenv.errors import ProjectError
 
 LOCK_FILE = ".run.lock"
 
 
-class OutputDirBusy(RuntimeError):
-    pass
+class OutputDirBusy(ProjectError):
+    """Another run holds the output directory's lock."""
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ from typing import List
 
 from data import serving_dir
 from pipeline.families import gate_metrics
+from stackenv.errors import MissingInput
 
 COUNT_METRIC = "example_count"
 
@@ -12,7 +13,7 @@ def _require_dir(base_dir: str) -> None:
     import tensorflow as tf
 
     if not tf.io.gfile.isdir(base_dir):
-        raise FileNotFoundError(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
+        raise MissingInput(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
                                 "as output/serving/cnn (the run summary's 'Pushed:' line, minus the version).")
 
 

@@ -16,13 +16,16 @@ from data.tfrecords import DatasetManifest
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
 # Written by a Trainer run_fn into its model_run dir: reference predictors on the same eval data.
 REFERENCES_FILE = "baselines.json"
 
 
-class RecordCountMismatch(RuntimeError):
-    pass
+class RecordCountMismatch(ProjectError):
+    """ExampleGen lost or duplicated records: a pipeline bug, not the user's data."""
+
+    exit_code = EXIT_PIPELINE_FAILED
 
 
 @dataclasses.dataclass

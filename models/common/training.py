@@ -15,7 +15,6 @@ class TrainingSettings:
     learning_rate: float = 1e-3
     epochs: int = 1               # Keras epochs the TrainArgs steps are spread over
     seed: int = 42
-    cache_dataset: bool = True
     jit_compile: bool = False     # XLA for the train step (benchmarks/README.md: what it gains)
     profile_batches: str = ""     # "START,END": TensorBoard profiler trace of those batches
     family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
@@ -34,7 +33,7 @@ class TrainingSettings:
     def input_options(self) -> Dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers
         (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
-        return {"cache": self.cache_dataset, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None}
+        return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None}
 
     def tensorboard(self, log_dir: str):
         """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
@@ -52,7 +51,7 @@ class TrainingSettings:
         from models.common.autograph import convert_tf_keras
         from models.common.callbacks import EpochLogger
 
-        convert_tf_keras(False)  # ~20 s less per Trainer; see models/common/autograph.py
+        convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
         return model.fit(
             train,
             epochs=self.epochs,

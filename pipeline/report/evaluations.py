@@ -12,11 +12,12 @@ from typing import Dict, List, Optional
 from data.tfma_results import evaluated_models
 from pipeline import graph, mlmd
 from pipeline.report.families import ReportFamily, get_report_family
+from stackenv.errors import ProjectError
 
 _OK_STATES = ("COMPLETE", "CACHED")
 
 
-class ReportError(ValueError):
+class ReportError(ProjectError, ValueError):
     """A problem the user can fix (no run, no such pipeline, no evaluation yet, a bad path); the message says how."""
 
 

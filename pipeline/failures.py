@@ -1,0 +1,83 @@
+"""How the CLI reports a failure: one paragraph on the terminal, the traceback in a file.
+
+``pipeline.cli.main`` is the one place that catches; this module decides what it prints.
+A :class:`~stackenv.errors.ProjectError` found anywhere on the exception chain (Beam and
+TFX wrap an executor's error, sometimes twice) is printed as its paragraph; an OS error on
+a path becomes a paragraph naming the path; anything else prints its first line (the
+part that says what happened) and the path of the saved traceback.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError, find_in_chain, path_error
+
+
+def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
+    """The paragraph to print for ``error`` and the exit code.
+
+    A ProjectError outside a component (bad flag, bad data, busy output dir) is the whole
+    report: ``error: <paragraph>``. An OS error on a path becomes a paragraph naming the
+    path. A component's failure says which component failed, then the ProjectError it
+    raised or the first line of the unexpected error, then where the traceback is.
+    """
+    failed = _component_failed(error)
+    if failed is None:
+        known = _known(error)
+        if known is not None:
+            return f"error: {known.paragraph}", known.exit_code
+    cause = failed.cause if failed is not None else error
+    known = _known(cause)
+    root = known or _root_cause(cause)
+    text = known.paragraph if known else (str(root).strip().splitlines() or [""])[0]
+    where = f"Component {failed.node_id} failed" if failed is not None else "The pipeline failed"
+    log_path = _save_traceback(error, logs_dir)
+    return (f"{where}: {type(root).__name__}: {text}\n"
+            f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).", EXIT_PIPELINE_FAILED)
+
+
+def _known(error: BaseException) -> ProjectError | None:
+    return find_in_chain(error, ProjectError) or path_error(error)
+
+
+def _component_failed(error: BaseException):
+    runner = sys.modules.get("pipeline.local_runner")  # only a local run can have failed in a component
+    return find_in_chain(error, runner.ComponentFailed) if runner is not None else None
+
+
+def is_interrupt(error: BaseException) -> bool:
+    if find_in_chain(error, KeyboardInterrupt) is not None:
+        return True
+    return str(error).startswith("KeyboardInterrupt")
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def logs_dir(args: argparse.Namespace) -> str:
+    """<output>/logs for commands that have a local output directory, else a temp folder."""
+    output = getattr(args, "output", None)
+    if isinstance(output, str) and "://" not in output:
+        return os.path.join(os.path.abspath(output), "logs")
+    return os.path.join(tempfile.gettempdir(), "tfx-project-logs")
+
+
+def _save_traceback(error: BaseException, logs_dir: str) -> str:
+    """Write the full traceback; falls back to a temp folder when ``logs_dir`` is unwritable."""
+    name = f"error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for folder in (logs_dir, os.path.join(tempfile.gettempdir(), "tfx-project-logs")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            with open(path, "w") as handle:
+                traceback.print_exception(type(error), error, error.__traceback__, file=handle)
+            return path
+        except OSError:
+            continue
+    return "(not saved: no writable log folder)"

@@ -1,0 +1,227 @@
+"""Every hook into private TensorFlow, TFX and kfp APIs, in one place.
+
+The project needs a few things those libraries do not expose publicly (a progress line
+per TFX node, the anomalies of each split, a push recorded the way TFX's own Pusher
+records it, timeouts on kfp's HTTP calls, AutoGraph leaving tf_keras alone). Each hook
+below names the private API it touches, why, and the upstream version its code was read
+from. ``tests/test_compat.py`` checks each one against the installed libraries and fails
+naming the hook, so an upgrade that breaks one is caught by ``make test``, not by a run.
+
+Nothing is imported at module load: TensorFlow, TFX and kfp are imported by the hook
+that needs them, and the base classes below are built on first access (module
+``__getattr__``), so ``models/`` can use the AutoGraph hook without importing TFX.
+
+Versions read: tensorflow 2.16.2, tfx 1.16.0, kfp 2.5.0 with kfp-server-api 2.0.5.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+#: Hook names, as the tests and failure messages call them.
+AUTOGRAPH_RULES = "tensorflow autograph config.CONVERSION_RULES"
+BEAM_NODE_RUN = "tfx BeamDagRunner._PIPELINE_NODE_DO_FN_CLS / PipelineNodeAsDoFn._run_node"
+VALIDATOR_VALIDATE = "tfx ExampleValidator Executor._Validate"
+PUSHER_MARK = "tfx Pusher Executor._MarkPushed / _MarkNotPushed"
+EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
+KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
+
+
+# --------------------------------------------------------------------------- AutoGraph
+
+def autograph_skips(prefix: str) -> bool:
+    """Whether AutoGraph's rules leave modules under ``prefix`` unconverted (our rule is first).
+
+    Hook AUTOGRAPH_RULES: ``tensorflow.python.autograph.core.config.CONVERSION_RULES`` (a
+    module-level tuple read on every conversion by ``impl/conversion.py``) and
+    ``config_lib.DoNotConvert._prefix``. There is no public API to allowlist a package.
+    """
+    from tensorflow.python.autograph.core import config
+
+    return any(_is_skip_rule(rule, prefix) for rule in config.CONVERSION_RULES)
+
+
+def set_autograph_skip(prefix: str, skip: bool) -> None:
+    """Put (or remove) a ``DoNotConvert(prefix)`` rule at the head of AutoGraph's rules.
+
+    Why: TF 2.16's rules skip the ``keras`` package but not ``tf_keras``, where Keras 2
+    lives on this stack, so the first ``fit`` of every process transpiles tf_keras itself
+    (the cost is measured in benchmarks/README.md). Hook AUTOGRAPH_RULES.
+    """
+    from tensorflow.python.autograph.core import config, config_lib
+
+    rules = tuple(rule for rule in config.CONVERSION_RULES if not _is_skip_rule(rule, prefix))
+    config.CONVERSION_RULES = ((config_lib.DoNotConvert(prefix),) + rules) if skip else rules
+
+
+def _is_skip_rule(rule: Any, prefix: str) -> bool:
+    from tensorflow.python.autograph.core import config_lib
+
+    return isinstance(rule, config_lib.DoNotConvert) and getattr(rule, "_prefix", None) == prefix
+
+
+# --------------------------------------------------------------------------- TFX Beam runner
+
+@dataclasses.dataclass
+class NodeRun:
+    """One TFX node about to run in BeamDagRunner; ``run()`` runs it (raises on failure)."""
+
+    node_id: str
+    pipeline_id: str
+    mlmd_connection_config: Any
+    run: Callable[[], None]
+
+
+def _hooked_node_do_fn() -> type:
+    """Base of a BeamDagRunner node DoFn whose ``run_node(NodeRun)`` wraps each node's run.
+
+    Hook BEAM_NODE_RUN: ``tfx.orchestration.beam.beam_dag_runner.PipelineNodeAsDoFn._run_node``
+    and its attributes ``_node_id``, ``_pipeline_info``, ``_mlmd_connection_config`` (set in
+    ``__init__``). Why: TFX has no per-node callback; the local runner prints a progress
+    line per node and records which node failed, for the one-paragraph failure report.
+    """
+    from tfx.orchestration.beam import beam_dag_runner
+
+    class HookedNodeDoFn(beam_dag_runner.PipelineNodeAsDoFn):
+        def _run_node(self) -> None:
+            self.run_node(NodeRun(node_id=self._node_id, pipeline_id=self._pipeline_info.id,
+                                  mlmd_connection_config=self._mlmd_connection_config,
+                                  run=super()._run_node))
+
+        def run_node(self, node: NodeRun) -> None:
+            node.run()
+
+    return HookedNodeDoFn
+
+
+def _hooked_beam_dag_runner() -> type:
+    """BeamDagRunner taking the node DoFn class to use (subclass of ``HookedNodeDoFn``).
+
+    Hook BEAM_NODE_RUN: ``BeamDagRunner._PIPELINE_NODE_DO_FN_CLS``, the class attribute
+    ``_build_graph`` instantiates for every node.
+    """
+    from tfx.orchestration.beam import beam_dag_runner
+
+    class HookedBeamDagRunner(beam_dag_runner.BeamDagRunner):
+        # BeamDagRunner.__new__ returns the legacy runner when given positional arguments;
+        # this runner is always the IR-based one, as TFX's __new__ builds it.
+        def __new__(cls, node_do_fn_cls: type) -> Any:
+            return super(beam_dag_runner.BeamDagRunner, cls).__new__(cls)
+
+        def __init__(self, node_do_fn_cls: type) -> None:
+            super().__init__()
+            self._PIPELINE_NODE_DO_FN_CLS = node_do_fn_cls
+
+    return HookedBeamDagRunner
+
+
+# --------------------------------------------------------------------------- TFX ExampleValidator
+
+def _anomaly_hook_validator_executor() -> type:
+    """ExampleValidator executor calling ``on_split_validated(anomalies, split_dir)`` per split.
+
+    Hook VALIDATOR_VALIDATE: ``tfx.components.example_validator.executor.Executor._Validate
+    (inputs, outputs) -> Anomalies``, called once per split by ``Do`` with
+    ``outputs[labels.SCHEMA_DIFF_PATH]`` the split's output folder. Why: ``Do`` only writes
+    the anomalies to files; the project's validator stops the run on them and needs them
+    per split for its message.
+    """
+    from tfx.components.example_validator import executor as validator_executor
+    from tfx.components.example_validator import labels
+
+    class AnomalyHookValidatorExecutor(validator_executor.Executor):
+        def _Validate(self, inputs: dict[str, Any], outputs: dict[str, Any]):
+            anomalies = super()._Validate(inputs, outputs)
+            self.on_split_validated(anomalies, outputs[labels.SCHEMA_DIFF_PATH])
+            return anomalies
+
+        def on_split_validated(self, anomalies: Any, split_dir: str) -> None:
+            """Override: called with each split's Anomalies proto and output folder."""
+
+    return AnomalyHookValidatorExecutor
+
+
+# --------------------------------------------------------------------------- TFX Pusher
+
+def mark_pushed(executor: Any, pushed_model: Any, destination: str, version: str | None) -> None:
+    """Record a push on the PushedModel artifact exactly as TFX's Pusher does.
+
+    Hook PUSHER_MARK: ``tfx.components.pusher.executor.Executor._MarkPushed(model_push,
+    pushed_destination, pushed_version)``, which sets the ``pushed``,
+    ``pushed_destination`` and ``pushed_version`` custom properties that TFX (and this
+    project's summary) read. Why: the atomic Pusher replaces ``Do`` but must leave the same
+    record; re-implementing it would drift from the property names TFX reads.
+    """
+    executor._MarkPushed(pushed_model, pushed_destination=destination, pushed_version=version)
+
+
+def mark_not_pushed(executor: Any, pushed_model: Any) -> None:
+    """``Executor._MarkNotPushed(model_push)``: ``pushed`` = 0 (hook PUSHER_MARK)."""
+    executor._MarkNotPushed(pushed_model)
+
+
+def log_executor_startup(executor: Any, inputs: dict, outputs: dict, exec_properties: dict) -> None:
+    """``BaseExecutor._log_startup``, which every TFX executor's ``Do`` calls first (hook EXECUTOR_CONTEXT)."""
+    executor._log_startup(inputs, outputs, exec_properties)
+
+
+def pipeline_run_id(executor: Any) -> str | None:
+    """The run id of the executing pipeline, None outside a pipeline run.
+
+    Hook EXECUTOR_CONTEXT: ``BaseExecutor._context`` (a ``BaseExecutor.Context``, set by
+    ``__init__``) and its ``pipeline_run_id``. Why: push_info.json names the run that pushed.
+    """
+    return getattr(getattr(executor, "_context", None), "pipeline_run_id", None)
+
+
+# --------------------------------------------------------------------------- kfp client
+
+def bound_kfp_client_io(client: Any, connect_timeout: float, read_timeout: float) -> bool:
+    """Give a ``kfp.Client``'s HTTP calls timeouts and few retries; kfp 2.5 exposes neither.
+
+    Hook KFP_REST_CLIENT: ``kfp.Client._pipelines_api.api_client.rest_client`` (a
+    ``kfp_server_api.rest.RESTClientObject``; the client's APIs share one ``api_client``),
+    its ``pool_manager`` (urllib3) and ``request(..., _request_timeout=None)``, which
+    ``GET``/``POST``/... call through ``self.request``. kfp_server_api waits forever unless
+    a call passes ``_request_timeout``, which kfp.Client never forwards; so ``request`` gets
+    that default here. Returns False (leaving the client alone) when the client has no such
+    layout, e.g. a test double; the test of this hook catches a kfp that changed it.
+    """
+    import urllib3
+
+    try:
+        rest = client._pipelines_api.api_client.rest_client
+        pool, request = rest.pool_manager, rest.request
+    except AttributeError:
+        return False
+    # Retry refused connects briefly; never re-send a POST after a read error (duplicates).
+    pool.connection_pool_kw["retries"] = urllib3.Retry(total=2, connect=2, read=0, status=0,
+                                                       redirect=False, backoff_factor=0.5)
+    pool.clear()
+
+    def request_with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return request(*args, _request_timeout=_request_timeout or (connect_timeout, read_timeout), **kwargs)
+
+    rest.request = request_with_timeout
+    return True
+
+
+# --------------------------------------------------------------------------- lazy base classes
+
+_LAZY_CLASSES: dict[str, Callable[[], type]] = {
+    "HookedNodeDoFn": _hooked_node_do_fn,
+    "HookedBeamDagRunner": _hooked_beam_dag_runner,
+    "AnomalyHookValidatorExecutor": _anomaly_hook_validator_executor,
+}
+
+
+def __getattr__(name: str) -> type:
+    """Build a base class on first use, under this module's name so Beam can pickle it."""
+    factory = _LAZY_CLASSES.get(name)
+    if factory is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls = factory()
+    cls.__module__, cls.__qualname__, cls.__name__ = __name__, name, name
+    globals()[name] = cls
+    return cls

@@ -1,0 +1,168 @@
+"""Each private TF/TFX/kfp hook in stackenv/compat.py still matches the installed libraries.
+
+A failure here names the hook: an upgrade changed a private API the project relies on;
+read the hook's docstring in stackenv/compat.py and the library's new source.
+"""
+import inspect
+from types import SimpleNamespace
+
+from stackenv import compat
+
+import pytest
+
+
+def _broken(hook: str, detail: str) -> str:
+    return f"compat hook broken by an upgrade: {hook}: {detail} (see stackenv/compat.py)"
+
+
+def test_autograph_rules_hook_skips_and_restores_tf_keras():
+    import tf_keras
+    from tensorflow.python.autograph.core import config
+    from tensorflow.python.autograph.impl import conversion
+
+    assert isinstance(getattr(config, "CONVERSION_RULES", None), tuple), _broken(
+        compat.AUTOGRAPH_RULES, "config.CONVERSION_RULES is no longer a module-level tuple")
+    before = config.CONVERSION_RULES
+    try:
+        compat.set_autograph_skip("tf_keras", skip=False)
+        assert not compat.autograph_skips("tf_keras")
+        compat.set_autograph_skip("tf_keras", skip=True)
+        assert compat.autograph_skips("tf_keras"), _broken(compat.AUTOGRAPH_RULES, "DoNotConvert has no _prefix")
+        assert config.CONVERSION_RULES[0]._prefix == "tf_keras"
+        # Behaviour, not only shape: AutoGraph itself now treats tf_keras code as allowlisted.
+        assert conversion.is_allowlisted(tf_keras.layers.Dense.call), _broken(
+            compat.AUTOGRAPH_RULES, "conversion no longer reads config.CONVERSION_RULES")
+    finally:
+        config.CONVERSION_RULES = before
+
+
+def test_beam_node_hook_wraps_tfx_run_node():
+    from tfx.orchestration.beam import beam_dag_runner
+
+    base = beam_dag_runner.PipelineNodeAsDoFn
+    assert callable(getattr(base, "_run_node", None)), _broken(compat.BEAM_NODE_RUN, "no PipelineNodeAsDoFn._run_node")
+    assert list(inspect.signature(base._run_node).parameters) == ["self"], _broken(
+        compat.BEAM_NODE_RUN, "_run_node takes arguments now")
+    init_source = inspect.getsource(base.__init__)
+    for attribute in ("self._node_id", "self._pipeline_info", "self._mlmd_connection_config"):
+        assert f"{attribute} =" in init_source, _broken(compat.BEAM_NODE_RUN, f"{attribute} is no longer set")
+    assert beam_dag_runner.BeamDagRunner._PIPELINE_NODE_DO_FN_CLS is base, _broken(
+        compat.BEAM_NODE_RUN, "BeamDagRunner._PIPELINE_NODE_DO_FN_CLS changed")
+    assert "self._PIPELINE_NODE_DO_FN_CLS(" in inspect.getsource(beam_dag_runner.BeamDagRunner), _broken(
+        compat.BEAM_NODE_RUN, "BeamDagRunner no longer builds nodes from _PIPELINE_NODE_DO_FN_CLS")
+
+    seen = []
+
+    class Recording(compat.HookedNodeDoFn):
+        def run_node(self, node):
+            seen.append((node.node_id, node.pipeline_id, node.mlmd_connection_config))
+            node.run()
+
+    ran = []
+    do_fn = Recording.__new__(Recording)  # the attributes TFX's __init__ sets, without a real node
+    do_fn._node_id, do_fn._pipeline_info = "Trainer", SimpleNamespace(id="p")
+    do_fn._mlmd_connection_config = "mlmd"
+    original = base._run_node
+    try:
+        base._run_node = lambda self: ran.append(self._node_id)
+        do_fn._run_node()
+    finally:
+        base._run_node = original
+    assert seen == [("Trainer", "p", "mlmd")] and ran == ["Trainer"]
+    runner = compat.HookedBeamDagRunner(Recording)
+    assert isinstance(runner, beam_dag_runner.BeamDagRunner), _broken(compat.BEAM_NODE_RUN, "got the legacy runner")
+    assert runner._PIPELINE_NODE_DO_FN_CLS is Recording
+
+
+def test_hooked_classes_pickle_by_reference():
+    """Beam pickles node DoFns; the lazily built bases must resolve by module and name."""
+    import pickle
+
+    for name in ("HookedNodeDoFn", "HookedBeamDagRunner", "AnomalyHookValidatorExecutor"):
+        cls = getattr(compat, name)
+        assert pickle.loads(pickle.dumps(cls)) is cls
+
+
+def test_validator_hook_sees_every_split(tmp_path):
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+    from tfx.components.example_validator import executor as validator_executor
+    from tfx.components.example_validator import labels
+
+    method = getattr(validator_executor.Executor, "_Validate", None)
+    assert callable(method), _broken(compat.VALIDATOR_VALIDATE, "Executor._Validate is gone")
+    assert list(inspect.signature(method).parameters) == ["self", "inputs", "outputs"], _broken(
+        compat.VALIDATOR_VALIDATE, f"signature is now {inspect.signature(method)}")
+    assert "self._Validate(" in inspect.getsource(validator_executor.Executor.Do), _broken(
+        compat.VALIDATOR_VALIDATE, "Do no longer calls _Validate per split")
+    assert hasattr(labels, "SCHEMA_DIFF_PATH"), _broken(compat.VALIDATOR_VALIDATE, "labels.SCHEMA_DIFF_PATH")
+
+    found = anomalies_pb2.Anomalies()
+    found.anomaly_info["label"].description = "new value"
+    calls = []
+
+    class Recording(compat.AnomalyHookValidatorExecutor):
+        def on_split_validated(self, anomalies, split_dir):
+            calls.append((anomalies, split_dir))
+
+    original = validator_executor.Executor._Validate
+    try:
+        validator_executor.Executor._Validate = lambda self, inputs, outputs: found
+        result = Recording()._Validate({}, {labels.SCHEMA_DIFF_PATH: str(tmp_path / "Split-eval")})
+    finally:
+        validator_executor.Executor._Validate = original
+    assert result is found and calls == [(found, str(tmp_path / "Split-eval"))]
+
+
+def test_pusher_hook_records_a_push_as_tfx_does():
+    from tfx.components.pusher import executor as pusher_executor
+    from tfx.types import standard_artifacts
+
+    for name in ("_MarkPushed", "_MarkNotPushed", "_log_startup"):
+        assert callable(getattr(pusher_executor.Executor, name, None)), _broken(compat.PUSHER_MARK, f"{name} is gone")
+    executor = pusher_executor.Executor()
+    compat.log_executor_startup(executor, {}, {}, {})
+    pushed = standard_artifacts.PushedModel()
+    compat.mark_pushed(executor, pushed, "/serving/cnn/7", "7")
+    assert pushed.get_int_custom_property("pushed") == 1, _broken(compat.PUSHER_MARK, "'pushed' not set")
+    assert pushed.get_string_custom_property("pushed_destination") == "/serving/cnn/7"
+    assert pushed.get_string_custom_property("pushed_version") == "7"
+    compat.mark_not_pushed(executor, pushed)
+    assert pushed.get_int_custom_property("pushed") == 0
+
+
+def test_executor_context_hook_reads_the_run_id():
+    from tfx.components.pusher import executor as pusher_executor
+    from tfx.dsl.components.base import base_executor
+
+    assert "pipeline_run_id" in inspect.signature(base_executor.BaseExecutor.Context).parameters, _broken(
+        compat.EXECUTOR_CONTEXT, "BaseExecutor.Context has no pipeline_run_id")
+    executor = pusher_executor.Executor(base_executor.BaseExecutor.Context(pipeline_run_id="run-42"))
+    assert compat.pipeline_run_id(executor) == "run-42", _broken(compat.EXECUTOR_CONTEXT, "_context moved")
+    assert compat.pipeline_run_id(pusher_executor.Executor()) is None
+
+
+def test_kfp_rest_client_hook_puts_timeouts_on_every_call():
+    import kfp
+    import urllib3
+
+    # A namespace skips kfp.Client's start-up health check, so nothing is contacted.
+    client = kfp.Client(host="http://127.0.0.1:9", namespace="compat-test")
+    assert client._run_api.api_client is client._pipelines_api.api_client, _broken(
+        compat.KFP_REST_CLIENT, "the client's APIs no longer share one api_client")
+    assert compat.bound_kfp_client_io(client, 3.0, 7.0), _broken(compat.KFP_REST_CLIENT, "no rest_client layout")
+    rest = client._pipelines_api.api_client.rest_client
+    assert rest.pool_manager.connection_pool_kw["retries"].read == 0
+
+    sent = []
+
+    def refuse(method, url, **kwargs):
+        sent.append(kwargs.get("timeout"))
+        raise urllib3.exceptions.NewConnectionError(None, "refused by the test")
+
+    rest.pool_manager.request = refuse
+    with pytest.raises(Exception):  # noqa: B017 - any kfp error; what matters is what reached urllib3
+        client.list_experiments()
+    assert sent and isinstance(sent[0], urllib3.Timeout), _broken(
+        compat.KFP_REST_CLIENT, "rest_client.request no longer receives _request_timeout")
+    assert (sent[0].connect_timeout, sent[0].read_timeout) == (3.0, 7.0)
+    assert not compat.bound_kfp_client_io(SimpleNamespace(), 1.0, 1.0)
