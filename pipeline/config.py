@@ -76,11 +76,8 @@ class PipelineConfig:
     enable_cache: bool = True
 
     def __post_init__(self) -> None:
-        try:
-            family = get_family(self.model)  # an unknown name raises, listing the registered ones
-            self.family_settings = family.settings(self.family_settings)
-        except ValueError as error:
-            raise ConfigError("--model", str(error)) from error
+        family = get_family(self.model)  # an unknown name raises, listing the registered ones
+        self.family_settings = family.settings(self.family_settings)
         for name in ("epochs", "batch_size", "learning_rate", "min_accuracy"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(family.defaults, name))

@@ -24,6 +24,8 @@ import pathlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from stackenv.errors import ConfigError
+
 if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
     import tensorflow_model_analysis as tfma
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -37,7 +39,7 @@ FAMILY_KEY = "model_family"
 _CLI = "cli"
 
 
-class UnknownFamilyError(ValueError):
+class UnknownFamilyError(ConfigError):
     """``--model`` names no registered family; the message lists the known ones."""
 
 
@@ -124,10 +126,10 @@ class ModelFamily:
             known = {f.name for f in dataclasses.fields(self.settings_type)}
             unknown = sorted(set(values) - known)
             if unknown:
-                raise ValueError(f"Model family {self.name!r} has no settings {unknown}; its settings are "
+                raise ConfigError("--model", f"model family {self.name!r} has no settings {unknown}; its settings are "
                                  f"{sorted(known) or 'none'}.")
             return self.settings_type(**values)
-        raise ValueError(f"Settings of model family {self.name!r} must be a {self.settings_type.__name__} "
+        raise ConfigError("--model", f"settings of model family {self.name!r} must be a {self.settings_type.__name__} "
                          f"or a dict, got {type(values).__name__}.")
 
     def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
@@ -203,8 +205,8 @@ def get_family(name: str) -> ModelFamily:
         return FAMILIES[name]
     except KeyError:
         known = ", ".join(FAMILIES) or "none"
-        raise UnknownFamilyError(
-            f"--model must be one of the registered model families ({known}), got {name!r}. A new family "
+        raise UnknownFamilyError("--model",
+            f"must be one of the registered model families ({known}), got {name!r}. A new family "
             "is registered with pipeline.families.register (see pipeline/families/registry.py).") from None
 
 
