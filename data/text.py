@@ -10,8 +10,11 @@ Supported sources, detected from the path:
 
 Files must be UTF-8 text (a BOM is allowed). Each document is cut on whitespace into
 windows of ``context_words`` words followed by ``target_words`` words, one window every
-``stride`` words. As for images, the result goes to ``<cache_root>/<fingerprint[:16]>/``
-(see ``data.tfrecords``), so an unchanged source is not converted again.
+``stride`` words. Which windows are held out for evaluation is decided here
+(``data.text_split``): they are written as ``train-*`` and ``eval-*`` shards, the windows
+straddling the two are dropped, and ExampleGen reads the two as its splits. As for
+images, the result goes to ``<cache_root>/<fingerprint[:16]>/`` (see ``data.tfrecords``),
+so an unchanged source is not converted again.
 """
 from __future__ import annotations
 
@@ -29,13 +32,14 @@ from typing import Callable, Iterator
 import tensorflow as tf
 
 from data import text_features as features
+from data import text_split
 from data.errors import DataError
-from data.tfrecords import DatasetManifest, build_cached, file_stats, source_fingerprint, write_examples
+from data.tfrecords import SHARD_PATTERN, DatasetManifest, build_cached, file_stats, source_fingerprint, write_examples
 
 log = logging.getLogger(__name__)
 
 # Bump when the conversion changes in a way that changes the output for the same input.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: train/eval decided here (data/text_split.py), gap windows dropped
 DEFAULT_CONTEXT_WORDS = 16
 DEFAULT_TARGET_WORDS = 4
 # Stride 2 keeps the default corpus at ~32k windows: every word is still a target word
@@ -278,9 +282,8 @@ def _build(plan: _Plan, settings: dict, staging: Path) -> DatasetManifest:
         log.info("Skipped %d documents shorter than one window: %s", len(skipped),
                  ", ".join(skipped))
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
-    total = sum(counts.values())
-    num_shards = min(_MAX_SHARDS, max(1, math.ceil(total / _WINDOWS_PER_SHARD)))
-    written = write_examples(_examples(documents, **settings), staging, num_shards)
+    split = text_split.split_corpus(counts, text_split.gap_windows(**settings))
+    written = _write_splits(documents, settings, split, staging)
     return DatasetManifest(
         kind="text",
         source=plan.description,
@@ -295,6 +298,9 @@ def _build(plan: _Plan, settings: dict, staging: Path) -> DatasetManifest:
             "format_version": FORMAT_VERSION,
             **settings,
             "split_feature": features.SPLIT_FEATURE,
+            "split": split.to_json(),
+            # ExampleGen reads these as its train/eval splits (pipeline/graph.py).
+            "split_patterns": {name: f"{name}-{SHARD_PATTERN}" for name in _SPLITS},
             "num_documents": len(documents),
             "num_words": sum(len(d.words) for d in documents),
             "documents": [d.doc_id for d in documents],
@@ -304,6 +310,39 @@ def _build(plan: _Plan, settings: dict, staging: Path) -> DatasetManifest:
             **plan.extra,
         },
     )
+
+
+_SPLITS = (text_split.TRAIN, text_split.EVAL)
+
+
+def _write_splits(documents: list[_Document], settings: dict, split: text_split.CorpusSplit,
+                  staging: Path) -> int:
+    """Write ``<split>-examples-*.tfrecord.gz`` per split into ``staging``; gap windows are dropped."""
+    counts = split.counts()
+    if not counts[text_split.TRAIN] or not counts[text_split.EVAL]:
+        span = settings["context_words"] + settings["target_words"]
+        needed = span + (split.gap + 1) * settings["stride"]  # a train window, a gap, an eval window
+        raise DataError(
+            f"The corpus is too short to hold out text for evaluation: its longest document has "
+            f"{max(len(d.words) for d in documents)} words, and a document needs at least "
+            f"{needed} words (windows of {span} words; those overlapping both splits are "
+            "dropped). Add text (a few thousand words make a meaningful evaluation), or lower "
+            "--context-words / --target-words."
+        )
+    labels = [split.label(d.doc_id, i) for d in documents
+              for i in range(window_count(len(d.words), **settings))]
+    written = 0
+    for name in _SPLITS:
+        num_shards = min(_MAX_SHARDS, max(1, math.ceil(counts[name] / _WINDOWS_PER_SHARD)))
+        chosen = (example for example, label in zip(_examples(documents, **settings), labels)
+                  if label == name)
+        part = staging.with_name(f"{staging.name}.{name}")
+        written += write_examples(chosen, part, num_shards)
+        staging.mkdir(parents=True, exist_ok=True)
+        for shard in sorted(part.iterdir()):
+            os.rename(shard, staging / f"{name}-{shard.name}")
+        part.rmdir()
+    return written
 
 
 def _examples(documents: list[_Document], context_words: int, target_words: int,
