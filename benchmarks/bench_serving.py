@@ -152,7 +152,8 @@ def seq2seq_variants(model, args, tf, np):
 
     def steps_for(prompt):
         out = generate(prompts=tf.constant([prompt]), max_new_tokens=tf.constant(16, tf.int32),
-                       top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32))
+                       top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32),
+                       stop_at=tf.constant(""))
         return decoder_steps(out, 16)
 
     prompt = max(PROMPTS, key=steps_for)
@@ -168,7 +169,8 @@ def seq2seq_variants(model, args, tf, np):
 
     def gen(batch, n):
         return {"prompts": tf.constant([prompt] * batch), "max_new_tokens": tf.constant(n, tf.int32),
-                "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32)}
+                "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
+                "stop_at": tf.constant("")}
 
     seq2seq_variants.prompt = prompt
     return {
@@ -206,7 +208,8 @@ def first_request_child(model_dir: str, mode: str) -> None:
         example = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
         requests = {"serving_default": {"examples": tf.constant([example])},
                     "generate": {"prompts": tf.constant([PROMPTS[1]]), "max_new_tokens": tf.constant(8, tf.int32),
-                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32)}}
+                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
+                                 "stop_at": tf.constant("")}}
     result = {"replayed": replayed}
     for name, inputs in requests.items():
         for call in ("first", "second"):

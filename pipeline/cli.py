@@ -161,8 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
                           "version is used) or one version directory")
     generate.add_argument("prompts", nargs="+", help="text to continue")
-    generate.add_argument("--max-tokens", type=int, default=20, help="new tokens at most (default: %(default)s, "
-                          "capped at 64 by the model)")
+    generate.add_argument("--max-tokens", type=int, default=20, help="tokens to generate: each is appended to the "
+                          "context and generation goes on until this many (default: %(default)s, capped at 256 "
+                          "by the model) or a --stop-at token")
+    generate.add_argument("--stop-at", default="", metavar="TOKENS", help="space-separated tokens that end a "
+                          "continuation, e.g. '. ? !' for one sentence (default: none, generate --max-tokens)")
     generate.add_argument("--top-k", type=int, default=1, help="1 = greedy; K > 1 samples among the K most "
                           "likely tokens (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=1.0,
@@ -379,7 +382,7 @@ def command_generate(args: argparse.Namespace) -> int:
         raise UserError("--max-tokens must be >= 1, --top-k >= 0 and --temperature > 0.")
     try:
         for prompt, continuation in zip(args.prompts, generate_text(
-                args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature)):
+                args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, args.stop_at)):
             print(f"{prompt} -> {continuation}")
     except FileNotFoundError as error:
         raise UserError(str(error)) from error
