@@ -457,6 +457,14 @@ def entry_point() -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    from pipeline import quiet
+
+    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py).
+    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)):
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if not args.verbose:
         # TF's C++ start-up prints harmless "Unable to register cuDNN factory" errors.
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
