@@ -352,3 +352,16 @@ def test_export_carries_tf_serving_warmup_requests_that_run(trained, loaded):
         first = next(iter(outputs.values()))
         assert first.shape[0] == 1, name
     assert warmup.replay_warmup_requests(loaded, trained[2]) == 2
+
+
+def test_learning_rate_schedule_choice():
+    cosine = build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, learning_rate=0.01, embedding_dim=4, units=4,
+                           lr_schedule="cosine", total_steps=100)
+    config = cosine.optimizer.get_config()["learning_rate"]
+    schedule = tf.keras.optimizers.schedules.deserialize(config)
+    assert isinstance(schedule, tf.keras.optimizers.schedules.CosineDecay)
+    assert schedule(0).numpy() == pytest.approx(0.01) and schedule(100).numpy() == pytest.approx(0.001)
+    constant = build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, embedding_dim=4, units=4)
+    assert constant.optimizer.get_config()["learning_rate"] == pytest.approx(3e-3)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, lr_schedule="step")
