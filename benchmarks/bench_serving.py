@@ -4,8 +4,9 @@ CNN: ``serving_default`` (serialized tf.Examples, the transform graph inside) an
 ``predict_image`` (float pixels) - p50/p99 latency at batch 1, examples/s at batch 64.
 seq2seq: ``serving_default`` (next-token distribution) the same way, and ``generate``:
 latency at ``max_new_tokens`` = 1 and 16 (greedy, batch 1); per-token latency =
-(t16 - t1) / (decoder steps16 - steps1), steps counted from what was generated (the loop
-stops early at the end token; of a few prompts, the one that runs longest is used), plus a batch-64 16-token generate throughput.
+(t16 - t1) / (decoder steps16 - steps1), steps counted from what was generated (with no
+``stop_at`` the loop runs every step; of a few prompts, the one that runs longest is used),
+plus a batch-64 16-token generate throughput.
 
 First request after a load, in fresh processes (``--first-request-rounds``): load the
 version, then time one ``serving_default`` request (and ``generate`` for seq2seq) either
