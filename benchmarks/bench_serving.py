@@ -4,8 +4,9 @@ CNN: ``serving_default`` (serialized tf.Examples, the transform graph inside) an
 ``predict_image`` (float pixels) - p50/p99 latency at batch 1, examples/s at batch 64.
 seq2seq: ``serving_default`` (next-token distribution) the same way, and ``generate``:
 latency at ``max_new_tokens`` = 1 and 16 (greedy, batch 1); per-token latency =
-(t16 - t1) / (decoder steps16 - steps1), steps counted from what was generated (the loop
-stops early at the end token; of a few prompts, the one that runs longest is used), plus a batch-64 16-token generate throughput.
+(t16 - t1) / (decoder steps16 - steps1), steps counted from what was generated (with no
+``stop_at`` the loop runs every step; of a few prompts, the one that runs longest is used),
+plus a batch-64 16-token generate throughput.
 
 First request after a load, in fresh processes (``--first-request-rounds``): load the
 version, then time one ``serving_default`` request (and ``generate`` for seq2seq) either
@@ -152,7 +153,8 @@ def seq2seq_variants(model, args, tf, np):
 
     def steps_for(prompt):
         out = generate(prompts=tf.constant([prompt]), max_new_tokens=tf.constant(16, tf.int32),
-                       top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32))
+                       top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32),
+                       stop_at=tf.constant(""))
         return decoder_steps(out, 16)
 
     prompt = max(PROMPTS, key=steps_for)
@@ -168,7 +170,8 @@ def seq2seq_variants(model, args, tf, np):
 
     def gen(batch, n):
         return {"prompts": tf.constant([prompt] * batch), "max_new_tokens": tf.constant(n, tf.int32),
-                "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32)}
+                "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
+                "stop_at": tf.constant("")}
 
     seq2seq_variants.prompt = prompt
     return {
@@ -206,7 +209,8 @@ def first_request_child(model_dir: str, mode: str) -> None:
         example = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
         requests = {"serving_default": {"examples": tf.constant([example])},
                     "generate": {"prompts": tf.constant([PROMPTS[1]]), "max_new_tokens": tf.constant(8, tf.int32),
-                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32)}}
+                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
+                                 "stop_at": tf.constant("")}}
     result = {"replayed": replayed}
     for name, inputs in requests.items():
         for call in ("first", "second"):

@@ -1,7 +1,7 @@
 """Seq2seq quality on the default corpus: the model next to the n-gram baselines, one run.
 
-Reproduces what the pipeline does, without its orchestration: the documents go to train
-or eval with ExampleGen's own hash on ``document`` (4:1), Transform analyses the train
+Reproduces what the pipeline does, without its orchestration: the train/eval split the
+data preparation wrote (data/text_split.py: whole held-out documents here), Transform analyses the train
 split only, the real ``run_fn`` trains and exports, and the exported ``serving_default``
 is scored on the eval windows the way TFMA scores it (label from ``transform_features``).
 
@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 from data import text_features  # noqa: E402
 from data.tfrecords import iter_records, list_files  # noqa: E402
-from data.text import example_gen_split, prepare_text_dataset  # noqa: E402
+from data.text import prepare_text_dataset  # noqa: E402
 from models.common.training import TrainingSettings  # noqa: E402
 from models.seq2seq import features  # noqa: E402
 from models.seq2seq.baselines import ngram_baselines  # noqa: E402
@@ -67,14 +67,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ------------------------------------------------------------------------ transform
 
 
-def split_raw_records(examples_glob: str) -> dict[str, list[bytes]]:
-    """Serialized raw examples per split, split exactly as ExampleGen hashes ``document``."""
-    splits: dict[str, list[bytes]] = {"train": [], "eval": []}
-    for path in list_files(examples_glob):
-        for record in iter_records(path):
-            example = tf.train.Example.FromString(record)
-            doc = example.features.feature[text_features.SPLIT_FEATURE].bytes_list.value[0]
-            splits[example_gen_split(doc.decode())].append(record)
+def split_raw_records(manifest) -> dict[str, list[bytes]]:
+    """Serialized raw examples per split, as the data preparation split them (data/text_split.py)."""
+    splits: dict[str, list[bytes]] = {}
+    for name, pattern in manifest.extra["split_patterns"].items():
+        splits[name] = [record for path in list_files(os.path.join(manifest.examples_dir, pattern))
+                        for record in iter_records(path)]
     return splits
 
 
@@ -146,11 +144,13 @@ def samples(export_dir: str) -> list[tuple[str, str, str]]:
     prompts = ["The for statement is used to iterate over the elements of a",
                "If the exception is not handled, the",
                "A class definition defines a class"]
-    greedy = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(12),
-                      top_k=tf.constant(1), temperature=tf.constant(1.0))["continuations"]
+    greedy = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(24),
+                      top_k=tf.constant(1), temperature=tf.constant(1.0),
+                      stop_at=tf.constant(""))["continuations"]
     tf.random.set_seed(0)
-    sampled = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(12),
-                       top_k=tf.constant(5), temperature=tf.constant(0.8))["continuations"]
+    sampled = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(24),
+                       top_k=tf.constant(5), temperature=tf.constant(0.8),
+                       stop_at=tf.constant(""))["continuations"]
     return [(p, g.decode(), s.decode()) for p, g, s in zip(prompts, greedy.numpy(), sampled.numpy())]
 
 
@@ -166,7 +166,7 @@ def main(argv=None) -> None:
                                     args.target_words, args.stride)
     transform_config = {k: getattr(args, k) for k in features.TRANSFORM_DEFAULTS}
     key = hashlib.sha256(json.dumps([manifest.fingerprint, transform_config]).encode()).hexdigest()
-    splits = split_raw_records(manifest.examples_glob)
+    splits = split_raw_records(manifest)
     started = time.monotonic()
     data = transform(splits, transform_config, work / f"transformed-{key[:12]}")
     log.info("Transform ready in %.0f s: %s", time.monotonic() - started, data)
@@ -201,7 +201,7 @@ def main(argv=None) -> None:
     print()
     print(f"Default corpus: {manifest.num_examples} windows ({args.context_words}+"
           f"{args.target_words} words, stride {args.stride}), {manifest.extra['num_documents']} "
-          f"documents; document hash split 4:1 -> train {n_train}, eval {n_eval} windows")
+          f"documents; {manifest.extra['split']['description']} -> train {n_train}, eval {n_eval}")
     print(f"Transform: {transform_config}")
     print(f"Training: {steps} steps x batch {args.batch_size} "
           f"(~{steps * args.batch_size / n_train:.1f} epochs of the train windows), "

@@ -57,6 +57,9 @@ class Conversion:
     num_shards: int
     extra: dict[str, Any]
     image: ImageFacts | None = None
+    # Splits decided by the converter (name -> (examples, shards)), written as ``<name>-*``
+    # shards instead of ``examples``; ExampleGen then reads them as its splits.
+    splits: dict[str, tuple[Iterable[tf.train.Example], int]] = dataclasses.field(default_factory=dict)
 
 
 def prepare(
@@ -71,7 +74,11 @@ def prepare(
         scratch = staging.parent / "scratch"
         scratch.mkdir()
         conversion = convert(plan.load(scratch))
-        count = write_examples(conversion.examples, staging, conversion.num_shards)
+        if conversion.splits:
+            count = sum(_write_split(name, examples, num_shards, staging)
+                        for name, (examples, num_shards) in conversion.splits.items())
+        else:
+            count = write_examples(conversion.examples, staging, conversion.num_shards)
         return DatasetManifest(
             kind=dataset_kind,
             source=plan.description,
@@ -84,6 +91,17 @@ def prepare(
         )
 
     return build_cached(cache_root, plan.fingerprint, build)
+
+
+def _write_split(name: str, examples: Iterable[tf.train.Example], num_shards: int, staging: Path) -> int:
+    """Write one split's shards into ``staging`` as ``<name>-<shard>``; return the count."""
+    part = staging.with_name(f"{staging.name}.{name}")
+    count = write_examples(examples, part, num_shards)
+    staging.mkdir(parents=True, exist_ok=True)
+    for shard in sorted(part.iterdir()):
+        os.rename(shard, staging / f"{name}-{shard.name}")
+    part.rmdir()
+    return count
 
 
 def shard_count(size: int, per_shard: int) -> int:

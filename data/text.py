@@ -2,9 +2,12 @@
 
 The sources (CPython's bundled ``pydoc_data.topics`` by default, a UTF-8 text file, or
 a folder of ``*.txt`` files) are read by ``data.text_sources``. Each document is cut on
-whitespace into windows of ``context_words`` words followed by ``target_words`` words, one window every
-``stride`` words. As for images, the result goes to ``<cache_root>/<fingerprint[:16]>/``
-(see ``data.prepare``), so an unchanged source is not converted again.
+whitespace into windows of ``context_words`` words followed by ``target_words`` words, one
+window every ``stride`` words. Which windows are held out for evaluation is decided here
+(``data.text_split``): they are written as ``train-*`` and ``eval-*`` shards, the windows
+straddling the two are dropped, and ExampleGen reads the two as its splits. As for images,
+the result goes to ``<cache_root>/<fingerprint[:16]>/`` (see ``data.prepare``), so an
+unchanged source is not converted again.
 """
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ from typing import Iterator
 import tensorflow as tf
 
 from data import text_features as features
+from data import text_split
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
+from data.tfrecords import SHARD_PATTERN
 from data.text_sources import FORMAT_VERSION, TEXT_SUFFIX, Corpus, plan_text_source  # noqa: F401  (re-exported)
 from data.text_sources import Document as _Document
 
@@ -112,13 +117,20 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
         log.info("Skipped %d documents shorter than one window: %s", len(skipped),
                  ", ".join(skipped))
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
-    total = sum(counts.values())
+    split = text_split.split_corpus(counts, text_split.gap_windows(**settings))
+    _check_split(documents, settings, split)
+    split_counts = split.counts()
     return Conversion(
-        examples=_examples(documents, **settings),
-        num_shards=shard_count(total, _WINDOWS_PER_SHARD),
+        examples=(),
+        num_shards=0,
+        splits={name: (_split_examples(documents, settings, split, name),
+                       shard_count(split_counts[name], _WINDOWS_PER_SHARD)) for name in _SPLITS},
         extra={
             **settings,
             "split_feature": features.SPLIT_FEATURE,
+            "split": split.to_json(),
+            # ExampleGen reads these as its train/eval splits (pipeline/graph.py).
+            "split_patterns": {name: f"{name}-{SHARD_PATTERN}" for name in _SPLITS},
             "num_documents": len(documents),
             "num_words": sum(len(d.words) for d in documents),
             "documents": [d.doc_id for d in documents],
@@ -127,6 +139,31 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
             "skipped_documents": skipped,
         },
     )
+
+
+_SPLITS = (text_split.TRAIN, text_split.EVAL)
+
+
+def _check_split(documents: list[_Document], settings: dict, split: text_split.CorpusSplit) -> None:
+    """Both splits must hold windows, or the corpus is too short to evaluate on text it has not seen."""
+    counts = split.counts()
+    if not counts[text_split.TRAIN] or not counts[text_split.EVAL]:
+        span = settings["context_words"] + settings["target_words"]
+        needed = span + (split.gap + 1) * settings["stride"]  # a train window, a gap, an eval window
+        raise DataError(
+            f"The corpus is too short to hold out text for evaluation: its longest document has "
+            f"{max(len(d.words) for d in documents)} words, and a document needs at least "
+            f"{needed} words (windows of {span} words; those overlapping both splits are "
+            "dropped). Add text (a few thousand words make a meaningful evaluation), or lower "
+            "--context-words / --target-words."
+        )
+
+
+def _split_examples(documents: list[_Document], settings: dict, split: text_split.CorpusSplit,
+                    name: str) -> Iterator[tf.train.Example]:
+    """The windows of split ``name``; gap windows belong to neither split and are dropped."""
+    labels = (split.label(d.doc_id, i) for d in documents for i in range(window_count(len(d.words), **settings)))
+    return (example for example, label in zip(_examples(documents, **settings), labels) if label == name)
 
 
 def _examples(documents: list[_Document], context_words: int, target_words: int,

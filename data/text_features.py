@@ -26,14 +26,12 @@ Every prepared text dataset is a set of GZIP-compressed TFRecord files of
 Windows start every ``stride`` words; the window settings are recorded in the manifest
 (``DatasetManifest.extra``: ``context_words``, ``target_words``, ``stride``, documents).
 
-Why the split unit is the document, not the window: with a stride smaller than
-``context_words + target_words``, neighbouring windows share most of their words, so a
-window-level split would put almost every eval target word into some train window (as
-context or as target) and the eval score would measure memorisation of the training
-text, not the ability to continue unseen text. Hashing whole documents into one split
-keeps every eval word unseen in training, so the eval metric is an honest estimate for
-new text. (The price: eval size varies with which documents hash to eval, because
-documents differ in length.)
+Why the split is not per window: with a stride smaller than ``context_words +
+target_words``, neighbouring windows share most of their words, so a window-level split
+would put almost every eval target word into some train window and the eval score would
+measure memorisation. ``data.text_split`` holds out whole documents when there are
+enough, else contiguous blocks inside documents with the straddling windows dropped, so
+no eval word is in a train window either way.
 """
 
 CONTEXT = "context"
@@ -44,7 +42,7 @@ EXAMPLE_ID = "example_id"
 
 POSITION_BUCKETS = ("start", "middle", "end")
 
-# ExampleGen hashes this feature to assign train/eval, so a document's windows stay together.
+# The unit data.text_split holds out (whole, or in blocks); ExampleGen reads the split as written.
 SPLIT_FEATURE = DOCUMENT
 SLICING_FEATURES = (DOCUMENT, POSITION)
 

@@ -144,8 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
                           "version is used) or one version directory")
     generate.add_argument("prompts", nargs="+", help="text to continue")
-    generate.add_argument("--max-tokens", type=int, default=20, help="new tokens at most (default: %(default)s, "
-                          "capped at 64 by the model)")
+    generate.add_argument("--max-tokens", type=int, default=20, help="tokens to generate: each is appended to the "
+                          "context and generation goes on until this many (default: %(default)s, capped at 256 "
+                          "by the model) or a --stop-at token")
+    generate.add_argument("--stop-at", default="", metavar="TOKENS", help="space-separated tokens that end a "
+                          "continuation, e.g. '. ? !' for one sentence (default: none, generate --max-tokens)")
     generate.add_argument("--top-k", type=int, default=1, help="1 = greedy; K > 1 samples among the K most "
                           "likely tokens (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=1.0,

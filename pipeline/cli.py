@@ -127,7 +127,7 @@ def command_generate(args: argparse.Namespace) -> int:
         if not valid:
             raise ConfigError(flag, f"must be {rule}, got {getattr(args, flag[2:].replace('-', '_'))}.")
     for prompt, continuation in zip(args.prompts, generate_text(
-            args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature)):
+            args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, args.stop_at)):
         print(f"{prompt} -> {continuation}")
     return 0
 
@@ -188,6 +188,14 @@ def entry_point() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pipeline import quiet
+
+    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py).
+    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)):
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if not args.verbose:
         # TF's C++ start-up prints harmless "Unable to register cuDNN factory" errors.
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

@@ -44,19 +44,29 @@ def create_pipeline(
     family = get_family(config.model)
     code_version = family.code_version()
 
-    example_gen = ImportExampleGen(
-        input_base=dataset.examples_dir,
-        input_config=example_gen_pb2.Input(splits=[
-            example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]),
-        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
-            splits=[
-                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
-            ],
-            # Split on a stable id, so an example stays in its split when other features change.
-            partition_feature_name=family.split_feature,
-        )),
-    )
+    split_patterns = dataset.extra.get("split_patterns")
+    if split_patterns:
+        # The data preparation already split (data/text_split.py): read its splits as they are.
+        example_gen = ImportExampleGen(
+            input_base=dataset.examples_dir,
+            input_config=example_gen_pb2.Input(splits=[
+                example_gen_pb2.Input.Split(name=name, pattern=pattern)
+                for name, pattern in split_patterns.items()]),
+        )
+    else:
+        example_gen = ImportExampleGen(
+            input_base=dataset.examples_dir,
+            input_config=example_gen_pb2.Input(splits=[
+                example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]),
+            output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
+                splits=[
+                    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
+                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
+                ],
+                # Split on a stable id, so an example stays in its split when other features change.
+                partition_feature_name=family.split_feature,
+            )),
+        )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     # The schema Transform and Trainer parse data with: inferred, deterministic, so cached.
     schema_gen = SchemaGen(

@@ -50,9 +50,14 @@ def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
 
 
 def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,
-                  temperature: float = 1.0) -> List[str]:
-    """Continuations of ``prompts``: greedy for top_k <= 1, else top-k sampling at ``temperature``."""
+                  temperature: float = 1.0, stop_at: str = "") -> List[str]:
+    """Continuations of ``prompts``: greedy for top_k <= 1, else top-k sampling at ``temperature``.
+
+    Each goes on for ``max_tokens`` tokens, or until it emits one of the space-separated
+    ``stop_at`` tokens (e.g. ``". ? !"``: one sentence).
+    """
     signature = _signature(model_dir, GENERATE_SIGNATURE, "a text model (--model seq2seq)")
     outputs = signature(prompts=tf.constant(list(prompts)), max_new_tokens=tf.constant(max_tokens, tf.int32),
-                        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32))
+                        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32),
+                        stop_at=tf.constant(stop_at))
     return [text.decode() for text in outputs["continuations"].numpy()]

@@ -44,6 +44,7 @@ class RunSummary:
     not_blessed_reasons: List[str] = dataclasses.field(default_factory=list)
     pushed_path: Optional[str] = None
     evaluation_uri: Optional[str] = None
+    split_description: Optional[str] = None   # how the data preparation split (data/text_split.py)
 
     @property
     def worst_slice(self) -> Optional[SliceMetric]:
@@ -88,6 +89,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     metric_name = family.gate_metric
     summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
                          family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
+    summary.split_description = (dataset.extra.get("split") or {}).get("description")
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -127,6 +129,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"  {c.node_id:<32} {c.state.lower():<9} {c.seconds:6.1f} s")
     splits = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
     lines.append(f"Examples: {summary.num_input_examples} in -> {splits or 'n/a'}")
+    if summary.split_description:
+        lines.append(f"Split: {summary.split_description}")
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}")

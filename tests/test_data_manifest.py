@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from data import text_sources
 from data.errors import DataError
 from data.images import prepare_image_dataset
 from data.manifest import MANIFEST_NAME, DatasetManifest, ImageFacts
@@ -62,8 +63,10 @@ def test_legacy_text_manifest_loads_without_image_facts() -> None:
 def test_text_manifest_carries_no_image_fields(tiny_text: DatasetManifest) -> None:
     stored = json.loads((Path(tiny_text.examples_dir) / MANIFEST_NAME).read_text())
     assert not {"image", "classes", "class_counts", "image_shape"} & set(stored), sorted(stored)
-    assert stored["num_examples"] == tiny_text.num_examples == 12  # (40 - 6) // 3 + 1
-    assert stored["extra"]["format_version"] == 2
+    split = stored["extra"]["split"]  # 12 windows, (40 - 6) // 3 + 1, less the dropped gap windows
+    assert stored["num_examples"] == tiny_text.num_examples == 12 - split["gap_windows_total"]
+    assert split["train_windows_total"] + split["eval_windows_total"] == tiny_text.num_examples
+    assert stored["extra"]["format_version"] == text_sources.FORMAT_VERSION
     assert DatasetManifest.from_dict(stored) == tiny_text
 
 

@@ -95,18 +95,21 @@ def test_single_text_file_windows_exact(tmp_path):
     path.write_text("\ufeff" + words(10) + "\n\n  " + " \t".join(f"w{i}" for i in range(10, 30)) + "\n",
                     encoding="utf-8")
     m = prepare_text_dataset(path, tmp_path / "cache", context_words=5, target_words=2, stride=3)
-    rows = read_all(m)
+    rows = sorted(read_all(m), key=lambda r: r[features.EXAMPLE_ID])
     count = (30 - 7) // 3 + 1
-    assert m.num_examples == len(rows) == count == window_count(30, 5, 2, 3)
+    assert count == window_count(30, 5, 2, 3) == m.extra["document_windows"]["book.txt"]
+    gap = m.extra["split"]["gap_windows_total"]
+    assert m.num_examples == len(rows) == count - gap and gap == 2  # windows straddling train/eval dropped
     assert m.extra["documents"] == ["book.txt"] and m.extra["document_words"] == {"book.txt": 30}
-    for i, row in enumerate(rows):
+    positions = ["start", "start", "start", "middle", "middle", "middle", "end", "end"]
+    for row in rows:
+        i = int(row[features.EXAMPLE_ID].rsplit("/", 1)[1])
         start = 3 * i
         assert row[features.CONTEXT] == " ".join(f"w{j}" for j in range(start, start + 5))
         assert row[features.TARGET] == " ".join(f"w{j}" for j in range(start + 5, start + 7))
         assert row[features.DOCUMENT] == "book.txt"
         assert row[features.EXAMPLE_ID] == f"book.txt/{i:05d}"
-    assert [r[features.POSITION] for r in rows] == [
-        "start", "start", "start", "middle", "middle", "middle", "end", "end"]
+        assert row[features.POSITION] == positions[i]
 
 
 def test_position_buckets_are_thirds():
@@ -126,7 +129,7 @@ def test_folder_of_text_files(tmp_path):
     rows = read_all(m)
     assert m.extra["documents"] == ["a.txt", "sub/b.TXT"]
     assert m.extra["document_windows"] == {"a.txt": 7, "sub/b.TXT": 4}
-    assert len(rows) == m.num_examples == 11
+    assert len(rows) == m.num_examples == 11 - m.extra["split"]["gap_windows_total"]
     by_doc = {}
     for row in rows:
         by_doc.setdefault(row[features.DOCUMENT], []).append(row)
@@ -158,7 +161,9 @@ def test_too_short_single_file_names_it(tmp_path):
     path.write_text(words(19), encoding="utf-8")
     with pytest.raises(DataError, match="short.txt has only 19 words.*--context-words"):
         prepare_text_dataset(path, tmp_path / "cache")
-    assert prepare_text_dataset(path, tmp_path / "cache", context_words=15).num_examples == 1
+    # One window fits, but nothing can be held out for evaluation: said before TFX starts.
+    with pytest.raises(DataError, match="too short to hold out text.*at least 39 words"):
+        prepare_text_dataset(path, tmp_path / "cache", context_words=15)
 
 
 def test_missing_path_and_empty_corpus(tmp_path):

@@ -179,11 +179,13 @@ def test_serving_default_gives_next_token_distribution(trained, loaded, s2s_tran
     assert list(labels.numpy()) == [r[features.NEXT_TOKEN_XF] for r in transformed[:6]]
 
 
-def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0):
+def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0, stop_at="", counts=False):
     out = loaded.signatures[export.GENERATE_SIGNATURE](
         prompts=tf.constant(prompts), max_new_tokens=tf.constant(max_new_tokens, tf.int32),
-        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32))
-    return [s.decode() for s in out["continuations"].numpy()]
+        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32),
+        stop_at=tf.constant(stop_at))
+    texts = [s.decode() for s in out["continuations"].numpy()]
+    return (texts, list(out["token_counts"].numpy())) if counts else texts
 
 
 def test_generate_greedy_and_sampled(loaded, s2s_transform):
@@ -204,6 +206,41 @@ def test_generate_greedy_and_sampled(loaded, s2s_transform):
     assert _generate(loaded, prompts, 0) == ["", "", ""]
     capped = _generate(loaded, prompts, 1000, top_k=5, temperature=2.0)
     assert all(len(t.split(" ")) <= export.MAX_NEW_TOKENS for t in capped)
+
+
+@pytest.mark.parametrize("top_k,temperature", [(1, 1.0), (5, 0.8)])
+def test_generate_continues_for_max_new_tokens(loaded, top_k, temperature):
+    """32 tokens from a model trained on 2-token targets: the window slides, END never stops it."""
+    prompts = ["the cat sat on the", "a bird", "Zebra!"]
+    texts, counts = _generate(loaded, prompts, 32, top_k, temperature, counts=True)
+    assert counts == [32, 32, 32]
+    assert [len(t.split(" ")) for t in texts] == [32, 32, 32], texts
+
+
+def test_generate_stops_only_on_the_callers_stop_tokens(loaded):
+    prompts = ["the cat sat on the", "a bird sat on", "the dog ran in the"]
+    free = _generate(loaded, prompts, 32)
+    stopped, counts = _generate(loaded, prompts, 32, stop_at=". !", counts=True)
+    for text, full, count in zip(stopped, free, counts):
+        tokens = text.split(" ")
+        assert len(tokens) == count
+        if "." in full.split(" "):   # greedy: the same tokens up to the first stop token
+            assert tokens[-1] == "." and "." not in tokens[:-1], text
+            assert full.startswith(text)
+        else:
+            assert text == full and count == 32
+    assert any(c < 32 for c in counts), stopped  # this corpus ends sentences often
+
+
+def test_generate_through_tf_serving_rest_columnar_form(loaded):
+    from tf_serving_rest import predict
+
+    answer = predict(loaded, {"signature_name": export.GENERATE_SIGNATURE, "inputs": {
+        "prompts": ["the cat sat on the", "a bird"], "max_new_tokens": 32, "top_k": 5, "temperature": 0.8,
+        "stop_at": ""}})
+    outputs = answer["outputs"]
+    assert outputs["token_counts"] == [32, 32]
+    assert [len(t.split(" ")) for t in outputs["continuations"]] == [32, 32]
 
 
 # ------------------------------------------------------------------------- baselines
@@ -315,3 +352,16 @@ def test_export_carries_tf_serving_warmup_requests_that_run(trained, loaded):
         first = next(iter(outputs.values()))
         assert first.shape[0] == 1, name
     assert warmup.replay_warmup_requests(loaded, trained[2]) == 2
+
+
+def test_learning_rate_schedule_choice():
+    cosine = build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, learning_rate=0.01, embedding_dim=4, units=4,
+                           lr_schedule="cosine", total_steps=100)
+    config = cosine.optimizer.get_config()["learning_rate"]
+    schedule = tf.keras.optimizers.schedules.deserialize(config)
+    assert isinstance(schedule, tf.keras.optimizers.schedules.CosineDecay)
+    assert schedule(0).numpy() == pytest.approx(0.01) and schedule(100).numpy() == pytest.approx(0.001)
+    constant = build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, embedding_dim=4, units=4)
+    assert constant.optimizer.get_config()["learning_rate"] == pytest.approx(3e-3)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, lr_schedule="step")

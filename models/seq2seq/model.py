@@ -17,6 +17,7 @@ import tensorflow as tf
 from models.seq2seq import features
 
 CELLS = ("lstm", "gru")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 class Seq2Seq(tf.keras.Model):
@@ -75,12 +76,19 @@ class Seq2Seq(tf.keras.Model):
 
 def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
                   learning_rate: float = 3e-3, embedding_dim: int = 128, units: int = 256,
-                  dropout: float = 0.5, cell: str = "lstm", jit_compile: bool = False) -> Seq2Seq:
+                  dropout: float = 0.5, cell: str = "lstm", jit_compile: bool = False,
+                  lr_schedule: str = "constant", total_steps: int = 0) -> Seq2Seq:
     """Build (variables created) and compile the model; call inside ``strategy.scope()``.
 
     Loss and accuracy are per target token; padding is excluded through the sample
-    weights that :func:`teacher_forcing` adds.
+    weights that :func:`teacher_forcing` adds. ``lr_schedule`` "cosine" decays the
+    learning rate to a tenth over ``total_steps`` (a candidate measured in
+    benchmarks/seq2seq_quality.py, see benchmarks/README.md).
     """
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
+    if lr_schedule == "cosine" and total_steps > 0:
+        learning_rate = tf.keras.optimizers.schedules.CosineDecay(learning_rate, total_steps, alpha=0.1)
     model = Seq2Seq(vocab_size, embedding_dim, units, dropout, cell, name="seq2seq")
     model({features.CONTEXT_XF: tf.zeros([1, context_tokens], tf.int64),
            features.DECODER_INPUT_XF: tf.ones([1, target_tokens], tf.int64)})

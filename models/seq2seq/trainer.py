@@ -1,8 +1,10 @@
 """TFX Trainer entry point for the seq2seq family (``run_fn`` is referenced by dotted path).
 
 ``TrainingSettings.family`` (all optional, see ``MODEL_DEFAULTS``): ``embedding_dim``,
-``units``, ``dropout``, ``cell`` ("lstm" or "gru"). Vocabulary and sequence lengths come
-from the Transform output, so they cannot disagree with the data.
+``units``, ``dropout``, ``cell`` ("lstm" or "gru"), ``lr_schedule`` ("constant" or
+"cosine"). Vocabulary and sequence lengths come from the Transform output, so they cannot
+disagree with the data. The n-gram reference scores go into the export as
+``assets.extra/references.json`` (``references_document``), for the blessing gate.
 """
 import json
 import logging
@@ -17,6 +19,7 @@ from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.training import TrainingSettings
 from models.seq2seq import baselines, export, features
+from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.model import build_seq2seq, teacher_forcing
 
 log = logging.getLogger(__package__)  # "models.seq2seq"
@@ -24,8 +27,9 @@ log = logging.getLogger(__package__)  # "models.seq2seq"
 # Measured on the default corpus (benchmarks/seq2seq_quality.py): dropout 0.5 beat 0.2 and 0.4;
 # GRU and tied input/output embeddings learned markedly slower.
 MODEL_DEFAULTS: Dict[str, Any] = {
-    "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm"}
+    "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant"}
 BASELINES_FILE = "baselines.json"
+REFERENCES_FILE = os.path.join("assets.extra", "references.json")
 
 
 def model_settings(family: Mapping[str, Any]) -> Dict[str, Any]:
@@ -63,13 +67,36 @@ def run_fn(fn_args: FnArgs) -> None:
     evaluation = teacher_forcing(make_dataset(fn_args.eval_files, spec, features.TARGET_XF,
                                               global_batch, shuffle=False, repeat=True,
                                               **settings.input_options()))
+    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
     with strategy.scope():
         model = build_seq2seq(vocab_size, context_tokens, target_tokens,
-                              settings.learning_rate, jit_compile=settings.jit_compile, **hyper)
-    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
+                              settings.learning_rate, jit_compile=settings.jit_compile,
+                              total_steps=steps_per_epoch * settings.epochs, **hyper)
     log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
              target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
              steps_per_epoch, global_batch)
     settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir)
+    write_references(fn_args.serving_model_dir, reference)
+
+
+def references_document(reference: Mapping[str, Any]) -> Dict[str, Any]:
+    """The n-gram scores in the format the blessing gate reads (shared with the image family)."""
+    return {
+        "metric": GATE_METRIC,
+        "gate_reference": "bigram",
+        "margin": 0.0,
+        "references": {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
+        "eval_examples": reference["eval_examples"],
+    }
+
+
+def write_references(export_dir: str, reference: Mapping[str, Any]) -> str:
+    """``assets.extra/references.json`` in the SavedModel: the reference scores travel with the
+    model they were measured for (same train/eval split, same tokens), so a gate can compare."""
+    path = os.path.join(export_dir, REFERENCES_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(references_document(reference), indent=2, sort_keys=True) + "\n")
+    return path

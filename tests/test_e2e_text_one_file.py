@@ -1,0 +1,91 @@
+"""One text file, the most natural "continue my text" input, through the whole pipeline.
+
+The split holds out blocks inside the one document (data/text_split.py), the model is pushed,
+``generate`` goes on for the asked number of tokens, and the terminal shows only the
+project's lines: the library noise goes to output/logs/.
+"""
+import json
+import os
+
+import pytest
+from pydoc_data.topics import topics
+
+from conftest import run_cli
+from pipeline import mlmd
+from pipeline.config import PipelineConfig
+from pipeline.summary import split_counts_from_statistics
+
+pytestmark = pytest.mark.e2e
+
+# Written by C++ (absl, grappler) or as Python warnings; none may reach the terminal.
+NOISE = ("absl::InitializeLog", "op_level_cost_estimator", "W0000", "FutureWarning", "cuda_dnn.cc")
+RUN_ARGS = ("--model", "seq2seq", "--train-steps", "12", "--eval-steps", "4", "--vocab-size", "300",
+            "--min-accuracy", "0.01")
+
+
+@pytest.fixture(scope="module")
+def one_file_run(tmp_path_factory):
+    corpus = tmp_path_factory.mktemp("one-file")
+    longest = sorted(topics, key=lambda t: -len(topics[t]))
+    text = " ".join(" ".join(topics[name].split()) for name in longest[:2])
+    book = corpus / "book.txt"
+    book.write_text(" ".join(text.split()[:3000]), encoding="utf-8")
+    output = tmp_path_factory.mktemp("one-file-run")
+    result = run_cli("run", "--data", book, "--output", output, *RUN_ARGS)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return PipelineConfig(model="seq2seq", output_dir=str(output)), result
+
+
+def test_one_file_is_split_into_train_and_eval_and_pushed(one_file_run):
+    config, result = one_file_run
+    run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
+    counts = split_counts_from_statistics(run["StatisticsGen"].outputs["statistics"][0].uri)
+    assert set(counts) == {"train", "eval"} and counts["train"] > 0 and counts["eval"] > 0
+    assert 0.15 <= counts["eval"] / (counts["train"] + counts["eval"]) <= 0.25, counts
+    assert "Split: blocks inside documents" in result.stdout
+    assert f"Pushed: {config.serving_model_dir}" in result.stdout
+
+
+def test_pushed_model_carries_its_reference_scores(one_file_run):
+    config, _ = one_file_run
+    from components.serving_dir import latest_version_dir
+
+    run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
+    model_run = run["Trainer"].outputs["model_run"][0].uri
+    with open(os.path.join(model_run, "baselines.json")) as handle:
+        measured = json.load(handle)
+    with open(os.path.join(latest_version_dir(config.serving_model_dir), "assets.extra", "references.json")) as handle:
+        references = json.load(handle)
+    assert references["metric"] == "sparse_top_k_categorical_accuracy"
+    assert (references["gate_reference"], references["margin"]) == ("bigram", 0.0)
+    assert references["references"] == {"unigram": measured["unigram_top5"], "bigram": measured["bigram_top5"]}
+    assert all(0 < value < 1 for value in references["references"].values())
+
+
+def test_generate_goes_on_for_max_tokens_and_stops_on_request(one_file_run):
+    config, _ = one_file_run
+    result = run_cli("generate", "--model-dir", config.serving_model_dir, "the for statement is", "--max-tokens", "32")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = result.stdout.strip().splitlines()
+    assert len(line.split(" -> ", 1)[1].split()) == 32, line
+    stopped = run_cli("generate", "--model-dir", config.serving_model_dir, "the for statement is",
+                      "--max-tokens", "32", "--stop-at", ". , the")
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    tokens = stopped.stdout.strip().split(" -> ", 1)[1].split()
+    assert 1 <= len(tokens) <= 32 and (tokens[-1] in {".", ",", "the"} or len(tokens) == 32), tokens
+    for output in (result.stdout + result.stderr, stopped.stdout + stopped.stderr):
+        assert not [n for n in NOISE if n in output], output
+
+
+def test_run_terminal_shows_only_project_lines(one_file_run):
+    config, result = one_file_run
+    terminal = result.stdout + result.stderr
+    assert not [n for n in NOISE if n in terminal], terminal[-3000:]
+    assert "Run summary" in result.stdout
+    # The noise went to the run's log file instead, where bug reports find it (-v shows it).
+    from pipeline import quiet
+
+    with open(quiet.log_path(config.output_dir), encoding="utf-8") as handle:
+        logged = handle.read()
+    assert " run --data " in logged
+    assert [n for n in NOISE if n in logged], logged[-3000:]
