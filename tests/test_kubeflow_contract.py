@@ -36,13 +36,13 @@ def _small_corpus(directory) -> str:
     return str(directory)
 
 
-def compile_for_contract(model: str, tmp_path) -> tuple:
-    """Compile through the project's compiler with a local root; returns (spec, config, image_paths).
+def compile_for_contract(model: str, tmp_path, root: str = None) -> tuple:
+    """Compile through the project's compiler (default: a local root); returns (spec, config, image_paths).
 
     cnn reads the bundled data "baked into the image" (mapped to a local preparation);
     seq2seq a prepared dataset passed as --data, as a user of their own data would.
     """
-    root = str(tmp_path / "root")
+    root = root or str(tmp_path / "root")
     image_paths = {}
     data = None
     if model == "seq2seq":
