@@ -115,14 +115,19 @@ def load_pipeline_spec(package_path: str) -> dict:
     return spec
 
 
-def run_pipeline_root(spec: dict, package_path: str, pipeline_root: str | None) -> str:
+def run_pipeline_root(spec: dict, package_path: str, pipeline_root: str | None, run: bool) -> str | None:
     """The root a run of this package writes to: ``pipeline_root``, else the package's own.
 
     The KFP API server reads only the run's ``runtime_config.pipeline_root`` and otherwise
     falls back to ``minio://mlpipeline/v2/artifacts`` (backend src/v2/driver/driver.go
-    RootDAG), which no TFX step can write, so the root is always sent, and checked first.
+    RootDAG), which no TFX step can write, so a run always gets one, checked first. An
+    upload alone only checks a root it has.
     """
     root = (pipeline_root or "").strip() or spec.get("defaultPipelineRoot")
+    if not root and not run:
+        log.warning("%s records no pipeline root: start its runs with --pipeline-root (KFP's default, %s, "
+                    "cannot be written by TFX).", package_path, DEFAULT_KFP_ROOT)
+        return None
     try:
         if not root:
             check_pipeline_root(DEFAULT_KFP_ROOT, f"deploy {package_path}")
@@ -205,7 +210,7 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     Raises DeployError for anything the user can fix.
     """
     spec = load_pipeline_spec(package_path)
-    root = run_pipeline_root(spec, package_path, pipeline_root)
+    root = run_pipeline_root(spec, package_path, pipeline_root, run)
     name = (pipeline_name or "").strip() or default_pipeline_name(spec, package_path)
     host = normalize_host(host)
     token = resolve_token(existing_token)

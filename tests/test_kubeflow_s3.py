@@ -16,7 +16,7 @@ from kfp_contract import Cluster, topological_tasks
 from pipeline.kubeflow_storage import s3_environment
 from test_kubeflow_contract import compile_for_contract
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]  # two full runs, see test_kubeflow_contract.py
 
 BUCKET = "mlpipeline"
 KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
