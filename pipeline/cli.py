@@ -440,7 +440,8 @@ def command_deploy(args: argparse.Namespace) -> int:
                         wait_timeout=args.wait_timeout if args.wait else None)
     except DeployError as error:
         raise UserError(str(error)) from error
-    print(result.summary())
+    if not (args.wait and result.run_id):  # --wait printed it before following the run
+        print(result.summary())
     return 0
 
 

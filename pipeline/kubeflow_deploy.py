@@ -280,6 +280,10 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     log.info("Started run %s in experiment %s", result.run_id, result.experiment_id)
     if wait_timeout is not None and result.run_id:
         say(result.summary())
-        with api_errors(host, f"following run {result.run_id}"):
-            follow_run(client, result.run_id, wait_timeout, namespace=namespace, say=say)
+
+        def get_run(run_id: str) -> Any:
+            with api_errors(host, f"following run {run_id}"):  # swallows kfp's prints, not ours
+                return client.get_run(run_id)
+
+        follow_run(get_run, result.run_id, wait_timeout, namespace=namespace, say=say)
     return result

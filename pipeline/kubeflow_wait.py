@@ -29,14 +29,14 @@ def _log_hint(task: Any, namespace: Optional[str]) -> str:
     return f"log: kubectl logs -n {namespace or 'kubeflow'} {pod} -c main"
 
 
-def follow_run(client: Any, run_id: str, timeout: float, namespace: Optional[str] = None,
+def follow_run(get_run: Callable[[str], Any], run_id: str, timeout: float, namespace: Optional[str] = None,
                poll: float = 5.0, say: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
-    """Poll ``client.get_run`` until the run ends; returns "SUCCEEDED" or raises DeployError."""
+    """Poll ``get_run`` (``kfp.Client.get_run``) until the run ends; returns "SUCCEEDED" or raises DeployError."""
     deadline = clock() + timeout
     seen: Dict[str, str] = {}
     while True:
-        run = client.get_run(run_id)
+        run = get_run(run_id)
         for name, task in sorted(_task_states(run).items()):
             state = str(task.state or "PENDING")
             if seen.get(name) != state:

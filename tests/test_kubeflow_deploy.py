@@ -592,6 +592,21 @@ def test_wait_is_bounded(kfp_server: FakeKfp, package: Path) -> None:
     now = [0.0]
     client = kfp.Client(host=kfp_server.url)
     with pytest.raises(DeployError, match="had not ended after 60 s .* still running: Trainer"):
-        follow_run(client, result.run_id, timeout=60, poll=10, say=lambda line: None,
+        follow_run(client.get_run, result.run_id, timeout=60, poll=10, say=lambda line: None,
                    clock=lambda: now[0], sleep=lambda seconds: now.__setitem__(0, now[0] + seconds))
     assert now[0] == 60 and len(kfp_server.sent("GET", f"/runs/{result.run_id}")) == 7
+
+
+def test_cli_wait_on_a_failed_run_exits_non_zero(kfp_server: FakeKfp, package: Path) -> None:
+    """`deploy --run --wait` as a user runs it: one paragraph on stderr, exit 2, bounded time."""
+    from conftest import run_cli  # noqa: PLC0415
+
+    kfp_server.run_states = [("FAILED", {"ImportExampleGen": "SUCCEEDED", "Trainer": "FAILED"})]
+    started = time.monotonic()
+    result = run_cli("deploy", "--host", kfp_server.url, "--package", package, "--run", "--wait",
+                     "--wait-timeout", "60", timeout=120)
+    assert time.monotonic() - started < 120
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "ended FAILED" in result.stderr and "Trainer failed" in result.stderr
+    assert "kubectl logs" in result.stderr and "Traceback" not in result.stderr
+    assert "  Trainer              FAILED" in result.stdout
