@@ -86,11 +86,14 @@ class Executor(evaluator_executor.Executor):
 
 
 def _name_baseline_by_path(blessing: types.Artifact, served: str) -> None:
-    """Record the served version by path instead of the in-process artifact's id (always 0)."""
+    """Record the served version by path instead of the in-process artifact's id (always 0) and
+    its temporary copy's path (TFX's ``baseline_model``, gone after the step)."""
     properties = blessing.mlmd_artifact.custom_properties
     if constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY in properties:
         del properties[constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY]
     blessing.set_string_custom_property(BASELINE_MODEL_URI_KEY, served)
+    if blessing.has_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY):
+        blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, served)
 
 
 class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):

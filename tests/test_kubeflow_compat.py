@@ -74,6 +74,7 @@ def _blessing_with_in_process_baseline():
         {"model": pb.ArtifactList(artifacts=[model_pb])}, name_from_id)["model"]
     baseline = standard_artifacts.Model()  # as the served-model Evaluator builds it: id 0
     blessing = standard_artifacts.ModelBlessing()
+    blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, "/tmp/served-baseline-x")
     blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
     blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline.id)
     return blessing, name_from_id
@@ -93,6 +94,9 @@ def test_blessing_names_the_served_baseline_by_path():
     assert blessing.get_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY) == "123"
     assert blessing.get_string_custom_property(BASELINE_MODEL_URI_KEY) == "gs://b/serving/cnn/17"
     assert not blessing.has_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY)
+    # TFX's own baseline path points at the served version, not the step's temporary copy.
+    assert blessing.get_string_custom_property(
+        constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY) == "gs://b/serving/cnn/17"
 
 
 def _tiny_pipeline(root: str):
