@@ -16,7 +16,8 @@ setup(
         "tensorflow==2.16.2",
         "tf-keras>=2.16,<2.17",
         "keras>=3.6,<3.7",
-        "apache-beam[gcp]==2.59.0",
+        "apache-beam[gcp,aws]==2.59.0",  # aws: Beam's s3:// filesystem (boto3) for S3/MinIO roots
+        "tensorflow-io==0.37.1",  # s3:// for tf.io.gfile (TF 2.16 has none); the version built for TF 2.16
         "tensorflow-transform==1.16.0",
         "tensorflow-model-analysis>=0.47,<0.48",
         "tensorflow-data-validation==1.16.1",
@@ -26,7 +27,7 @@ setup(
         "matplotlib",  # plots in the HTML report
     ],
     extras_require={
-        "dev": ["pytest", "pytest-timeout", "ruff"],
+        "dev": ["pytest", "pytest-timeout", "ruff", "moto[s3]", "flask", "flask-cors"],  # moto: a local S3 for tests
         # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
         "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
     },

@@ -6,6 +6,11 @@ open-source KFP cluster cannot run it. This Evaluator instead reads the newest v
 the TF Serving model directory, which is exactly what a new model has to beat, and hands
 it to TFX's own Evaluator logic as ``baseline_model``. Same node on every runner, no
 resolver, and a re-run whose model is unchanged stays fully cached (no duplicate push).
+
+The served model is no MLMD artifact of this run, so the blessing names it by path
+(``baseline_model_uri``) rather than by TFX's ``baseline_model_id``: the id of an artifact
+built in-process is 0, which no orchestrator can resolve (on Kubeflow, TFX's container
+entrypoint translates that id to an artifact name and fails with ``KeyError: 0``).
 """
 import logging
 import tempfile
@@ -13,6 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import tensorflow_model_analysis as tfma
 from tfx import types
+from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
@@ -22,6 +28,8 @@ from tfx.utils import io_utils, json_utils, path_utils
 from data.serving_dir import latest_version_dir
 
 BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
+# Blessing custom property: the served version directory the candidate was compared with.
+BASELINE_MODEL_URI_KEY = "baseline_model_uri"
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +80,20 @@ class Executor(evaluator_executor.Executor):
             baseline = standard_artifacts.Model()
             baseline.uri = artifact_dir
             inputs = {**input_dict, standard_component_specs.BASELINE_MODEL_KEY: [baseline]}
-            return super().Do(inputs, output_dict, exec_properties)
+            super().Do(inputs, output_dict, exec_properties)
+        _name_baseline_by_path(artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.BLESSING_KEY]), served)
+
+
+def _name_baseline_by_path(blessing: types.Artifact, served: str) -> None:
+    """Record the served version by path instead of the in-process artifact's id (always 0) and
+    its temporary copy's path (TFX's ``baseline_model``, gone after the step)."""
+    properties = blessing.mlmd_artifact.custom_properties
+    if constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY in properties:
+        del properties[constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY]
+    blessing.set_string_custom_property(BASELINE_MODEL_URI_KEY, served)
+    if blessing.has_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY):
+        blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, served)
 
 
 class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):

@@ -125,12 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         "readable by the cluster; see `prepare` (default: the bundled data baked into the image)"))
     compile_.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
     compile_.add_argument("--pipeline-root", required=True, help="object-store URI for all outputs, e.g. "
-                          "gs://bucket/tfx (pipeline root, serving/<model>/<version>)")
+                          "gs://bucket/tfx (run artifacts under tfx/, serving/<model>/<version>); recorded "
+                          "in the package as its defaultPipelineRoot, which `deploy` passes to each run")
     compile_.add_argument("--output", dest="package", default=None,
                           help="package path (default: kubeflow/<pipeline-name>.yaml)")
     compile_.add_argument("--schema", default=None, help="curated schema.pbtxt URI to validate data against "
                           "(e.g. the one `run` pinned under output/schema/); default: infer it every run")
     _add_pipeline_arguments(compile_)
+    _add_step_settings_arguments(compile_)
 
     predict = commands.add_parser("predict", help="classify image files with a pushed model",
                                   description="Classify images through the pushed model's predict_image signature.")
@@ -168,6 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
     deploy_.add_argument("--namespace", default=None,
                          help="Kubeflow profile namespace (needed with --run on multi-user Kubeflow)")
     deploy_.add_argument("--run-name", default=None, help="default: '<pipeline name> <UTC time>'")
+    deploy_.add_argument("--pipeline-root", default=None, help="artifact root of the run (default: the "
+                         "package's defaultPipelineRoot, set by `compile --pipeline-root`)")
+    deploy_.add_argument("--cache", choices=("on", "off"), default=None, help="override every step's KFP "
+                         "caching in the uploaded version (default: as compiled)")
+    deploy_.add_argument("--service-account", default=None, help="Kubernetes service account of the run's pods")
+    deploy_.add_argument("--wait", action="store_true", help="with --run: follow the run, print each step's "
+                         "state, exit non-zero unless it succeeds")
+    deploy_.add_argument("--wait-timeout", type=float, default=3600.0,
+                         help="seconds --wait follows the run at most (default: %(default)s)")
 
     report = commands.add_parser("report", help="write an HTML report of the latest evaluation", description=(
         "Find the latest evaluation of a run through ML Metadata and write a self-contained HTML report "
@@ -187,6 +198,29 @@ def build_parser() -> argparse.ArgumentParser:
                                    "policy serves the highest numeric version). Rename it back to undo.")
     rollback.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
     return parser
+
+
+def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """Pod settings compiled into the package (pipeline/kubeflow_platform.py)."""
+    pods = parser.add_argument_group("pod settings (every step unless named Trainer)")
+    for flag, what in (("--cpu-request", "CPU request, e.g. 500m"), ("--cpu-limit", "CPU limit, e.g. 2"),
+                       ("--memory-request", "memory request, e.g. 2Gi"), ("--memory-limit", "memory limit, e.g. 8Gi"),
+                       ("--trainer-cpu", "Trainer CPU request and limit"),
+                       ("--trainer-memory", "Trainer memory request and limit")):
+        pods.add_argument(flag, default=None, help=what)
+    pods.add_argument("--trainer-gpus", type=int, default=0, help="GPUs for the Trainer (default: %(default)s)")
+    pods.add_argument("--gpu-type", default="nvidia.com/gpu", help="accelerator resource (default: %(default)s)")
+    pods.add_argument("--secret-env", action="append", default=[], metavar="SECRET:KEY=ENV",
+                      help="a key of a Kubernetes secret as an environment variable of every step (repeatable)")
+    pods.add_argument("--secret-volume", action="append", default=[], metavar="SECRET=/PATH",
+                      help="a Kubernetes secret mounted as files in every step (repeatable)")
+    pods.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE", help="(repeatable)")
+    pods.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT", help="(repeatable)")
+    pods.add_argument("--image-pull-secret", action="append", default=[], metavar="SECRET", help="(repeatable)")
+    pods.add_argument("--s3-endpoint", default=None, help="S3/MinIO endpoint URL for an s3:// root, e.g. "
+                      "http://minio-service.kubeflow:9000")
+    pods.add_argument("--s3-secret", default=None, help="secret holding the S3 keys as accesskey/secretkey, "
+                      "e.g. mlpipeline-minio-artifact (KFP's MinIO)")
 
 
 def _family_settings(args: argparse.Namespace) -> dict[str, object]:

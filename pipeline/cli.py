@@ -56,10 +56,19 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    from pipeline.kubeflow_platform import StepSettings
     from pipeline.kubeflow_runner import compile_pipeline, dataset_for_cluster
+    from pipeline.kubeflow_storage import check_pipeline_root
 
+    check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
+    settings = StepSettings(
+        cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
+        memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
+        trainer_gpus=args.trainer_gpus, gpu_type=args.gpu_type, secret_env=args.secret_env,
+        secret_volume=args.secret_volume, node_selector=args.node_selector, tolerations=args.toleration,
+        image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret)
     dataset = dataset_for_cluster(config, _prepare)
-    package = compile_pipeline(config, dataset, args.image, args.package)
+    package = compile_pipeline(config, dataset, args.image, args.package, settings)
     print(package)
     log.info("Compiled %s for image %s, pipeline root %s, data %s. Deploy: python -m pipeline deploy "
              "--host URL --package %s --run", config.pipeline_name, args.image, config.pipeline_root,
@@ -136,8 +145,12 @@ def command_deploy(args: argparse.Namespace) -> int:
     from pipeline.kubeflow_deploy import deploy
 
     result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
-                    run=args.run, namespace=args.namespace, run_name=args.run_name)
-    print(result.summary())
+                    run=args.run, namespace=args.namespace, run_name=args.run_name,
+                    pipeline_root=args.pipeline_root, service_account=args.service_account,
+                    enable_caching=None if args.cache is None else args.cache == "on",
+                    wait_timeout=args.wait_timeout if args.wait else None)
+    if not (args.wait and result.run_id):  # --wait printed it before following the run
+        print(result.summary())
     return 0
 
 

@@ -10,6 +10,10 @@ Choices (TFX 1.16 traps included):
   so no module file has to be found in the container.
 - The baseline is read from the serving dir by our Evaluator (components/evaluator.py),
   since TFX's Resolver compiles to a step only Vertex AI implements.
+- Every step runs ``pipeline/kubeflow_entrypoint.py`` (``default_commands``), which fixes
+  what a KFP backend passes before TFX's own entrypoint runs (stackenv/compat.py).
+- The pipeline root is recorded in the package (``defaultPipelineRoot``, which TFX's YAML
+  writer drops) and must be storage a pod can write (pipeline/kubeflow_storage.py).
 """
 import dataclasses
 import json
@@ -18,12 +22,16 @@ import os
 import tempfile
 from typing import Optional
 
+import yaml
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
 from stackenv.errors import MissingInput
 from pipeline.graph import create_pipeline
+from stackenv.compat import with_default_pipeline_root
+from pipeline.kubeflow_entrypoint import COMMAND
+from pipeline.kubeflow_platform import StepSettings, apply_step_settings
 
 log = logging.getLogger("pipeline")
 
@@ -62,17 +70,29 @@ def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManif
     return dataset
 
 
+def kfp_pipeline_root(config: PipelineConfig) -> str:
+    """The KFP run's root: KFP appends ``<pipeline>/<run id>/<task>/<output>``, so a run's
+    artifacts land in ``<--pipeline-root>/tfx/<pipeline>/<run id>/``, beside ``serving/``
+    as in a local run's output directory."""
+    return f"{config.output_dir.rstrip('/')}/tfx"
+
+
 def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest, image: str,
-                     package_path: Optional[str] = None) -> str:
-    """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes)."""
+                     package_path: Optional[str] = None, settings: Optional[StepSettings] = None) -> str:
+    """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
+    Kubernetes platform spec as a second document when ``settings`` need one."""
     package_path = package_path or default_package_path(config)
     pipeline = create_pipeline(config, dataset,
                                beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
-            default_image=image, use_pipeline_spec_2_1=True),
-        output_dir=os.path.dirname(os.path.abspath(package_path)),
-        output_filename=os.path.basename(package_path),
-    )
-    runner.run(pipeline, write_out=True)
+            default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
+    spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), kfp_pipeline_root(config))
+    platform = apply_step_settings(spec, settings or StepSettings())
+    directory = os.path.dirname(os.path.abspath(package_path))
+    os.makedirs(directory, exist_ok=True)
+    with open(package_path, "w") as handle:
+        handle.write(f"# {config.pipeline_name}: TFX pipeline compiled for Kubeflow Pipelines v2 "
+                     "(python -m pipeline compile).\n")
+        yaml.safe_dump_all([spec] + ([platform] if platform else []), handle, sort_keys=True)
     return package_path

@@ -48,7 +48,7 @@ def test_one_file_is_split_into_train_and_eval_and_pushed(one_file_run):
 
 def test_pushed_model_carries_its_reference_scores(one_file_run):
     config, _ = one_file_run
-    from components.serving_dir import latest_version_dir
+    from data.serving_dir import latest_version_dir
 
     run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
     model_run = run["Trainer"].outputs["model_run"][0].uri

@@ -1,32 +1,30 @@
-"""Kubeflow: the compiled KFP v2 spec is the local graph, and its container steps really run.
+"""Kubeflow: the compiled KFP v2 spec is the local graph, with the root and entrypoint a cluster needs.
 
-No cluster here: the spec is parsed with kfp's own PipelineSpec proto and loader, and
-every step runs through the very entrypoint the container would run (tests/kfp_emulator.py).
+No cluster here: the spec is parsed with kfp's own PipelineSpec proto and loader; its steps
+run in tests/test_kubeflow_contract.py, passed what a KFP backend passes (tests/kfp_contract.py).
 """
 import json
-import os
 
 import pytest
-import tensorflow as tf
 import yaml
 from google.protobuf import json_format
 from kfp import components as kfp_components
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from conftest import run_cli
-from kfp_emulator import run_pipeline, topological_tasks
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline
 from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, dataset_for_cluster
 
 IMAGE = "registry.example.com/tfx-project:test"
-ENTRYPOINT = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+ENTRYPOINT = ["python", "-m", "pipeline.kubeflow_entrypoint"]  # wraps TFX's kubeflow_v2_run_executor
+ROOT = "gs://my-bucket/team/tfx-root"
 
 
 def _compile(tmp_path, model, *extra):
     package = tmp_path / f"{model}.yaml"
-    result = run_cli("compile", "--model", model, "--image", IMAGE, "--pipeline-root", tmp_path / "root",
+    result = run_cli("compile", "--model", model, "--image", IMAGE, "--pipeline-root", ROOT,
                      "--output", package, *extra)
     assert result.returncode == 0, result.stderr[-4000:]
     with open(package) as handle:
@@ -83,39 +81,92 @@ def test_parameters_are_compiled_in(compiled):
     trainer_config = json.loads(params["Trainer"]["custom_config"])
     assert trainer_config["code_version"] == FAMILIES[model].code_version()
     assert json.loads(params["Trainer"]["train_args"])["num_steps"] == 20
-    serving = str(tmp_path / "root" / "serving" / model)
+    serving = f"{ROOT}/serving/{model}"
     assert params["Evaluator"]["baseline_serving_dir"] == serving
     assert json.loads(params["Pusher"]["push_destination"])["filesystem"]["base_directory"] == serving
     assert params["Transform"]["preprocessing_fn"] == FAMILIES[model].preprocessing_fn
     assert params["Trainer"]["run_fn"] == FAMILIES[model].run_fn
 
 
-# The CNN runs every step (~2 min); seq2seq the data steps, to keep CI time in check.
-RUN_UNTIL = {"cnn": None, "seq2seq": "SchemaGen"}
+def test_pipeline_root_is_recorded_in_the_package(compiled):
+    """TFX's YAML drops the root; KFP would fall back to minio://, which no step can write."""
+    _, _, spec = compiled
+    assert spec["defaultPipelineRoot"] == f"{ROOT}/tfx"
 
 
-def test_compiled_steps_run_through_the_container_entrypoint(compiled, tmp_path):
-    """Steps in DAG order, as the KFP backend would invoke them; image paths made local."""
-    model, compile_dir, spec = compiled
-    config = PipelineConfig(model=model, output_dir=str(tmp_path / "local"))
-    local_dataset = FAMILIES[model].prepare_data(config)  # what the image bakes in at IMAGE_DATA_ROOT
-    produced = run_pipeline(spec, str(tmp_path / "tasks"), until=RUN_UNTIL[model],
-                            substitutions={IMAGE_DATA_ROOT: os.path.dirname(local_dataset.examples_dir)})
-    splits = json.loads(produced["ImportExampleGen"]["examples"]["metadata"]["split_names"])
-    assert sorted(splits) == ["eval", "train"]
-    schema = os.path.join(produced["SchemaGen"]["schema"]["uri"], "schema.pbtxt")
-    assert tf.io.gfile.exists(schema)
-    if RUN_UNTIL[model]:
-        return
-    assert list(produced) == topological_tasks(spec)
-    assert tf.io.gfile.exists(os.path.join(produced["Trainer"]["model"]["uri"], "Format-Serving", "saved_model.pb"))
-    assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1
-    serving = str(compile_dir / "root" / "serving" / model)
-    versions = os.listdir(serving)
-    assert len(versions) == 1 and tf.io.gfile.exists(os.path.join(serving, versions[0], "saved_model.pb"))
+@pytest.mark.parametrize("root, expected", [
+    ("minio://mlpipeline/v2/artifacts", "s3://BUCKET/PATH"),
+    ("relative/root", "local path"),
+    ("file:///mnt/root", "local path"),
+    ("hdfs://namenode/root", "hdfs://"),
+    ("gs://", "names no bucket"),
+])
+def test_compile_refuses_roots_a_pod_cannot_write(tmp_path, root, expected):
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", root, "--output", tmp_path / "p.yaml")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert root in result.stderr and expected in result.stderr and "--pipeline-root gs://" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "p.yaml").exists()
 
 
 def test_compile_rejects_unprepared_data(tmp_path):
-    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", tmp_path / "root", "--data", tmp_path)
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--data", tmp_path)
     assert result.returncode == 2
     assert "not a prepared dataset" in result.stderr and "python -m pipeline prepare" in result.stderr
+
+
+POD_FLAGS = ("--cpu-request", "500m", "--memory-limit", "4Gi", "--trainer-cpu", "2", "--trainer-memory", "8G",
+             "--trainer-gpus", "1", "--secret-env", "db-creds:password=DB_PASSWORD",
+             "--secret-volume", "gcp-key=/secrets/gcp", "--node-selector", "pool=highmem",
+             "--toleration", "nvidia.com/gpu=present:NoSchedule", "--toleration", "spot:NoExecute",
+             "--image-pull-secret", "regcred", "--s3-endpoint", "http://minio-service.kubeflow:9000",
+             "--s3-secret", "mlpipeline-minio-artifact")
+
+
+def test_pod_settings_are_in_the_compiled_yaml(tmp_path):
+    """Resources/GPU/env in the PipelineSpec containers, the rest in the Kubernetes platform spec,
+    both parsed with the protos a KFP 2.x server parses them with."""
+    package = tmp_path / "cnn.yaml"
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", "s3://mlpipeline/tfx", "--output", package,
+                     *POD_FLAGS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(package) as handle:
+        spec, platform = yaml.safe_load_all(handle)
+    json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    executors = spec["deploymentSpec"]["executors"]
+    trainer = executors[spec["components"]["Trainer"]["executorLabel"]]["container"]
+    assert trainer["resources"] == {"cpuRequest": 2.0, "cpuLimit": 2.0, "memoryRequest": 8.0, "memoryLimit": 8.0,
+                                    "accelerator": {"type": "nvidia.com/gpu", "count": 1}}
+    statistics = executors[spec["components"]["StatisticsGen"]["executorLabel"]]["container"]
+    assert statistics["resources"] == {"cpuRequest": 0.5, "memoryLimit": 4 * 2**30 / 1e9}
+    env = {e["name"]: e["value"] for e in statistics["env"]}
+    assert env["AWS_ENDPOINT_URL"] == env["S3_ENDPOINT"] == "http://minio-service.kubeflow:9000"
+    assert env["S3_USE_HTTPS"] == "0"
+    pods = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(pods) == set(executors)
+    config = pods[spec["components"]["Trainer"]["executorLabel"]]
+    assert config["secretAsEnv"] == [
+        {"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
+            {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+            {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]},
+        {"secretName": "db-creds", "keyToEnv": [{"secretKey": "password", "envVar": "DB_PASSWORD"}]}]
+    assert config["secretAsVolume"] == [{"secretName": "gcp-key", "mountPath": "/secrets/gcp"}]
+    assert config["nodeSelector"] == {"labels": {"pool": "highmem"}}
+    assert config["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"}]
+    assert config["imagePullSecret"] == [{"secretName": "regcred"}]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (("--secret-env", ":password=DB_PASSWORD"), "names no secret"),
+    (("--secret-env", "db-creds"), "SECRET:KEY=ENV_VAR"),
+    (("--secret-volume", "=/secrets"), "names no secret"),
+    (("--toleration", "gpu:Sometimes"), "NoSchedule"),
+    (("--cpu-limit", "two"), "Kubernetes quantity"),
+    (("--s3-secret", "mlpipeline-minio-artifact"), "--s3-endpoint"),
+])
+def test_bad_pod_settings_are_a_paragraph(tmp_path, flags, expected):
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--output", tmp_path / "p.yaml", *flags)
+    assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and not (tmp_path / "p.yaml").exists()

@@ -2,7 +2,11 @@
 
 The fake speaks the endpoints kfp 2.5.0 / kfp_server_api 2.0.5 call, records every request
 (multipart uploads decoded), and can answer with errors, so the tests check what the real
-client sends over the wire, not calls on a mock object.
+client sends over the wire, not calls on a mock object. Uploads are validated as the KFP
+2.3.0 API server does (backend src/apiserver/template/v2_template.go NewV2SpecTemplate:
+schemaVersion exactly 2.1.0, a pipeline name, a root component), and a run without
+``runtime_config.pipeline_root`` gets the backend's default root, minio://mlpipeline/v2/artifacts
+(src/v2/driver/driver.go RootDAG), recorded as ``effective_root``.
 """
 import json
 import re
@@ -19,10 +23,12 @@ from urllib.parse import parse_qs, urlsplit
 import stackenv  # noqa: F401  (before TFX, which the package fixture imports)
 import kfp
 import pytest
+import yaml
 
 from pipeline.kubeflow_deploy import DeployError, deploy
 
 API = "/apis/v2beta1"
+PACKAGE_ROOT = "gs://bucket/tfx"
 PORT_FORWARD = "kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80"
 
 
@@ -53,6 +59,8 @@ class FakeKfp:
     versions: dict[str, list[dict]] = field(default_factory=dict)
     experiments: list[dict] = field(default_factory=list)
     runs: list[dict] = field(default_factory=list)
+    # What GET /runs/{id} answers, one entry per poll (the last one repeats): (run state, {task: state}).
+    run_states: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)  # route or "*"
     delay: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -90,6 +98,8 @@ def _route(method: str, path: str) -> str:
     }
     if method == "GET" and re.fullmatch(f"{API}/pipelines/[^/]+/versions", path):
         return "list_versions"
+    if method == "GET" and re.fullmatch(f"{API}/runs/[^/]+", path):
+        return "get_run"
     return routes.get((method, path), "unknown")
 
 
@@ -164,7 +174,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.versions[pipeline_id].insert(0, version)  # newest first, like created_at desc
         return version
 
+    def _invalid_spec(self, record: Recorded) -> str | None:
+        """NewV2SpecTemplate's checks, with its messages (HTTP 400 InvalidInputError)."""
+        _, content = record.files["uploadfile"]
+        specs = [d for d in yaml.safe_load_all(content) if isinstance(d, dict) and "pipelineInfo" in d]
+        if len(specs) != 1:
+            return "no pipeline spec is provided" if not specs else "multiple pipeline specs provided"
+        spec = specs[0]
+        if spec.get("schemaVersion") != "2.1.0":
+            return f"KFP only supports schema version 2.1.0, but the pipeline spec has version {spec.get('schemaVersion')}"
+        if not (spec.get("pipelineInfo") or {}).get("name"):
+            return "invalid v2 pipeline spec: name is empty"
+        if not spec.get("root"):
+            return "invalid v2 pipeline spec: root component is empty"
+        return None
+
     def _upload(self, record: Recorded) -> tuple[int, dict]:
+        invalid = self._invalid_spec(record)
+        if invalid:
+            return 400, {"error_message": f"Failed to create a pipeline: {invalid}", "code": 3}
         name = record.query["name"][0]
         if any(p["display_name"] == name for p in self.fake.pipelines.values()):
             return 409, {"error_message": f"pipeline {name} already exists", "error_details": "exists"}
@@ -179,6 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
         pipeline_id = record.query["pipelineid"][0]
         if pipeline_id not in self.fake.pipelines:
             return 404, {"error_message": f"pipeline {pipeline_id} not found"}
+        invalid = self._invalid_spec(record)
+        if invalid:
+            return 400, {"error_message": f"Failed to create a pipeline version: {invalid}", "code": 3}
         return 200, self._add_version(pipeline_id, record.query["name"][0])
 
     def _list_versions(self, record: Recorded) -> tuple[int, dict]:
@@ -198,8 +229,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.experiments.append(experiment)
         return 200, experiment
 
+    def _get_run(self, record: Recorded) -> tuple[int, dict]:
+        run_id = record.path.split("/")[-1]
+        run = next((r for r in self.fake.runs if r["run_id"] == run_id), None)
+        if run is None:
+            return 404, {"error_message": f"run {run_id} not found", "code": 5}
+        polls = len(self.fake.sent("GET", f"/runs/{run_id}"))
+        state, tasks = self.fake.run_states[min(polls, len(self.fake.run_states)) - 1]
+        details = [{"display_name": name, "state": task_state, "task_id": name,
+                    "pod_name": f"{name.lower()}-pod-{run_id[:5]}",
+                    **({"error": {"message": f"{name} exited with code 1"}} if task_state == "FAILED" else {})}
+                   for name, task_state in tasks.items()]
+        return 200, dict(run, state=state, run_details={"task_details": details})
+
     def _create_run(self, record: Recorded) -> tuple[int, dict]:
         run = dict(record.json(), run_id=str(uuid.uuid4()), created_at="2024-05-01T12:00:00Z")
+        run["effective_root"] = ((run.get("runtime_config") or {}).get("pipeline_root")
+                                 or "minio://mlpipeline/v2/artifacts")
         self.fake.runs.append(run)
         return 200, run
 
@@ -241,7 +287,8 @@ def _isolated_kfp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real package: what TFX's KubeflowV2DagRunner writes for a one-component pipeline."""
+    """A real package: what TFX's KubeflowV2DagRunner writes for a one-component pipeline, with
+    the pipeline root recorded as `python -m pipeline compile` records it."""
     from tfx import v1 as tfx
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
@@ -251,7 +298,9 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     v2.KubeflowV2DagRunner(
         config=v2.KubeflowV2DagRunnerConfig(default_image="example/image:1", use_pipeline_spec_2_1=True),
         output_dir=str(out), output_filename="p.yaml").run(pipeline)
-    return out / "p.yaml"
+    path = out / "p.yaml"
+    path.write_text(path.read_text() + f"defaultPipelineRoot: {PACKAGE_ROOT}\n")
+    return path
 
 
 def _deploy_error(*args: Any, **kwargs: Any) -> str:
@@ -307,7 +356,7 @@ def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp,
         return kfp.Client(**kwargs)
 
     first = deploy(kfp_server.url, str(package), run=True, namespace="team-a", experiment="nightly",
-                   run_name="first run", client_factory=client_factory, pipeline_root="minio://bucket/root")
+                   run_name="first run", client_factory=client_factory, pipeline_root="gs://bucket/root")
     second = deploy(kfp_server.url, str(package), run=True, namespace="team-a", experiment="nightly")
 
     assert client_kwargs == [{"host": kfp_server.url, "namespace": "team-a"}]
@@ -326,7 +375,8 @@ def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp,
                                                      "pipeline_version_id": result.version_id}
         assert "pipeline_spec" not in run  # runs the uploaded version, not an inline copy
     assert runs[0]["display_name"] == "first run"
-    assert runs[0]["runtime_config"]["pipeline_root"] == "minio://bucket/root"
+    assert runs[0]["runtime_config"]["pipeline_root"] == "gs://bucket/root"
+    assert runs[1]["runtime_config"]["pipeline_root"] == PACKAGE_ROOT  # the package's own root
     assert first.version_id != second.version_id
     assert [first.run_id, second.run_id] == [r["run_id"] for r in kfp_server.runs]
     assert second.run_url == f"{kfp_server.url}/#/runs/details/{second.run_id}"
@@ -459,3 +509,104 @@ def test_multi_user_run_needs_namespace(kfp_server: FakeKfp, package: Path) -> N
     message = _deploy_error(kfp_server.url, str(package), run=True)
     assert "multi-user" in message and "--namespace" in message
     assert not [r for r in kfp_server.requests if r.method == "POST"]
+
+
+# --------------------------------------------------------------------------- pipeline root
+
+
+@pytest.mark.parametrize("root, expected", [
+    ("minio://mlpipeline/v2/artifacts", "s3://BUCKET/PATH"),
+    ("/mnt/data/root", "local path"),
+    ("hdfs://nn/root", "hdfs://"),
+])
+def test_unwritable_root_is_refused_before_upload(kfp_server: FakeKfp, package: Path, root: str,
+                                                  expected: str) -> None:
+    message = _deploy_error(kfp_server.url, str(package), run=True, pipeline_root=root)
+    assert root in message and expected in message and "gs://" in message
+    assert not kfp_server.requests  # nothing reached the server
+
+
+def test_package_without_root_is_refused(kfp_server: FakeKfp, package: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(package.read_text().replace(f"defaultPipelineRoot: {PACKAGE_ROOT}\n", ""))
+    message = _deploy_error(kfp_server.url, str(bare), run=True)
+    assert "records no pipeline root" in message and "minio://mlpipeline/v2/artifacts" in message
+    assert "--pipeline-root" in message and not kfp_server.requests
+    result = deploy(kfp_server.url, str(bare), run=True, pipeline_root="gs://other/root")
+    assert kfp_server.runs[0]["effective_root"] == "gs://other/root" and result.run_id
+
+
+def test_fake_server_rejects_what_kfp_rejects(kfp_server: FakeKfp, package: Path, tmp_path: Path) -> None:
+    """The emulation is no kinder than the server: a 2.0.0 spec is refused with the server's words."""
+    old = tmp_path / "old.yaml"
+    old.write_text(package.read_text().replace("schemaVersion: 2.1.0", "schemaVersion: 2.0.0"))
+    import kfp_server_api  # noqa: PLC0415
+
+    client = kfp.Client(host=kfp_server.url)
+    with pytest.raises(kfp_server_api.ApiException) as caught:
+        client.upload_pipeline(str(old), pipeline_name="old")
+    assert caught.value.status == 400 and "only supports schema version 2.1.0" in str(caught.value.body)
+    message = _deploy_error(kfp_server.url, str(old))
+    assert "2.0.0" in message and "use_pipeline_spec_2_1=True" in message
+
+
+# --------------------------------------------------------------------------- run options and --wait
+
+
+def test_caching_off_and_service_account_reach_the_server(kfp_server: FakeKfp, package: Path) -> None:
+    """kfp 2.5 ignores run_pipeline(enable_caching=) for an uploaded version: the upload carries it."""
+    deploy(kfp_server.url, str(package), run=True, enable_caching=False, service_account="pipeline-runner")
+    [upload] = kfp_server.sent("POST", "/pipelines/upload")
+    name, content = upload.files["uploadfile"]
+    spec = yaml.safe_load(content)
+    assert name == "p.yaml" and spec["defaultPipelineRoot"] == PACKAGE_ROOT
+    assert {t["cachingOptions"]["enableCache"] for t in spec["root"]["dag"]["tasks"].values()} == {False}
+    assert kfp_server.runs[0]["service_account"] == "pipeline-runner"
+
+
+def test_wait_follows_the_run_to_success(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.run_states = [("RUNNING", {"ImportExampleGen": "RUNNING"}),
+                             ("SUCCEEDED", {"ImportExampleGen": "SUCCEEDED"})]
+    lines: list[str] = []
+    result = deploy(kfp_server.url, str(package), run=True, wait_timeout=30, say=lines.append)
+    assert [line.split() for line in lines if line.startswith("  ")] == [
+        ["ImportExampleGen", "RUNNING"], ["ImportExampleGen", "SUCCEEDED"]]
+    assert lines[-1] == f"Run {result.run_id} succeeded."
+
+
+def test_wait_on_a_failed_run_names_the_step_and_its_log(kfp_server: FakeKfp, package: Path) -> None:
+    kfp_server.run_states = [("FAILED", {"ImportExampleGen": "SUCCEEDED", "StatisticsGen": "FAILED"})]
+    started = time.monotonic()
+    message = _deploy_error(kfp_server.url, str(package), run=True, namespace="team-a", wait_timeout=30,
+                            say=lambda line: None)
+    assert time.monotonic() - started < 30
+    assert "ended FAILED" in message and "StatisticsGen failed (StatisticsGen exited with code 1)" in message
+    assert "kubectl logs -n team-a statisticsgen-pod-" in message and "ImportExampleGen failed" not in message
+
+
+def test_wait_is_bounded(kfp_server: FakeKfp, package: Path) -> None:
+    from pipeline.kubeflow_wait import follow_run  # noqa: PLC0415
+
+    kfp_server.run_states = [("RUNNING", {"Trainer": "RUNNING"})]
+    result = deploy(kfp_server.url, str(package), run=True)
+    now = [0.0]
+    client = kfp.Client(host=kfp_server.url)
+    with pytest.raises(DeployError, match="had not ended after 60 s .* still running: Trainer"):
+        follow_run(client.get_run, result.run_id, timeout=60, poll=10, say=lambda line: None,
+                   clock=lambda: now[0], sleep=lambda seconds: now.__setitem__(0, now[0] + seconds))
+    assert now[0] == 60 and len(kfp_server.sent("GET", f"/runs/{result.run_id}")) == 7
+
+
+def test_cli_wait_on_a_failed_run_exits_non_zero(kfp_server: FakeKfp, package: Path) -> None:
+    """`deploy --run --wait` as a user runs it: one paragraph on stderr, exit 2, bounded time."""
+    from conftest import run_cli  # noqa: PLC0415
+
+    kfp_server.run_states = [("FAILED", {"ImportExampleGen": "SUCCEEDED", "Trainer": "FAILED"})]
+    started = time.monotonic()
+    result = run_cli("deploy", "--host", kfp_server.url, "--package", package, "--run", "--wait",
+                     "--wait-timeout", "60", timeout=120)
+    assert time.monotonic() - started < 120
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "ended FAILED" in result.stderr and "Trainer failed" in result.stderr
+    assert "kubectl logs" in result.stderr and "Traceback" not in result.stderr
+    assert "  Trainer              FAILED" in result.stdout

@@ -1,0 +1,87 @@
+"""Which pipeline roots a KFP 2.x run of this image can use, checked before anything is uploaded.
+
+Two facts decide it. KFP's launcher gives every output artifact the URI
+``<root>/<pipeline>/<run id>/<task>/<output>`` and refuses a root that is not ``gs://``,
+``s3://`` or ``minio://`` (kubeflow/pipelines 2.3.0 backend
+``src/v2/component/launcher_v2.go`` localPathForURI, called by prepareOutputFolders for
+every output): a local path fails every step. And TFX writes artifacts itself through
+``tf.io.gfile`` and Beam, which know ``gs://`` (and ``s3://`` with tensorflow-io and
+``apache-beam[aws]``) but no ``minio://``, KFP's default root
+(``minio://mlpipeline/v2/artifacts``, backend ``src/v2/config/env.go``).
+"""
+import os
+from typing import Dict, Mapping, Optional
+
+from stackenv.errors import ProjectError
+
+
+
+class KubeflowConfigError(ProjectError, ValueError):
+    """A compile or deploy setting a KFP cluster would reject or could not run; the message is
+    the paragraph the user reads."""
+
+
+DEFAULT_KFP_ROOT = "minio://mlpipeline/v2/artifacts"  # backend src/v2/config/env.go defaultPipelineRoot
+# Scheme -> what the image needs for it; the only roots a step can both get and write.
+WRITABLE_SCHEMES: Dict[str, str] = {
+    "gs": "Google Cloud Storage (credentials: the pod's service account / Workload Identity)",
+    "s3": "S3 or an S3-compatible store such as MinIO (endpoint and keys from the pod's environment, "
+          "e.g. `compile --s3-endpoint URL --s3-secret NAME`)",
+}
+MINIO_HINT = (
+    "MinIO, KFP's default store, speaks the S3 protocol: TensorFlow and Beam have no minio:// "
+    "filesystem, so name the same bucket as s3://BUCKET/PATH and give the pods the endpoint and "
+    "keys (see kubeflow/README.md, 'Storage')")
+
+
+def scheme_of(uri: str) -> str:
+    return uri.split("://", 1)[0].lower() if "://" in uri else ""
+
+
+def check_pipeline_root(root: str, where: str) -> None:
+    """Raise a paragraph unless a KFP step can write artifacts under ``root``."""
+    scheme = scheme_of(root)
+    if scheme in WRITABLE_SCHEMES and root.split("://", 1)[1].strip("/"):
+        return
+    supported = ", ".join(f"{s}:// ({what})" for s, what in WRITABLE_SCHEMES.items())
+    if scheme == "minio":
+        reason = f"{root} is a minio:// root. {MINIO_HINT}."
+    elif not scheme or scheme == "file":
+        reason = (f"{root} is a local path. KFP's launcher gives every step's outputs URIs under the "
+                  "pipeline root and fails any step whose root is not gs://, s3:// or minio:// "
+                  "('failed to generate local storage path'), so a pod can never write there.")
+    elif scheme in WRITABLE_SCHEMES:
+        reason = f"{root} names no bucket."
+    else:
+        reason = f"{root} uses {scheme}://, which neither KFP's launcher nor this image can write."
+    raise KubeflowConfigError(
+        f"{where}: the pipeline root must be object storage the pipeline image can write. {reason} "
+        f"Supported: {supported}. Pass e.g. --pipeline-root gs://my-bucket/tfx.")
+
+
+def register_filesystems(text: str) -> None:
+    """Load tensorflow-io's S3 filesystem for ``tf.io.gfile`` when ``text`` names an s3:// URI.
+
+    TensorFlow 2.16 has no s3:// filesystem of its own; tensorflow-io registers one on import.
+    Beam's (``apache-beam[aws]``) needs no import. Both read the endpoint and keys from the
+    environment (``s3_environment``).
+    """
+    if "s3://" in text:
+        import tensorflow_io  # noqa: F401 - registers s3:// with tf.io.gfile
+
+
+def s3_environment(endpoint: str, region: str = "us-east-1",
+                   environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The variables that point tensorflow-io, boto3 (Beam) and TFX at an S3 endpoint.
+
+    Keys come separately (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, from a Kubernetes secret
+    on a cluster). ``endpoint`` is a URL: http:// for MinIO inside the cluster.
+    """
+    secure = endpoint.startswith("https://")
+    return {
+        "AWS_ENDPOINT_URL": endpoint,             # boto3 >= 1.28.57, used by Beam's S3 filesystem
+        "S3_ENDPOINT": endpoint,                  # tensorflow-io
+        "S3_USE_HTTPS": "1" if secure else "0",
+        "S3_VERIFY_SSL": "1" if secure else "0",
+        "AWS_REGION": (environ or os.environ).get("AWS_REGION", region),
+    }
