@@ -90,7 +90,11 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         "Trainer's model_run dir (view: tensorboard --logdir <it>, Profile tab)")
     parser.add_argument("--min-accuracy", type=float, default=None,
                         help="bless only if the overall key metric (cnn: accuracy, seq2seq: top-5 "
-                        "next-word accuracy) >= this (default: cnn 0.9, seq2seq 0.36, about the bigram reference)")
+                        "next-word accuracy) >= this, on top of --gate-margin (default: cnn 0, seq2seq 0.36, about the bigram reference)")
+    parser.add_argument("--gate-margin", type=float, default=d("gate_margin"),
+                        help="bless only if the key metric beats the family's reference predictor "
+                        "(cnn: logistic regression) by this much (absolute; negative: may trail it; "
+                        "default: %(default)s)")
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
                         help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
@@ -216,7 +220,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
         seed=args.seed, xla=args.xla, profile=args.profile,
-        min_accuracy=args.min_accuracy, max_regression=args.max_regression,
+        min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),

@@ -90,6 +90,8 @@ def create_pipeline(
         seed=config.seed,
         jit_compile=config.xla,
         profile_batches=config.profile or "",
+        gate_margin=config.gate_margin,
+        explicit_steps=config.train_steps is not None,
         family=family.trainer_config(dataset),
     )
     trainer = Trainer(

@@ -14,7 +14,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tensorflow_model_analysis.writers import eval_config_writer
 
 from data.tfrecords import DatasetManifest
-from pipeline import graph, mlmd
+from pipeline import gate_summary, graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 
@@ -50,6 +50,7 @@ class RunSummary:
     not_blessed_reasons: List[str] = dataclasses.field(default_factory=list)
     pushed_path: Optional[str] = None
     evaluation_uri: Optional[str] = None
+    model_uri: Optional[str] = None  # the Trainer's Model (references.json, training.json)
 
     @property
     def worst_slice(self) -> Optional[SliceMetric]:
@@ -159,6 +160,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     metric_name = family.gate_metric
     summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
                          family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
+    summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -208,14 +210,16 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         best = max(summary.references.values())
         if summary.overall and summary.overall.value <= best:
             lines.append("  WARNING: the model does not beat the best reference predictor; train longer.")
+    lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
+                                    summary.overall.value if summary.overall else None, summary.metric_label))
     if summary.baseline_overall:
         lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
-    gate = (f"{summary.metric_label.lower()} >= {config.min_accuracy}, at most {config.max_regression} "
-            "below the served model")
+    gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
+            f", at most {config.max_regression} below the served model")
     if summary.blessed is None:
         lines.append("Blessed: unknown (the Evaluator did not run)")
     elif summary.blessed:
