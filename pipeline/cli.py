@@ -95,6 +95,10 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bless only if the key metric beats the family's reference predictor "
                         "(cnn: logistic regression) by this much (absolute; negative: may trail it; "
                         "default: %(default)s)")
+    parser.add_argument("--base-model", default=None, metavar="HANDLE|DIR",
+                        help="cnn: train a new head on a pretrained image feature extractor: a TF Hub "
+                        "handle or URL (resolved where the Trainer runs; TFHUB_CACHE_DIR sets its cache) "
+                        "or a local SavedModel directory (default: a CNN from scratch)")
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
                         help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
@@ -221,6 +225,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
         seed=args.seed, xla=args.xla, profile=args.profile,
         min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
+        base_model=getattr(args, "base_model", None),
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),

@@ -49,8 +49,18 @@ class ModelFamily:
 def _prepare_images(config: PipelineConfig) -> DatasetManifest:
     from data.images import prepare_image_dataset
 
-    return prepare_image_dataset(config.data, config.data_cache_dir,
-                                 image_size=config.image_size, channels=config.channels)
+    dataset = prepare_image_dataset(config.data, config.data_cache_dir,
+                                    image_size=config.image_size, channels=config.channels)
+    if config.base_model:  # checked before TFX starts; a remote handle is resolved by the Trainer
+        from data.errors import DataError
+        from models.cnn.base_model import BaseModelError, describe, is_remote
+
+        try:
+            if not is_remote(config.base_model):
+                describe(config.base_model)
+        except BaseModelError as error:
+            raise DataError(str(error)) from error
+    return dataset
 
 
 def _cnn_eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:

@@ -92,6 +92,7 @@ def create_pipeline(
         profile_batches=config.profile or "",
         gate_margin=config.gate_margin,
         explicit_steps=config.train_steps is not None,
+        base_model=config.base_model or "",
         family=family.trainer_config(dataset),
     )
     trainer = Trainer(

@@ -1,4 +1,5 @@
 """TFMA EvalConfig for the CNN: what 'good enough to serve' means for a classifier."""
+import json
 from typing import Sequence
 
 import tensorflow_model_analysis as tfma
@@ -7,10 +8,14 @@ from models.cnn import features
 from models.common.evaluation import overall_gate
 
 ACCURACY = "sparse_categorical_accuracy"
+#: Metrics that survive imbalance: macro averages over the classes of argmax (top-1) predictions.
+BALANCED_ACCURACY = "balanced_accuracy"   # macro recall
+MACRO_F1 = "macro_f1"
 
 
 def eval_config(num_classes: int, min_accuracy: float, max_regression: float) -> tfma.EvalConfig:
-    """Accuracy, per-class precision/recall, example count and a confusion matrix.
+    """Accuracy, balanced accuracy and macro F1, per-class precision/recall, example count and
+    a confusion matrix.
 
     Sliced overall, by class and by brightness. Blessing needs overall accuracy
     >= ``min_accuracy`` and at most ``max_regression`` (absolute) below the baseline.
@@ -35,8 +40,18 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
                 metrics=[tfma.MetricConfig(class_name="Precision"),
                          tfma.MetricConfig(class_name="Recall")],
             ),
+            tfma.MetricsSpec(
+                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
+                aggregate=tfma.AggregationOptions(macro_average=True),
+                metrics=[tfma.MetricConfig(class_name="Recall", config=_top1(BALANCED_ACCURACY)),
+                         tfma.MetricConfig(class_name="F1Score", config=_top1(MACRO_F1))],
+            ),
         ],
     )
+
+
+def _top1(name: str) -> str:
+    return json.dumps({"name": name, "top_k": 1})
 
 
 def _slices(feature_keys: Sequence[str]):

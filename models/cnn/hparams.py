@@ -13,7 +13,7 @@ CLASS_WEIGHT_MODES = ("auto", "on", "off")
 
 @dataclasses.dataclass(frozen=True)
 class CnnHyperparameters:
-    filters: int = 32              # first block; doubles per block
+    filters: int = 16              # first block; doubles per block
     convs_per_block: int = 1       # conv layers before each pooling
     max_blocks: int = 3            # conv+pool blocks, fewer while the map would drop below 2x2
     dense_units: int = 0           # hidden dense layer before the softmax (0: none)
@@ -21,10 +21,14 @@ class CnnHyperparameters:
     l2: float = 1e-4               # kernel regularisation of every conv/dense layer
     augment: Tuple[str, ...] = ()  # training-only Keras preprocessing layers, from AUGMENTATIONS
     # Training regime (models/common/regime.py).
-    min_steps: int = 1000          # optimizer steps before early stopping may stop (small sets)
-    patience_steps: int = 400      # steps without improvement on the held-out part
+    min_steps: int = 600           # optimizer steps before early stopping may stop (small sets)
+    patience_steps: int = 300      # steps without improvement on the held-out part
     holdout_fraction: float = 0.15  # of train, for early stopping (never the eval split)
     class_weights: str = "auto"    # auto: tried when classes are imbalanced, kept if better
+    # Transfer learning (--base-model): the head is trained on the frozen base first; then,
+    # with fine_tune, the whole base at learning_rate * fine_tune_lr_factor.
+    fine_tune: bool = False
+    fine_tune_lr_factor: float = 0.1
 
     def __post_init__(self):
         unknown = set(self.augment) - set(AUGMENTATIONS)

@@ -61,6 +61,40 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
     return model
 
 
+def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, learning_rate: float = 1e-3,
+                        hparams: CnnHyperparameters = CnnHyperparameters(),
+                        jit_compile: bool = False) -> tf.keras.Model:
+    """A new softmax head on a pretrained feature extractor (``base``: base_model.BaseModelInfo),
+    frozen; :func:`unfreeze_base` before fine-tuning. Images are resized to the module's size
+    and given 3 channels (gray repeated, alpha dropped)."""
+    from models.cnn import base_model
+
+    height, width, channels = (int(v) for v in image_shape)
+    inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_UNIT_XF)
+    x = tf.keras.layers.Reshape((height, width, channels))(inputs)
+    if channels == 1:
+        x = tf.keras.layers.Concatenate()([x, x, x])
+    elif channels != 3:
+        x = tf.keras.layers.Lambda(lambda images: images[..., :3])(x)
+    if (height, width) != (base.height, base.width):
+        x = tf.keras.layers.Resizing(base.height, base.width)(x)
+    for layer in augmentation_layers(hparams.augment):
+        x = layer(x)
+    x = base_model.feature_extractor(base, trainable=False)(x)
+    x = tf.keras.layers.Dropout(hparams.dropout)(x)
+    outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
+    model = tf.keras.Model(inputs, outputs, name="cnn_on_base_model")
+    compile_classifier(model, learning_rate, jit_compile)
+    return model
+
+
+def unfreeze_base(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> tf.keras.Model:
+    """Make the base model trainable and recompile at ``learning_rate`` (lower than the head's)."""
+    model.get_layer("base_model").trainable = True
+    compile_classifier(model, learning_rate, jit_compile)
+    return model
+
+
 def compile_classifier(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> None:
     model.compile(
         optimizer=tf.keras.optimizers.Adam(learning_rate),

@@ -20,7 +20,8 @@ STD_FLOOR = 0.05
 
 
 def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[str, Any]] = None):
-    """Standardise pixels per pixel and map class names to ids.
+    """Standardise pixels per pixel and map class names to ids; also pass pixels scaled to
+    [0, 1], the input convention of pretrained TF Hub image modules (``--base-model``).
 
     The known class names (``custom_config["class_names"]``, sorted) are reserved at
     the start of the vocabulary, so class id i is the i-th class name, exactly as the
@@ -37,4 +38,5 @@ def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[
         num_oov_buckets=0,
         default_value=-1,
     )
-    return {features.IMAGE_XF: (image - mean) / std, features.LABEL_XF: label_id}
+    return {features.IMAGE_XF: (image - mean) / std, features.IMAGE_UNIT_XF: image,
+            features.LABEL_XF: label_id}

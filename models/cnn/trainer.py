@@ -8,9 +8,13 @@ gate's input) and ``assets.extra/training.json`` (the chosen epoch, the class-we
 A split too big for memory streams instead: fixed TrainArgs steps, references on a
 bounded subsample read from the start of the files.
 
+``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
+extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
 ``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
 (models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner would set).
 """
+import dataclasses
+import functools
 import json
 import logging
 import os
@@ -20,7 +24,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from models.cnn import evaluation, export, features, model as cnn_model
+from models.cnn import base_model, evaluation, export, features, model as cnn_model
 from models.cnn.hparams import CnnHyperparameters
 from models.common import references, regime
 from models.common.distribution import make_strategy
@@ -43,8 +47,14 @@ def run_fn(fn_args: FnArgs) -> None:
     strategy = make_strategy(settings.strategy)
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
 
+    base = base_model.describe(settings.base_model) if settings.base_model else None
+    input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
+
     def build():
         with strategy.scope():
+            if base:
+                return cnn_model.build_on_base_model(image_shape, num_classes, base, settings.learning_rate,
+                                                     hparams, jit_compile=settings.jit_compile)
             return cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate, hparams,
                                        jit_compile=settings.jit_compile)
 
@@ -56,14 +66,21 @@ def run_fn(fn_args: FnArgs) -> None:
     log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
              hparams, global_batch)
     if train is not None:
-        model, report = regime.fit_with_holdout(
-            build, {features.IMAGE_XF: train[features.IMAGE_XF]}, train[features.LABEL_XF],
+        fit = functools.partial(
+            regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
             batch_size=global_batch, min_steps=0 if settings.explicit_steps else hparams.min_steps,
-            max_steps=fn_args.train_steps,
-            patience_steps=hparams.patience_steps, holdout_fraction=hparams.holdout_fraction,
-            class_weights=hparams.class_weights, num_classes=num_classes, seed=settings.seed,
+            max_steps=fn_args.train_steps, patience_steps=hparams.patience_steps,
+            holdout_fraction=hparams.holdout_fraction, num_classes=num_classes, seed=settings.seed,
             callbacks=[settings.tensorboard(fn_args.model_run_dir)], log=log.info)
+        model, report = fit(build, class_weights=hparams.class_weights)
         training = {"regime": "early_stopping", **report.to_dict()}
+        if base and hparams.fine_tune:
+            def unfrozen():
+                with strategy.scope():
+                    return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
+                                                   settings.jit_compile)
+            model, tuned = fit(unfrozen, class_weights="on" if report.class_weights else "off")
+            training["fine_tune"] = tuned.to_dict()
     else:
         log.info("Train split too big for memory: streaming %d fixed steps, no early stopping",
                  fn_args.train_steps)
@@ -75,6 +92,8 @@ def run_fn(fn_args: FnArgs) -> None:
         settings.fit(model, data, held, fn_args, log)
         training = {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
     training["hparams"] = hparams.to_dict()
+    if base:
+        training["base_model"] = dataclasses.asdict(base)
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)
     references.write_references(fn_args.serving_model_dir, evaluation.ACCURACY, refs, GATE_REFERENCE,
                                 settings.gate_margin)
