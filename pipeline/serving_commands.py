@@ -3,6 +3,7 @@ import os
 from typing import List
 
 from components import serving_dir
+from models.common import references
 
 KEY_METRICS = ("sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "example_count")
 
@@ -30,6 +31,10 @@ def list_models(base_dir: str) -> List[str]:
         marker = "* " if version == versions[-1] else "  "
         lines.append(f"{marker}{version:<12} {info.get('pushed_at', '?'):<26} {shown or '-':<60} "
                      f"{info.get('pipeline_run_id') or '-'}")
+        refs = references.read_references(os.path.join(base_dir, str(version)))
+        if refs:  # what the model had to beat, on the same eval split (models/common/references.py)
+            lines.append(f"{'':16}references: " + "  ".join(
+                f"{name}={value:.4f}" for name, value in refs["references"].items()))
     lines.append("* = served (TF Serving's default policy serves the highest version)")
     return lines
 

@@ -63,3 +63,12 @@ def test_a_module_that_is_not_a_feature_extractor_is_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(base_model.BaseModelError, match="is not a readable SavedModel"):
         base_model.describe(str(tmp_path / "empty"))
+
+
+def test_cli_refuses_a_missing_base_model_before_tfx_starts(tmp_path):
+    from conftest import run_cli
+
+    result = run_cli("run", "--output", tmp_path / "out", "--base-model", tmp_path / "no-such-module", timeout=600)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "--base-model" in result.stderr and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr and "▶ ImportExampleGen" not in result.stderr

@@ -12,6 +12,7 @@ the summary and ``models`` show the references next to the model. Format (any fa
 """
 import json
 import os
+import warnings
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
@@ -83,13 +84,15 @@ def classifier_references(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.n
     The features are the model's transformed inputs (standardised pixels), so the
     comparison is on exactly the data the network gets.
     """
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import SVC
 
     train = subsample(len(y_train), max_train, seed)
     evaluation = subsample(len(y_eval), max_eval, seed + 1)
-    xt, yt = np.asarray(x_train, np.float32)[train].reshape(len(train), -1), np.asarray(y_train)[train]
-    xe, ye = np.asarray(x_eval, np.float32)[evaluation].reshape(len(evaluation), -1), np.asarray(y_eval)[evaluation]
+    y_train, y_eval = np.asarray(y_train).reshape(-1), np.asarray(y_eval).reshape(-1)
+    xt, yt = np.asarray(x_train, np.float32)[train].reshape(len(train), -1), y_train[train]
+    xe, ye = np.asarray(x_eval, np.float32)[evaluation].reshape(len(evaluation), -1), y_eval[evaluation]
     values, counts = np.unique(yt, return_counts=True)
     majority = values[np.argmax(counts)]
     result = {"majority": float(np.mean(ye == majority))}
@@ -97,7 +100,9 @@ def classifier_references(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.n
         result.update(logistic_regression=result["majority"], svm_rbf=result["majority"])
         return result
     logistic = LogisticRegression(C=0.1, max_iter=300, random_state=seed)
-    result["logistic_regression"] = float(np.mean(logistic.fit(xt, yt).predict(xe) == ye))
+    with warnings.catch_warnings():  # not converging in max_iter is a bounded cost, not news
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result["logistic_regression"] = float(np.mean(logistic.fit(xt, yt).predict(xe) == ye))
     svm = SVC(C=10.0, gamma="scale", random_state=seed)
     result["svm_rbf"] = float(np.mean(svm.fit(xt, yt).predict(xe) == ye))
     return result

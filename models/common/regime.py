@@ -87,6 +87,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: Dict[str, np.
                      seed: int = 0, callbacks: Optional[list] = None,
                      log: Optional[Callable[[str], None]] = None) -> Tuple[tf.keras.Model, FitReport]:
     """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report."""
+    y = np.asarray(y).reshape(-1)  # a [n, 1] label column (TFT's FixedLenFeature [1]) works too
     fit_idx, held_idx = holdout_split(y, holdout_fraction, seed)
     if len(held_idx) == 0:  # too few examples to hold any out: train the step budget
         fit_idx = np.arange(len(y))
