@@ -42,7 +42,9 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
             ),
             tfma.MetricsSpec(
                 binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
-                aggregate=tfma.AggregationOptions(macro_average=True),
+                # Equal weights: every class counts the same, however rare (TFMA needs them explicit).
+                aggregate=tfma.AggregationOptions(macro_average=True,
+                                                  class_weights={i: 1.0 for i in range(num_classes)}),
                 metrics=[tfma.MetricConfig(class_name="Recall", config=_top1(BALANCED_ACCURACY)),
                          tfma.MetricConfig(class_name="F1Score", config=_top1(MACRO_F1))],
             ),
