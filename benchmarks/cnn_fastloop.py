@@ -29,6 +29,8 @@ VARIANTS = {
     "plain_aug": {"augment": ("translate", "zoom")},
     "plain_noweights": {"class_weights": "off"},
     "two_conv_dense": {"convs_per_block": 2, "dense_units": 128},
+    "filters32": {"filters": 32},
+    "filters32_patient": {"filters": 32, "patience_steps": 600},
 }
 STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
 

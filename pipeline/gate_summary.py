@@ -85,3 +85,21 @@ def value_bound(evaluation_uri: Optional[str], floor: float) -> str:
     """The key metric's lower bound the Evaluator applied: the reference gate's, else the floor."""
     gate = read_gate(evaluation_uri)
     return f"{gate['threshold']:.4f}" if gate and gate.get("threshold") is not None else str(floor)
+
+
+#: TFMA metrics that survive class imbalance (models/cnn/evaluation.py), with their labels.
+IMBALANCE_METRICS = (("balanced_accuracy", "balanced accuracy"), ("macro_f1", "macro F1"))
+
+
+def imbalance_text(evaluation_uri: Optional[str], slice_name: str) -> str:
+    """'; balanced accuracy 0.81, macro F1 0.79' for a slice, or '' when not computed."""
+    if not evaluation_uri:
+        return ""
+    from pipeline.summary import slice_metrics
+
+    parts = []
+    for name, label in IMBALANCE_METRICS:
+        value = next((m.value for m in slice_metrics(evaluation_uri, name) if m.slice_name == slice_name), None)
+        if value is not None:
+            parts.append(f"{label} {value:.4f}")
+    return ("; " + ", ".join(parts)) if parts else ""

@@ -203,7 +203,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     lines.append(f"Examples: {summary.num_input_examples} in -> {splits or 'n/a'}")
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
-        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}")
+        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
+                     f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
     if summary.references:
         lines.append("Reference predictors on the same eval data: " + ", ".join(
             f"{name.replace('_top5', '')} top-5 {value:.4f}" for name, value in sorted(summary.references.items())))
@@ -217,7 +218,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
-        lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
+        lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}"
+                     f"{gate_summary.imbalance_text(summary.evaluation_uri, worst.slice_name)}")
     gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
             f", at most {config.max_regression} below the served model")
     if summary.blessed is None:

@@ -8,7 +8,7 @@ from models.cnn import features
 from models.common.evaluation import overall_gate
 
 ACCURACY = "sparse_categorical_accuracy"
-#: Metrics that survive imbalance: macro averages over the classes of argmax (top-1) predictions.
+#: Metrics that survive imbalance (models/cnn/metrics.py): macro averages over the classes.
 BALANCED_ACCURACY = "balanced_accuracy"   # macro recall
 MACRO_F1 = "macro_f1"
 
@@ -34,26 +34,17 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
                 tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
                                   per_slice_thresholds=overall_gate(min_accuracy, max_regression)),
                 tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
+                *[tfma.MetricConfig(class_name=name, module="models.cnn.metrics",
+                                    config=json.dumps({"num_classes": num_classes}))
+                  for name in ("BalancedAccuracy", "MacroF1")],
             ]),
             tfma.MetricsSpec(
                 binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
                 metrics=[tfma.MetricConfig(class_name="Precision"),
                          tfma.MetricConfig(class_name="Recall")],
             ),
-            tfma.MetricsSpec(
-                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
-                # Equal weights: every class counts the same, however rare (TFMA needs them explicit).
-                aggregate=tfma.AggregationOptions(macro_average=True,
-                                                  class_weights={i: 1.0 for i in range(num_classes)}),
-                metrics=[tfma.MetricConfig(class_name="Recall", config=_top1(BALANCED_ACCURACY)),
-                         tfma.MetricConfig(class_name="F1Score", config=_top1(MACRO_F1))],
-            ),
         ],
     )
-
-
-def _top1(name: str) -> str:
-    return json.dumps({"name": name, "top_k": 1})
 
 
 def _slices(feature_keys: Sequence[str]):
