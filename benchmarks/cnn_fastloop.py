@@ -25,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stackenv  # noqa: E402,F401  (tf-keras before TensorFlow)
 
 VARIANTS = {
-    "plain": {},
+    "plain": {"augment": ()},
     "plain_aug": {"augment": ("translate", "zoom")},
     "plain_noweights": {"class_weights": "off"},
     "two_conv_dense": {"convs_per_block": 2, "dense_units": 128},
-    "filters32": {"filters": 32},
-    "filters32_patient": {"filters": 32, "patience_steps": 600},
+    "filters32_aug": {"filters": 32, "augment": ("translate", "zoom")},
+    "auto": {},
 }
 STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
 

@@ -112,3 +112,11 @@ def test_hyperparameters_are_one_typed_object():
         CnnHyperparameters.from_family({"hparams": {"dropuot": 0.3}})
     with pytest.raises(ValueError, match="Unknown augmentation"):
         CnnHyperparameters(augment=("rotate",))
+
+
+def test_auto_augmentation_depends_on_the_image_size():
+    hp = CnnHyperparameters()
+    assert hp.augmentations(8, 8) == () and hp.augmentations(32, 32) == ("translate", "zoom")
+    assert CnnHyperparameters(augment=("flip",)).augmentations(8, 8) == ("flip",)
+    with pytest.raises(ValueError, match="Unknown augmentation"):
+        CnnHyperparameters(augment=("auto", "flip"))

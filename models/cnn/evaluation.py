@@ -34,9 +34,9 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
                 tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
                                   per_slice_thresholds=overall_gate(min_accuracy, max_regression)),
                 tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
-                *[tfma.MetricConfig(class_name=name, module="models.cnn.metrics",
-                                    config=json.dumps({"num_classes": num_classes}))
-                  for name in ("BalancedAccuracy", "MacroF1")],
+                *[tfma.MetricConfig(class_name=class_name, module="models.cnn.metrics",
+                                    config=json.dumps({"num_classes": num_classes, "name": name}))
+                  for class_name, name in (("MeanClassRecall", BALANCED_ACCURACY), ("MacroF1", MACRO_F1))],
             ]),
             tfma.MetricsSpec(
                 binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),

@@ -8,6 +8,8 @@ import dataclasses
 from typing import Any, Dict, Mapping, Tuple
 
 AUGMENTATIONS = ("translate", "zoom", "contrast", "flip")
+AUTO_AUGMENT = ("translate", "zoom")
+AUTO_AUGMENT_MIN_SIZE = 16
 CLASS_WEIGHT_MODES = ("auto", "on", "off")
 
 
@@ -19,9 +21,12 @@ class CnnHyperparameters:
     dense_units: int = 0           # hidden dense layer before the softmax (0: none)
     dropout: float = 0.5           # before the classifier
     l2: float = 1e-4               # kernel regularisation of every conv/dense layer
-    augment: Tuple[str, ...] = ()  # training-only Keras preprocessing layers, from AUGMENTATIONS
+    # Training-only Keras preprocessing layers, from AUGMENTATIONS, or "auto": translate+zoom
+    # from AUTO_AUGMENT_MIN_SIZE pixels up (they helped on the 24-32 px glyphs and icons sets
+    # and hurt the 8x8 digits: benchmarks/README.md), none below. Flips only on request.
+    augment: Tuple[str, ...] = ("auto",)
     # Training regime (models/common/regime.py).
-    min_steps: int = 600           # optimizer steps before early stopping may stop (small sets)
+    min_steps: int = 1000          # optimizer steps before early stopping may stop (small sets)
     patience_steps: int = 300      # steps without improvement on the held-out part
     holdout_fraction: float = 0.15  # of train, for early stopping (never the eval split)
     class_weights: str = "auto"    # auto: tried when classes are imbalanced, kept if better
@@ -31,7 +36,7 @@ class CnnHyperparameters:
     fine_tune_lr_factor: float = 0.1
 
     def __post_init__(self):
-        unknown = set(self.augment) - set(AUGMENTATIONS)
+        unknown = set(self.augment) - set(AUGMENTATIONS) - ({"auto"} if self.augment == ("auto",) else set())
         if unknown:
             raise ValueError(f"Unknown augmentation {sorted(unknown)}; known: {', '.join(AUGMENTATIONS)}")
         if self.class_weights not in CLASS_WEIGHT_MODES:
@@ -54,6 +59,12 @@ class CnnHyperparameters:
             values["augment"] = tuple(a for a in (augment.split(",") if isinstance(augment, str)
                                                   else augment) if a)
         return cls(**values)
+
+    def augmentations(self, height: int, width: int) -> Tuple[str, ...]:
+        """The augmentation layers for images of this size ("auto" resolved)."""
+        if self.augment == ("auto",):
+            return AUTO_AUGMENT if min(height, width) >= AUTO_AUGMENT_MIN_SIZE else ()
+        return self.augment
 
     def to_dict(self) -> Dict[str, Any]:
         values = dataclasses.asdict(self)

@@ -5,7 +5,7 @@ config='{"num_classes": N}')``. Both accumulate one confusion matrix of argmax p
 (additive, so TFMA's partial results merge exactly) and average over the classes PRESENT
 in the slice's labels:
 
-- ``BalancedAccuracy``: the mean per-class recall (macro recall). Always answering the
+- ``MeanClassRecall`` (reported as ``balanced_accuracy``): the mean per-class recall (macro recall). Always answering the
   largest class scores 1/k, however imbalanced the data;
 - ``MacroF1``: the mean per-class F1.
 """
@@ -44,7 +44,9 @@ def _mean_over(values, present):
     return tf.math.divide_no_nan(tf.reduce_sum(values * present), tf.reduce_sum(present))
 
 
-class BalancedAccuracy(_ConfusionMetric):
+class MeanClassRecall(_ConfusionMetric):
+    """Balanced accuracy (not named BalancedAccuracy: TFMA resolves that name to its binary metric)."""
+
     def __init__(self, num_classes: int = 2, name: str = "balanced_accuracy", **kwargs):
         super().__init__(num_classes, name, **kwargs)
 

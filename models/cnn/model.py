@@ -39,7 +39,7 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
     regularizer = tf.keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_XF)
     x = tf.keras.layers.Reshape((height, width, channels))(inputs)
-    for layer in augmentation_layers(hparams.augment):
+    for layer in augmentation_layers(hparams.augmentations(height, width)):
         x = layer(x)
     filters = hparams.filters
     for _ in range(conv_block_count(height, width, hparams.max_blocks)):
@@ -78,7 +78,7 @@ def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, lear
         x = tf.keras.layers.Lambda(lambda images: images[..., :3])(x)
     if (height, width) != (base.height, base.width):
         x = tf.keras.layers.Resizing(base.height, base.width)(x)
-    for layer in augmentation_layers(hparams.augment):
+    for layer in augmentation_layers(hparams.augmentations(base.height, base.width)):
         x = layer(x)
     x = base_model.feature_extractor(base, trainable=False)(x)
     x = tf.keras.layers.Dropout(hparams.dropout)(x)
