@@ -112,3 +112,19 @@ def test_imbalance_metrics_match_scikit_learn():
     assert float(balanced.result()) == pytest.approx(balanced_accuracy_score(labels, predicted), abs=1e-6)
     assert float(macro.result()) == pytest.approx(
         f1_score(labels, predicted, labels=[0, 1, 2], average="macro", zero_division=0), abs=1e-6)
+
+
+def test_the_gate_is_generic_across_families(tmp_path):
+    """The seq2seq family writes the same file for its top-5 metric (bigram reference)."""
+    from models.seq2seq.evaluation import eval_config as seq2seq_eval_config
+
+    metric = "sparse_top_k_categorical_accuracy"
+    model_dir = str(tmp_path / "model")
+    references.write_references(model_dir, metric, {"unigram": 0.2, "bigram": 0.35}, "bigram", 0.01)
+    config = json_format.MessageToJson(seq2seq_eval_config(0.1, 0.01))
+    raised = json_format.Parse(reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "e")),
+                               tfma.EvalConfig())
+    bounds = [t.threshold.value_threshold.lower_bound.value for spec in raised.metrics_specs
+              for m in spec.metrics if reference_gate.metric_name(m) == metric for t in m.per_slice_thresholds]
+    assert bounds == [pytest.approx(0.36)]
+    assert reference_gate.read_gate(str(tmp_path / "e"))["gate_reference"] == "bigram"
