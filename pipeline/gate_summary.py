@@ -54,7 +54,8 @@ def training_line(training: Optional[Dict[str, Any]]) -> Optional[str]:
 def references_line(payload: Optional[Dict[str, Any]], label: str) -> Optional[str]:
     if not payload:
         return None
-    values = ", ".join(f"{name} {value:.4f}" for name, value in payload["references"].items())
+    ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
+    values = ", ".join(f"{name} {value:.4f}" for name, value in ordered)
     return f"Reference predictors ({label.lower()} on the same eval split): {values}"
 
 
