@@ -5,8 +5,8 @@ config='{"num_classes": N}')``. Both accumulate one confusion matrix of argmax p
 (additive, so TFMA's partial results merge exactly) and average over the classes PRESENT
 in the slice's labels:
 
-- ``MeanClassRecall`` (reported as ``balanced_accuracy``): the mean per-class recall (macro recall). Always answering the
-  largest class scores 1/k, however imbalanced the data;
+- ``MeanClassRecall`` (reported as ``balanced_accuracy``): the mean per-class recall
+  (macro recall). Always answering the largest class scores 1/k, however imbalanced;
 - ``MacroF1``: the mean per-class F1.
 """
 import tensorflow as tf
