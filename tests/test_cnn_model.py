@@ -46,6 +46,8 @@ def _write_transformed(rows, path):
         for row in rows:
             writer.write(tf.train.Example(features=tf.train.Features(feature={
                 features.IMAGE_XF: tf.train.Feature(float_list=tf.train.FloatList(value=row[features.IMAGE_XF])),
+                features.IMAGE_UNIT_XF: tf.train.Feature(
+                    float_list=tf.train.FloatList(value=row[features.IMAGE_UNIT_XF])),
                 features.LABEL_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[row[features.LABEL_XF]])),
             })).SerializeToString())
 
