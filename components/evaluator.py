@@ -25,6 +25,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils
 
+from components.reference_gate import apply_reference_gate
 from data.serving_dir import latest_version_dir
 
 BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
@@ -62,6 +63,7 @@ class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
            exec_properties: Dict[str, Any]) -> None:
         exec_properties = dict(exec_properties)
+        _gate_on_references(input_dict, output_dict, exec_properties)
         served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")
         if served is None:
             log.info("No model served yet: evaluating without a baseline (change thresholds skipped).")
@@ -94,6 +96,16 @@ def _name_baseline_by_path(blessing: types.Artifact, served: str) -> None:
     blessing.set_string_custom_property(BASELINE_MODEL_URI_KEY, served)
     if blessing.has_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY):
         blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, served)
+
+
+def _gate_on_references(input_dict, output_dict, exec_properties) -> None:
+    """Raise the key metric's floor to the candidate's reference + margin (components/reference_gate.py)."""
+    key = standard_component_specs.EVAL_CONFIG_KEY
+    if exec_properties.get(key):
+        candidate = path_utils.serving_model_path(
+            artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]).uri)
+        evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
+        exec_properties[key] = apply_reference_gate(exec_properties[key], candidate, evaluation.uri)
 
 
 class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):

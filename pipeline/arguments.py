@@ -75,7 +75,16 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     floors = _per_family(lambda f: f"{f.defaults.min_accuracy}"
                          + (f", {f.defaults.min_accuracy_note}" if f.defaults.min_accuracy_note else ""))
     parser.add_argument("--min-accuracy", type=float, default=None,
-                        help=f"bless only if the overall key metric ({key_metrics}) >= this (default: {floors})")
+                        help=f"bless only if the overall key metric ({key_metrics}) >= this, on top of "
+                        f"--gate-margin (default: {floors})")
+    parser.add_argument("--gate-margin", type=float, default=d("gate_margin"),
+                        help="bless only if the key metric beats the family's reference predictor "
+                        "(cnn: logistic regression, seq2seq: bigram counts) by this much (absolute; negative: "
+                        "may trail it; default: %(default)s)")
+    parser.add_argument("--base-model", default=None, metavar="HANDLE|DIR",
+                        help="cnn: train a new head on a pretrained image feature extractor: a TF Hub "
+                        "handle or URL (resolved where the Trainer runs; TFHUB_CACHE_DIR sets its cache) "
+                        "or a local SavedModel directory (default: a CNN from scratch)")
     parser.add_argument("--max-regression", type=float, default=d("max_regression"),
                         help="bless only if accuracy is at most this much below the served "
                         "model (absolute; default: %(default)s)")
@@ -241,7 +250,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
         seed=args.seed, xla=args.xla, profile=args.profile,
-        min_accuracy=args.min_accuracy, max_regression=args.max_regression,
+        min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
+        base_model=getattr(args, "base_model", None),
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),

@@ -61,6 +61,8 @@ class PipelineConfig:
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
     min_accuracy: Optional[float] = None  # value threshold on the overall slice
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
+    gate_margin: float = 0.01            # must beat the gate reference predictor by this (references.json)
+    base_model: Optional[str] = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
 
     # Transform's pre-/post-transform statistics: ~5 s per run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
@@ -92,6 +94,8 @@ class PipelineConfig:
             raise ConfigError("--min-accuracy", f"must be in [0, 1], got {self.min_accuracy}")
         if self.max_regression < 0:
             raise ConfigError("--max-regression", f"must be >= 0, got {self.max_regression}")
+        if not -1.0 <= self.gate_margin <= 1.0:
+            raise ConfigError("--gate-margin", f"must be in [-1, 1], got {self.gate_margin}")
         if not _is_uri(self.output_dir):
             self.output_dir = os.path.abspath(self.output_dir)
         self.pipeline_name = self.pipeline_name or f"{self.model}-pipeline"

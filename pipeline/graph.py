@@ -100,6 +100,9 @@ def create_pipeline(
         seed=config.seed,
         jit_compile=config.xla,
         profile_batches=config.profile or "",
+        gate_margin=config.gate_margin,
+        explicit_steps=config.train_steps is not None,
+        base_model=config.base_model or "",
         family=family.trainer_config(config, dataset),
     )
     trainer = Trainer(

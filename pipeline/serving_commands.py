@@ -5,6 +5,7 @@ from typing import List
 from data import serving_dir
 from pipeline.families import gate_metrics
 from stackenv.errors import MissingInput
+from models.common import references
 
 COUNT_METRIC = "example_count"
 
@@ -33,6 +34,10 @@ def list_models(base_dir: str) -> List[str]:
         marker = "* " if version == versions[-1] else "  "
         lines.append(f"{marker}{version:<12} {info.get('pushed_at', '?'):<26} {shown or '-':<60} "
                      f"{info.get('pipeline_run_id') or '-'}")
+        refs = references.read_references(os.path.join(base_dir, str(version)))
+        if refs:  # what the model had to beat, on the same eval split (models/common/references.py)
+            lines.append(f"{'':16}references: " + "  ".join(
+                f"{name}={value:.4f}" for name, value in refs["references"].items()))
     lines.append("* = served (TF Serving's default policy serves the highest version)")
     return lines
 

@@ -13,7 +13,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
-from pipeline import graph, mlmd
+from pipeline import gate_summary, graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
@@ -45,6 +45,7 @@ class RunSummary:
     pushed_path: Optional[str] = None
     evaluation_uri: Optional[str] = None
     split_description: Optional[str] = None   # how the data preparation split (data/text_split.py)
+    model_uri: Optional[str] = None  # the Trainer's Model (references.json, training.json)
 
     @property
     def worst_slice(self) -> Optional[SliceMetric]:
@@ -90,6 +91,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
                          family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
+    summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -133,21 +135,25 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"Split: {summary.split_description}")
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
-        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}")
+        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
+                     f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
     if summary.references:
         lines.append("Reference predictors on the same eval data: " + ", ".join(
             f"{name.replace('_top5', '')} top-5 {value:.4f}" for name, value in sorted(summary.references.items())))
         best = max(summary.references.values())
         if summary.overall and summary.overall.value <= best:
             lines.append("  WARNING: the model does not beat the best reference predictor; train longer.")
+    lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
+                                    summary.overall.value if summary.overall else None, summary.metric_label))
     if summary.baseline_overall:
         lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
-        lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
-    gate = (f"{summary.metric_label.lower()} >= {config.min_accuracy}, at most {config.max_regression} "
-            "below the served model")
+        lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}"
+                     f"{gate_summary.imbalance_text(summary.evaluation_uri, worst.slice_name)}")
+    gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
+            f", at most {config.max_regression} below the served model")
     if summary.blessed is None:
         lines.append("Blessed: unknown (the Evaluator did not run)")
     elif summary.blessed:

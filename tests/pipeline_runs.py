@@ -13,7 +13,7 @@ from conftest import PROJECT_ROOT, run_cli
 
 ARTIFACTS_DIR = PROJECT_ROOT / "test-artifacts"   # gitignored; CI keeps it
 PIPELINE_NAME = "cnn-pipeline"
-FIRST_RUN = ("--train-steps", "40", "--min-accuracy", "0.3")
+FIRST_RUN = ("--train-steps", "40", "--min-accuracy", "0.3", "--gate-margin", "-1")  # -1: the floor gates
 # A different seed retrains (the Evaluator's inputs change, so it re-runs and compares with
 # the served first model, giving real diffs), and an unreachable floor makes the gate fail,
 # so the not-blessed path is exercised for real. Transform stays cached.

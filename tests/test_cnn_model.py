@@ -16,12 +16,18 @@ def test_vocabulary_keeps_sorted_class_order_and_ids_match_data(cnn_transform, d
         assert row[features.LABEL_XF] == raw[features.LABEL_ID]
 
 
-def test_pixels_are_scaled_to_unit_range(cnn_transform, digits_examples):
+def test_pixels_are_standardised_per_pixel_with_train_statistics(cnn_transform, digits_examples):
+    """Transform's analyzers see the train rows; the same constants then apply to any input."""
+    from models.cnn.preprocessing import STD_FLOOR
+
     _, transformed = cnn_transform
     pixels = np.stack([row[features.IMAGE_XF] for row in transformed])
-    raw = np.stack([r[features.IMAGE] for r in digits_examples[: len(transformed)]])
-    np.testing.assert_allclose(pixels, raw / 255.0, rtol=1e-6)
-    assert pixels.min() >= 0.0 and pixels.max() <= 1.0
+    raw = np.stack([r[features.IMAGE] for r in digits_examples[: len(transformed)]]) / 255.0
+    expected = (raw - raw.mean(0)) / np.maximum(raw.std(0), STD_FLOOR)
+    np.testing.assert_allclose(pixels, expected, rtol=1e-4, atol=1e-4)
+    varying = raw.std(0) > STD_FLOOR
+    np.testing.assert_allclose(pixels[:, varying].mean(0), 0.0, atol=1e-4)
+    np.testing.assert_allclose(pixels[:, varying].std(0), 1.0, rtol=1e-3)
 
 
 @pytest.mark.parametrize("shape,blocks", [((8, 8, 1), 2), ((32, 32, 3), 3), ((4, 4, 1), 1)])
@@ -40,6 +46,8 @@ def _write_transformed(rows, path):
         for row in rows:
             writer.write(tf.train.Example(features=tf.train.Features(feature={
                 features.IMAGE_XF: tf.train.Feature(float_list=tf.train.FloatList(value=row[features.IMAGE_XF])),
+                features.IMAGE_UNIT_XF: tf.train.Feature(
+                    float_list=tf.train.FloatList(value=row[features.IMAGE_UNIT_XF])),
                 features.LABEL_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[row[features.LABEL_XF]])),
             })).SerializeToString())
 

@@ -35,7 +35,7 @@ def _compile(tmp_path, model, *extra):
 def compiled(request, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp(f"kfp-{request.param}")
     return request.param, tmp_path, _compile(tmp_path, request.param, "--train-steps", "20",
-                                             "--min-accuracy", "0.0")
+                                             "--min-accuracy", "0.0", "--gate-margin", "-1")
 
 
 def test_spec_parses_with_kfp(compiled):

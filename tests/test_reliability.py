@@ -35,7 +35,8 @@ def _digit_folder(root, classes):
     return root
 
 
-FOLDER_ARGS = ("--image-size", "8", "--channels", "1", "--train-steps", "15", "--min-accuracy", "0.3")
+FOLDER_ARGS = ("--image-size", "8", "--channels", "1", "--train-steps", "15", "--min-accuracy", "0.3",
+               "--gate-margin", "-1")  # -1: the floor gates, not the reference predictors
 
 
 def test_schema_drift_stops_the_run_before_training(tmp_path):
@@ -80,7 +81,7 @@ def _start_and_kill_in_training(output, sig, args):
 
 def test_killed_runs_resume_from_cache_and_leave_mlmd_consistent(tmp_path):
     output = tmp_path / "out"
-    args = ("--train-steps", "1500", "--min-accuracy", "0.3")
+    args = ("--train-steps", "1500", "--min-accuracy", "0.3", "--gate-margin", "-1")
     code, log = _start_and_kill_in_training(output, signal.SIGINT, args)
     assert code == 130, log[-3000:]
     assert "Interrupted." in log and "Traceback" not in log

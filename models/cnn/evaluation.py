@@ -1,4 +1,5 @@
 """TFMA EvalConfig for the CNN: what 'good enough to serve' means for a classifier."""
+import json
 from typing import Sequence
 
 import tensorflow_model_analysis as tfma
@@ -7,10 +8,14 @@ from models.cnn import features
 from models.common.evaluation import overall_gate
 
 ACCURACY = "sparse_categorical_accuracy"
+#: Metrics that survive imbalance (models/cnn/metrics.py): macro averages over the classes.
+BALANCED_ACCURACY = "balanced_accuracy"   # macro recall
+MACRO_F1 = "macro_f1"
 
 
 def eval_config(num_classes: int, min_accuracy: float, max_regression: float) -> tfma.EvalConfig:
-    """Accuracy, per-class precision/recall, example count and a confusion matrix.
+    """Accuracy, balanced accuracy and macro F1, per-class precision/recall, example count and
+    a confusion matrix.
 
     Sliced overall, by class and by brightness. Blessing needs overall accuracy
     >= ``min_accuracy`` and at most ``max_regression`` (absolute) below the baseline.
@@ -29,6 +34,9 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
                 tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
                                   per_slice_thresholds=overall_gate(min_accuracy, max_regression)),
                 tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
+                *[tfma.MetricConfig(class_name=class_name, module="models.cnn.metrics",
+                                    config=json.dumps({"num_classes": num_classes, "name": name}))
+                  for class_name, name in (("MeanClassRecall", BALANCED_ACCURACY), ("MacroF1", MACRO_F1))],
             ]),
             tfma.MetricsSpec(
                 binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),

@@ -24,7 +24,8 @@ def _output_fn(model: tf.keras.Model, class_names: Sequence[str]):
     names = tf.constant(list(class_names), dtype=tf.string)
 
     def outputs(transformed: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        probabilities = model({features.IMAGE_XF: transformed[features.IMAGE_XF]})
+        # A CNN from scratch reads the standardised pixels, one on a base model [0, 1] pixels.
+        probabilities = model({name: transformed[name] for name in model.input_names})
         class_ids = tf.argmax(probabilities, axis=-1)
         return {
             "probabilities": probabilities,

@@ -2,7 +2,8 @@
 from data.features import BRIGHTNESS, EXAMPLE_ID, IMAGE, LABEL, LABEL_ID  # noqa: F401
 from models.common.signatures import transformed_name
 
-IMAGE_XF = transformed_name(IMAGE)
+IMAGE_XF = transformed_name(IMAGE)             # standardised per pixel (the CNN's input)
+IMAGE_UNIT_XF = transformed_name(IMAGE + "_unit")  # scaled to [0, 1] (a pretrained base model's input)
 LABEL_XF = transformed_name(LABEL)
 LABEL_VOCABULARY = "label"   # TFT vocabulary file name: class names in id order
 # Raw features a serving request does not carry.

@@ -1,39 +1,104 @@
-"""Keras CNN: conv blocks (conv-conv-pool-dropout) and a dense head."""
+"""Keras CNN: conv+pool blocks sized to the image, a small head, optional augmentation.
+
+The input is the Transform output: pixels standardised per pixel with the train split's
+mean and spread (models/cnn/preprocessing.py), flattened. Augmentation layers sit after
+the reshape and act only when Keras trains (``training=True``); at inference they are the
+identity, so the exported signatures behave exactly as without them.
+"""
 import math
 from typing import Sequence
 
 import tensorflow as tf
 
 from models.cnn import features
+from models.cnn.hparams import CnnHyperparameters
 
 
-def conv_block_count(height: int, width: int) -> int:
-    """Pool while the feature map stays >= 2x2: 8x8 digits get 2 blocks, 32x32 get 3."""
-    return max(1, min(3, int(math.log2(max(2, min(height, width)))) - 1))
+def conv_block_count(height: int, width: int, max_blocks: int = 3) -> int:
+    """Pool while the feature map stays >= 2x2, at most ``max_blocks``: 8x8 gets 2 blocks, 32x32 3."""
+    return max(1, min(max_blocks, int(math.log2(max(2, min(height, width)))) - 1))
+
+
+def augmentation_layers(augment: Sequence[str], seed: int = 0) -> list:
+    """The training-only preprocessing layers for ``augment`` (see hparams.AUGMENTATIONS)."""
+    layers = tf.keras.layers
+    make = {
+        "translate": lambda: layers.RandomTranslation(0.1, 0.1, fill_mode="nearest", seed=seed),
+        "zoom": lambda: layers.RandomZoom(0.1, fill_mode="nearest", seed=seed + 1),
+        "contrast": lambda: layers.RandomContrast(0.2, seed=seed + 2),
+        "flip": lambda: layers.RandomFlip("horizontal", seed=seed + 3),
+    }
+    return [make[name]() for name in augment]
 
 
 def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float = 1e-3,
-              dropout: float = 0.25, jit_compile: bool = False) -> tf.keras.Model:
+              hparams: CnnHyperparameters = CnnHyperparameters(),
+              jit_compile: bool = False) -> tf.keras.Model:
     """Build and compile the classifier; call inside ``strategy.scope()``."""
     height, width, channels = (int(v) for v in image_shape)
+    regularizer = tf.keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_XF)
     x = tf.keras.layers.Reshape((height, width, channels))(inputs)
-    filters = 32
-    for _ in range(conv_block_count(height, width)):
-        x = tf.keras.layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
-        x = tf.keras.layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
+    for layer in augmentation_layers(hparams.augmentations(height, width)):
+        x = layer(x)
+    filters = hparams.filters
+    for _ in range(conv_block_count(height, width, hparams.max_blocks)):
+        for _ in range(hparams.convs_per_block):
+            x = tf.keras.layers.Conv2D(filters, 3, padding="same", activation="relu",
+                                       kernel_regularizer=regularizer)(x)
         x = tf.keras.layers.MaxPooling2D()(x)
-        x = tf.keras.layers.Dropout(dropout)(x)
         filters *= 2
     x = tf.keras.layers.Flatten()(x)
-    x = tf.keras.layers.Dense(128, activation="relu")(x)
-    x = tf.keras.layers.Dropout(2 * dropout)(x)
-    outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
+    if hparams.dense_units:
+        x = tf.keras.layers.Dropout(hparams.dropout)(x)
+        x = tf.keras.layers.Dense(hparams.dense_units, activation="relu",
+                                  kernel_regularizer=regularizer)(x)
+    x = tf.keras.layers.Dropout(hparams.dropout)(x)
+    outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities",
+                                    kernel_regularizer=regularizer)(x)
     model = tf.keras.Model(inputs, outputs, name="cnn")
+    compile_classifier(model, learning_rate, jit_compile)
+    return model
+
+
+def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, learning_rate: float = 1e-3,
+                        hparams: CnnHyperparameters = CnnHyperparameters(),
+                        jit_compile: bool = False) -> tf.keras.Model:
+    """A new softmax head on a pretrained feature extractor (``base``: base_model.BaseModelInfo),
+    frozen; :func:`unfreeze_base` before fine-tuning. Images are resized to the module's size
+    and given 3 channels (gray repeated, alpha dropped)."""
+    from models.cnn import base_model
+
+    height, width, channels = (int(v) for v in image_shape)
+    inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_UNIT_XF)
+    x = tf.keras.layers.Reshape((height, width, channels))(inputs)
+    if channels == 1:
+        x = tf.keras.layers.Concatenate()([x, x, x])
+    elif channels != 3:
+        x = tf.keras.layers.Lambda(lambda images: images[..., :3])(x)
+    if (height, width) != (base.height, base.width):
+        x = tf.keras.layers.Resizing(base.height, base.width)(x)
+    for layer in augmentation_layers(hparams.augmentations(base.height, base.width)):
+        x = layer(x)
+    x = base_model.feature_extractor(base, trainable=False)(x)
+    x = tf.keras.layers.Dropout(hparams.dropout)(x)
+    outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
+    model = tf.keras.Model(inputs, outputs, name="cnn_on_base_model")
+    compile_classifier(model, learning_rate, jit_compile)
+    return model
+
+
+def unfreeze_base(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> tf.keras.Model:
+    """Make the base model trainable and recompile at ``learning_rate`` (lower than the head's)."""
+    model.get_layer("base_model").trainable = True
+    compile_classifier(model, learning_rate, jit_compile)
+    return model
+
+
+def compile_classifier(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> None:
     model.compile(
         optimizer=tf.keras.optimizers.Adam(learning_rate),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
-    return model

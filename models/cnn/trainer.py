@@ -1,39 +1,127 @@
-"""TFX Trainer entry point for the CNN family (``run_fn`` is referenced by dotted path)."""
-import logging
+"""TFX Trainer entry point for the CNN family (``run_fn`` is referenced by dotted path).
 
+The transformed splits are read into memory (``inputs.load_split``; they are small), then:
+reference predictors are fitted and scored (models/common/references.py), the CNN trains
+with early stopping on a held-out part of train and class weights when they help
+(models/common/regime.py), and the export carries ``assets.extra/references.json`` (the
+gate's input) and ``assets.extra/training.json`` (the chosen epoch, the class-weight trial).
+A split too big for memory streams instead: fixed TrainArgs steps, references on a
+bounded subsample read from the start of the files.
+
+``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
+extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
+``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
+(models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner would set).
+"""
+import dataclasses
+import functools
+import json
+import logging
+import os
+
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from models.cnn import export, features, model as cnn_model
+from models.cnn import base_model, evaluation, export, features, model as cnn_model
+from models.cnn.hparams import CnnHyperparameters
+from models.common import references, regime
 from models.common.distribution import make_strategy
-from models.common.inputs import make_dataset
+from models.common.inputs import load_split, make_dataset
 from models.common.training import TrainingSettings
 
 log = logging.getLogger(__name__)
+GATE_REFERENCE = "logistic_regression"
+TRAINING_FILE = "training.json"
 
 
 def run_fn(fn_args: FnArgs) -> None:
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
+    hparams = CnnHyperparameters.from_family(settings.family)
     image_shape = settings.family["image_shape"]
     tf.keras.utils.set_random_seed(settings.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     num_classes = tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCABULARY)
-
+    spec = tf_transform_output.transformed_feature_spec()
     strategy = make_strategy(settings.strategy)
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
-    spec = tf_transform_output.transformed_feature_spec()
-    train = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch,
-                         seed=settings.seed, **settings.input_options())
-    evaluation = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch,
-                              shuffle=False, repeat=True, **settings.input_options())
 
-    with strategy.scope():
-        model = cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate,
-                                    jit_compile=settings.jit_compile)
-    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
-    log.info("Training CNN %s -> %d classes: %d steps (%d epochs x %d), global batch %d",
-             image_shape, num_classes, steps_per_epoch * settings.epochs, settings.epochs,
-             steps_per_epoch, global_batch)
-    settings.fit(model, train, evaluation, fn_args, log)
+    base = base_model.describe(settings.base_model) if settings.base_model else None
+    input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
+
+    def build():
+        with strategy.scope():
+            if base:
+                return cnn_model.build_on_base_model(image_shape, num_classes, base, settings.learning_rate,
+                                                     hparams, jit_compile=settings.jit_compile)
+            return cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate, hparams,
+                                       jit_compile=settings.jit_compile)
+
+    budget = settings.input_options()["memory_budget_bytes"]
+    train = load_split(fn_args.train_files, spec, budget)
+    evaluation_split = load_split(fn_args.eval_files, spec, budget)
+    refs = _references(fn_args, spec, train, evaluation_split, settings.seed)
+    log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
+    log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
+             hparams, global_batch)
+    if train is not None:
+        fit = functools.partial(
+            regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
+            batch_size=global_batch, min_steps=0 if settings.explicit_steps else hparams.min_steps,
+            max_steps=fn_args.train_steps, patience_steps=hparams.patience_steps,
+            holdout_fraction=hparams.holdout_fraction, num_classes=num_classes, seed=settings.seed,
+            callbacks=[settings.tensorboard(fn_args.model_run_dir)], log=log.info)
+        model, report = fit(build, class_weights=hparams.class_weights)
+        training = {"regime": "early_stopping", **report.to_dict()}
+        if base and hparams.fine_tune:
+            def unfrozen():
+                with strategy.scope():
+                    return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
+                                                   settings.jit_compile)
+            model, tuned = fit(unfrozen, class_weights="on" if report.class_weights else "off")
+            training["fine_tune"] = tuned.to_dict()
+    else:
+        log.info("Train split too big for memory: streaming %d fixed steps, no early stopping",
+                 fn_args.train_steps)
+        model = build()
+        data = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch,
+                            seed=settings.seed, **settings.input_options())
+        held = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch,
+                            shuffle=False, repeat=True, **settings.input_options())
+        settings.fit(model, data, held, fn_args, log)
+        training = {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
+    training["hparams"] = hparams.to_dict()
+    if base:
+        training["base_model"] = dataclasses.asdict(base)
     export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)
+    references.write_references(fn_args.serving_model_dir, evaluation.ACCURACY, refs, GATE_REFERENCE,
+                                settings.gate_margin)
+    _write_json(os.path.join(fn_args.serving_model_dir, references.ASSETS_EXTRA, TRAINING_FILE), training)
+
+
+def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):
+    """Reference accuracies on the in-memory splits, or on the first examples when streaming."""
+    def head(patterns):
+        data = make_dataset(patterns, spec, features.LABEL_XF, 1024, shuffle=False, repeat=False,
+                            cache=False)
+        xs, ys, count = [], [], 0
+        for x, y in data:
+            xs.append(x[features.IMAGE_XF].numpy())
+            ys.append(y.numpy())
+            count += len(ys[-1])
+            if count >= references.MAX_TRAIN_EXAMPLES:
+                break
+        return {features.IMAGE_XF: np.concatenate(xs), features.LABEL_XF: np.concatenate(ys)}
+
+    train = train if train is not None else head(fn_args.train_files)
+    evaluation_split = evaluation_split if evaluation_split is not None else head(fn_args.eval_files)
+    return references.classifier_references(
+        train[features.IMAGE_XF], train[features.LABEL_XF],
+        evaluation_split[features.IMAGE_XF], evaluation_split[features.LABEL_XF], seed=seed)
+
+
+def _write_json(path: str, payload) -> None:
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(payload, indent=2, sort_keys=True, default=float) + "\n")

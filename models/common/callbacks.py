@@ -18,3 +18,39 @@ class EpochLogger(tf.keras.callbacks.Callback):
         metrics = "  ".join(f"{k} {v:.4f}" for k, v in sorted((logs or {}).items()))
         self._log.info("epoch %d/%d  %s  (%.1f s)", epoch + 1, self._epochs, metrics,
                        time.monotonic() - self._started)
+
+
+class BestWeights(tf.keras.callbacks.Callback):
+    """Early stopping that always ends on the best epoch's weights.
+
+    Keras' ``EarlyStopping(restore_best_weights=True)`` restores only when it stops early
+    and ignores epochs before ``start_from_epoch``; this tracks every epoch, may stop only
+    after ``min_epochs``, and restores the best weights however training ends. Best = the
+    highest ``monitor`` (an accuracy), ties broken by the lower ``tie_breaker`` (a loss).
+    """
+
+    def __init__(self, monitor: str = "val_accuracy", tie_breaker: str = "val_loss",
+                 patience: int = 10, min_epochs: int = 0):
+        super().__init__()
+        self.monitor, self.tie_breaker = monitor, tie_breaker
+        self.patience, self.min_epochs = patience, min_epochs
+        self.best_epoch = -1
+        self.best = None
+        self.epochs_run = 0
+        self.stopped_early = False
+        self._weights = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        self.epochs_run = epoch + 1
+        score = (float(logs[self.monitor]), -float(logs.get(self.tie_breaker, 0.0)))
+        if self.best is None or score > self.best:
+            self.best, self.best_epoch = score, epoch
+            self._weights = self.model.get_weights()
+        elif epoch + 1 >= self.min_epochs and epoch - self.best_epoch >= self.patience:
+            self.stopped_early = True
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self._weights is not None:
+            self.model.set_weights(self._weights)

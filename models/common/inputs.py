@@ -36,6 +36,8 @@ yields every example exactly once, the last batch possibly partial.
 import logging
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
+import numpy as np
+
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -236,3 +238,17 @@ def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_
 
     batches = batches.map(parse, num_parallel_calls=AUTOTUNE if parallel else None)
     return batches.prefetch(AUTOTUNE) if parallel else batches
+
+
+def load_split(file_patterns: Union[str, Sequence[str]],
+               feature_spec: Mapping[str, tf.io.FixedLenFeature],
+               memory_budget_bytes: Optional[int] = None) -> Optional[Dict[str, np.ndarray]]:
+    """Every example of a split as numpy arrays (sorted file order), or None when it is not
+    held in memory (over the budget, variable-length features, not eager): for trainers
+    that need the whole split at once (a held-out part of train, reference predictors)."""
+    budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
+    if budget <= 0 or not tf.executing_eagerly() or not _all_fixed_len(feature_spec):
+        return None
+    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
+    data = _load_in_memory(patterns, feature_spec, budget, parallel=True)
+    return None if data is None else {key: value.numpy() for key, value in data.items()}

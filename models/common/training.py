@@ -17,6 +17,9 @@ class TrainingSettings:
     seed: int = 42
     jit_compile: bool = False     # XLA for the train step (benchmarks/README.md: what it gains)
     profile_batches: str = ""     # "START,END": TensorBoard profiler trace of those batches
+    gate_margin: float = 0.01     # the key metric must beat the gate reference by this (references.json)
+    explicit_steps: bool = False  # --train-steps given: train exactly that budget (no minimum)
+    base_model: str = ""          # --base-model: a pretrained feature extractor to build on (image families)
     family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
     def to_custom_config(self) -> Dict[str, Any]:

@@ -1,0 +1,130 @@
+"""The fast loop: the CNN's model functions trained directly on numpy arrays, next to the
+reference predictors, on the digits and the real image sets (benchmarks/image_sets.py).
+
+No TFX here: it exists to choose the CNN's defaults (architecture, augmentation, class
+weights, training length) in minutes before they are wired into the pipeline, where
+benchmarks/bench_images.py measures them end to end. Data is prepared as the pipeline does
+(alpha composited on white, resized to --image-size, 3 channels; the digits 8x8x1) and
+standardised per pixel with the train split's statistics, as Transform does. Splits are
+random 80/20 per --seeds.
+
+    python benchmarks/cnn_fastloop.py --sets-dir /tmp/image-sets --variants plain,plain_aug
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import stackenv  # noqa: E402,F401  (tf-keras before TensorFlow)
+
+VARIANTS = {
+    "plain": {"augment": ()},
+    "plain_aug": {"augment": ("translate", "zoom")},
+    "plain_noweights": {"class_weights": "off"},
+    "two_conv_dense": {"convs_per_block": 2, "dense_units": 128},
+    "filters32_aug": {"filters": 32, "augment": ("translate", "zoom")},
+    "auto": {},
+}
+STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
+
+
+def load_digits():
+    from sklearn.datasets import load_digits as sk_digits
+
+    d = sk_digits()
+    x = np.rint(np.clip(d.images, 0, 16) * 255.0 / 16.0).astype(np.uint8)[..., None]
+    return x, d.target.astype(np.int64), [str(i) for i in range(10)]
+
+
+def load_folder(root: Path, size: int, channels: int = 3):
+    from PIL import Image
+
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    xs, ys = [], []
+    for label, name in enumerate(classes):
+        for path in sorted((root / name).glob("*.png")):
+            img = Image.open(path)
+            img = img.convert("RGBA")
+            img = Image.alpha_composite(Image.new("RGBA", img.size, (255, 255, 255, 255)), img)
+            img = img.convert("RGB" if channels == 3 else "L").resize((size, size), Image.BILINEAR)
+            arr = np.asarray(img, np.uint8)
+            xs.append(arr if arr.ndim == 3 else arr[..., None])
+            ys.append(label)
+    return np.stack(xs), np.asarray(ys, np.int64), classes
+
+
+def standardise(train: np.ndarray, *others: np.ndarray):
+    flat = train.reshape(len(train), -1).astype(np.float32) / 255.0
+    mean, std = flat.mean(0), np.maximum(flat.std(0), STD_FLOOR)
+    return [((a.reshape(len(a), -1).astype(np.float32) / 255.0) - mean) / std for a in (train, *others)]
+
+
+def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
+    from models.cnn import features
+    from models.cnn.hparams import CnnHyperparameters
+    from models.cnn.model import build_cnn
+    from models.common import references, regime
+    import tensorflow as tf
+
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(len(y))
+    cut = int(0.8 * len(y))
+    tr, ev = order[:cut], order[cut:]
+    xt, xe = standardise(x[tr], x[ev])
+    yt, ye = y[tr], y[ev]
+    result = {"set": name, "seed": seed, "train": len(tr), "eval": len(ev), "shape": list(x.shape[1:])}
+    t = time.monotonic()
+    result["references"] = references.classifier_references(xt, yt, xe, ye, seed=seed)
+    result["references_s"] = round(time.monotonic() - t, 1)
+    log(f"{name} seed {seed}: references {result['references']} ({result['references_s']} s)")
+    num_classes = int(y.max()) + 1
+    for variant in variants:
+        hp = CnnHyperparameters(**VARIANTS[variant])
+        tf.keras.utils.set_random_seed(seed)
+        t = time.monotonic()
+        model, report = regime.fit_with_holdout(
+            lambda: build_cnn(x.shape[1:], num_classes, 1e-3, hp), {features.IMAGE_XF: xt}, yt,
+            batch_size=64, min_steps=hp.min_steps, max_steps=args_max_steps, patience_steps=hp.patience_steps,
+            holdout_fraction=hp.holdout_fraction, class_weights=hp.class_weights,
+            num_classes=num_classes, seed=seed)
+        pred = model.predict(xe, verbose=0, batch_size=256).argmax(1)
+        acc = float(np.mean(pred == ye))
+        recalls = [np.mean(pred[ye == c] == c) for c in np.unique(ye)]
+        result[variant] = {"accuracy": round(acc, 4), "balanced_accuracy": round(float(np.mean(recalls)), 4),
+                           "wall_s": round(time.monotonic() - t, 1), **report.to_dict()}
+        log(f"{name} seed {seed} {variant}: {result[variant]}")
+    return result
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sets-dir", default="/tmp/image-sets")
+    p.add_argument("--sets", default="digits,glyphs,icons")
+    p.add_argument("--variants", default="plain,plain_aug")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--max-steps", type=int, default=2000)
+    p.add_argument("--out", default=None, help="JSON results file")
+    args = p.parse_args(argv)
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    results = []
+    for name in args.sets.split(","):
+        if name == "digits":
+            x, y, _ = load_digits()
+        else:
+            x, y, _ = load_folder(Path(args.sets_dir) / name, args.image_size)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            results.append(run_set(name, x, y, args.variants.split(","), seed, log, args.max_steps))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The CNN's hyperparameters: ONE typed object the Trainer reads (and a tuner could write).
+
+Defaults are what the side-by-side measurements chose (benchmarks/README.md, "Your own
+images"); ``TrainingSettings.family["hparams"]`` overrides them, and an unknown name or
+a wrong value fails loudly instead of being ignored.
+"""
+import dataclasses
+from typing import Any, Dict, Mapping, Tuple
+
+AUGMENTATIONS = ("translate", "zoom", "contrast", "flip")
+AUTO_AUGMENT = ("translate", "zoom")
+AUTO_AUGMENT_MIN_SIZE = 16
+CLASS_WEIGHT_MODES = ("auto", "on", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class CnnHyperparameters:
+    filters: int = 16              # first block; doubles per block
+    convs_per_block: int = 1       # conv layers before each pooling
+    max_blocks: int = 3            # conv+pool blocks, fewer while the map would drop below 2x2
+    dense_units: int = 0           # hidden dense layer before the softmax (0: none)
+    dropout: float = 0.5           # before the classifier
+    l2: float = 1e-4               # kernel regularisation of every conv/dense layer
+    # Training-only Keras preprocessing layers, from AUGMENTATIONS, or "auto": translate+zoom
+    # from AUTO_AUGMENT_MIN_SIZE pixels up (they helped on the 24-32 px glyphs and icons sets
+    # and hurt the 8x8 digits: benchmarks/README.md), none below. Flips only on request.
+    augment: Tuple[str, ...] = ("auto",)
+    # Training regime (models/common/regime.py).
+    min_steps: int = 1000          # optimizer steps before early stopping may stop (small sets)
+    patience_steps: int = 300      # steps without improvement on the held-out part
+    holdout_fraction: float = 0.15  # of train, for early stopping (never the eval split)
+    class_weights: str = "auto"    # auto: tried when classes are imbalanced, kept if better
+    # Transfer learning (--base-model): the head is trained on the frozen base first; then,
+    # with fine_tune, the whole base at learning_rate * fine_tune_lr_factor.
+    fine_tune: bool = False
+    fine_tune_lr_factor: float = 0.1
+
+    def __post_init__(self):
+        unknown = set(self.augment) - set(AUGMENTATIONS) - ({"auto"} if self.augment == ("auto",) else set())
+        if unknown:
+            raise ValueError(f"Unknown augmentation {sorted(unknown)}; known: {', '.join(AUGMENTATIONS)}")
+        if self.class_weights not in CLASS_WEIGHT_MODES:
+            raise ValueError(f"class_weights must be one of {CLASS_WEIGHT_MODES}, not {self.class_weights!r}")
+        if not 0.0 <= self.holdout_fraction < 0.5 or not 0.0 <= self.dropout < 1.0:
+            raise ValueError("holdout_fraction must be in [0, 0.5) and dropout in [0, 1)")
+        if min(self.filters, self.convs_per_block, self.max_blocks) < 1:
+            raise ValueError("filters, convs_per_block and max_blocks must be >= 1")
+
+    @classmethod
+    def from_family(cls, family: Mapping[str, Any]) -> "CnnHyperparameters":
+        """From ``TrainingSettings.family["hparams"]``; unknown names fail loudly."""
+        values: Dict[str, Any] = dict(family.get("hparams") or {})
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown CNN hyperparameters {sorted(unknown)}; "
+                             f"known: {sorted(f.name for f in dataclasses.fields(cls))}")
+        if "augment" in values:
+            augment = values["augment"]
+            values["augment"] = tuple(a for a in (augment.split(",") if isinstance(augment, str)
+                                                  else augment) if a)
+        return cls(**values)
+
+    def augmentations(self, height: int, width: int) -> Tuple[str, ...]:
+        """The augmentation layers for images of this size ("auto" resolved)."""
+        if self.augment == ("auto",):
+            return AUTO_AUGMENT if min(height, width) >= AUTO_AUGMENT_MIN_SIZE else ()
+        return self.augment
+
+    def to_dict(self) -> Dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["augment"] = list(self.augment)
+        return values

@@ -1,0 +1,106 @@
+"""Summary lines about what a model had to beat: its reference predictors, the training
+regime's choices (chosen epoch, class weights) and the reference gate's verdict.
+
+Reads what the Trainer put in the model (``assets.extra/references.json``,
+``assets.extra/training.json``) and what the Evaluator recorded (``gate.json``), so it works
+for any family that writes them, and for a run served from cache.
+"""
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import tensorflow as tf
+
+from components.reference_gate import read_gate
+from models.common import references
+
+TRAINING_FILE = "training.json"
+
+
+def read_model_extras(model_uri: Optional[str]) -> Dict[str, Any]:
+    """``{"references": ..., "training": ...}`` from a Trainer's Model artifact (missing: absent)."""
+    if not model_uri:
+        return {}
+    from tfx.utils import path_utils
+
+    serving = path_utils.serving_model_path(model_uri)
+    extras: Dict[str, Any] = {}
+    payload = references.read_references(serving)
+    if payload:
+        extras["references"] = payload
+    path = os.path.join(serving, references.ASSETS_EXTRA, TRAINING_FILE)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            extras["training"] = json.loads(f.read())
+    return extras
+
+
+def training_line(training: Optional[Dict[str, Any]]) -> Optional[str]:
+    if not training:
+        return None
+    if training.get("regime") != "early_stopping":
+        return f"Training: {training.get('steps')} fixed steps (split streamed: no early stopping)"
+    trials = {k: v for k, v in (training.get("class_weight_trials") or {}).items() if v is not None}
+    weights = "with class weights" if training.get("class_weights") else "without class weights"
+    if len(trials) > 1:
+        weights += " (held-out accuracy " + ", ".join(
+            f"{k.replace('_', ' ')} {v:.4f}" for k, v in sorted(trials.items())) + ")"
+    stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
+    return (f"Training: kept epoch {training['best_epoch']} of {training['epochs_run']} "
+            f"({training['steps_per_epoch']} steps each; {stop}; best on {training['holdout_examples']} "
+            f"held-out train examples), {weights}")
+
+
+def references_line(payload: Optional[Dict[str, Any]], label: str) -> Optional[str]:
+    if not payload:
+        return None
+    ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
+    values = ", ".join(f"{name} {value:.4f}" for name, value in ordered)
+    return f"Reference predictors ({label.lower()} on the same eval split): {values}"
+
+
+def gate_lines(gate: Optional[Dict[str, Any]], overall: Optional[float], label: str) -> List[str]:
+    """Which value check applied, with the numbers, and whether the model passed it."""
+    if not gate or gate.get("threshold") is None:
+        return []
+    verdict = "" if overall is None else (" -> passed" if overall >= gate["threshold"] else " -> FAILED") + (
+        f" ({overall:.4f})")
+    if gate.get("references"):
+        name = gate["gate_reference"]
+        source = (f"{name} {gate['references'][name]:.4f} + margin {gate['margin']:.4f}"
+                  if gate["threshold"] > gate["floor"] else f"the floor --min-accuracy; {name} + margin "
+                  f"is {gate['reference_threshold']:.4f}")
+        return [f"Gate: {label.lower()} >= {gate['threshold']:.4f} ({source}; floor {gate['floor']}){verdict}"]
+    return [f"Gate: {label.lower()} >= {gate['threshold']:.4f} (the floor; the model has no "
+            f"references){verdict}"]
+
+
+def lines(model_uri: Optional[str], evaluation_uri: Optional[str], overall: Optional[float],
+          label: str) -> List[str]:
+    extras = read_model_extras(model_uri)
+    out = [references_line(extras.get("references"), label), training_line(extras.get("training"))]
+    return [line for line in out if line] + gate_lines(read_gate(evaluation_uri), overall, label)
+
+
+def value_bound(evaluation_uri: Optional[str], floor: float) -> str:
+    """The key metric's lower bound the Evaluator applied: the reference gate's, else the floor."""
+    gate = read_gate(evaluation_uri)
+    return f"{gate['threshold']:.4f}" if gate and gate.get("threshold") is not None else str(floor)
+
+
+#: TFMA metrics that survive class imbalance (models/cnn/evaluation.py), with their labels.
+IMBALANCE_METRICS = (("balanced_accuracy", "balanced accuracy"), ("macro_f1", "macro F1"))
+
+
+def imbalance_text(evaluation_uri: Optional[str], slice_name: str) -> str:
+    """'; balanced accuracy 0.81, macro F1 0.79' for a slice, or '' when not computed."""
+    if not evaluation_uri:
+        return ""
+    from pipeline.summary import slice_metrics
+
+    parts = []
+    for name, label in IMBALANCE_METRICS:
+        value = next((m.value for m in slice_metrics(evaluation_uri, name) if m.slice_name == slice_name), None)
+        if value is not None:
+            parts.append(f"{label} {value:.4f}")
+    return ("; " + ", ".join(parts)) if parts else ""

@@ -1,0 +1,74 @@
+"""--base-model: a new head on a feature extractor this test builds (nothing downloads), and
+one-paragraph errors for a module that is missing or is not an image feature extractor."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.cnn import base_model, features
+from models.cnn.hparams import CnnHyperparameters
+from models.cnn.model import build_on_base_model, unfreeze_base
+
+
+def _save_extractor(path: str, pooled: bool = True) -> str:
+    """A tiny CNN feature extractor, images [batch, 16, 16, 3] in [0, 1] -> 8 features, saved as
+    a plain SavedModel (Keras exports ``variables``/``trainable_variables``, as TF Hub expects)."""
+    layers = [tf.keras.Input((16, 16, 3)), tf.keras.layers.Conv2D(8, 3, activation="relu")]
+    if pooled:
+        layers.append(tf.keras.layers.GlobalAveragePooling2D())
+    tf.saved_model.save(tf.keras.Sequential(layers), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def extractor_dir(tmp_path_factory):
+    return _save_extractor(str(tmp_path_factory.mktemp("extractor") / "module"))
+
+
+def test_describe_reads_the_module_input_size_and_feature_width(extractor_dir):
+    info = base_model.describe(extractor_dir)
+    assert (info.height, info.width, info.channels, info.features) == (16, 16, 3, 8)
+
+
+def test_head_on_base_trains_then_fine_tunes_and_exports_one_saved_model(extractor_dir, tmp_path):
+    info = base_model.describe(extractor_dir)
+    model = build_on_base_model((8, 8, 1), 3, info, hparams=CnnHyperparameters(dropout=0.0))
+    assert model.input_names == [features.IMAGE_UNIT_XF]
+    base_weights = model.get_layer("base_model").get_weights()[0].copy()
+    rng = np.random.RandomState(1)
+    y = rng.randint(0, 3, 64)
+    x = (rng.rand(64, 64) * 0.2 + y[:, None] * 0.3).astype(np.float32)
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    np.testing.assert_array_equal(model.get_layer("base_model").get_weights()[0], base_weights)  # frozen
+    unfreeze_base(model, 1e-3)
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    assert not np.allclose(model.get_layer("base_model").get_weights()[0], base_weights)
+    export_dir = str(tmp_path / "export")
+    tf.saved_model.save(model, export_dir)
+    del model
+    reloaded = tf.saved_model.load(export_dir)  # the module's variables are inside: no base dir needed
+    assert reloaded(tf.constant(x[:2])).shape == (2, 3)
+
+
+def test_missing_base_model_is_one_paragraph(tmp_path):
+    with pytest.raises(base_model.BaseModelError) as error:
+        base_model.describe(str(tmp_path / "nope"))
+    message = str(error.value)
+    assert "does not exist" in message and "SavedModel" in message and "\n" not in message
+
+
+def test_a_module_that_is_not_a_feature_extractor_is_refused(tmp_path):
+    path = _save_extractor(str(tmp_path / "maps"), pooled=False)
+    with pytest.raises(base_model.BaseModelError, match="is not an image feature extractor: it returns"):
+        base_model.describe(path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(base_model.BaseModelError, match="is not a readable SavedModel"):
+        base_model.describe(str(tmp_path / "empty"))
+
+
+def test_cli_refuses_a_missing_base_model_before_tfx_starts(tmp_path):
+    from conftest import run_cli
+
+    result = run_cli("run", "--output", tmp_path / "out", "--base-model", tmp_path / "no-such-module", timeout=600)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "--base-model" in result.stderr and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr and "▶ ImportExampleGen" not in result.stderr

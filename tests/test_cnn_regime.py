@@ -1,0 +1,122 @@
+"""The CNN's training regime: early stopping keeps the best weights, class weights are tried
+on imbalanced data and kept only if better, augmentation acts only in training."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.cnn import features
+from models.cnn.hparams import CnnHyperparameters
+from models.cnn.model import build_cnn
+from models.common import regime
+from models.common.callbacks import BestWeights
+
+
+def _tiny_model():
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile(loss="mse")
+    return model
+
+
+def test_best_weights_are_restored_however_training_ends():
+    model = _tiny_model()
+    callback = BestWeights(patience=2, min_epochs=0)
+    callback.set_model(model)
+    snapshots = []
+    for epoch, accuracy in enumerate([0.5, 0.9, 0.7, 0.6, 0.95]):
+        model.set_weights([np.full((2, 1), epoch, np.float32), np.zeros(1, np.float32)])
+        snapshots.append(model.get_weights())
+        callback.on_epoch_end(epoch, {"val_accuracy": accuracy, "val_loss": 1.0})
+        if model.stop_training:
+            break
+    assert callback.stopped_early and callback.epochs_run == 4  # no gain for 2 epochs after epoch 2
+    callback.on_train_end()
+    assert callback.best_epoch == 1
+    np.testing.assert_array_equal(model.get_weights()[0], snapshots[1][0])
+
+
+def test_min_epochs_holds_back_stopping_and_ties_prefer_lower_loss():
+    model = _tiny_model()
+    callback = BestWeights(patience=1, min_epochs=5)
+    callback.set_model(model)
+    for epoch, (accuracy, loss) in enumerate([(0.8, 0.5), (0.8, 0.4), (0.7, 0.9), (0.7, 0.9)]):
+        callback.on_epoch_end(epoch, {"val_accuracy": accuracy, "val_loss": loss})
+    assert not model.stop_training and callback.best_epoch == 1
+
+
+def test_holdout_never_takes_a_single_image_class():
+    labels = np.array([0] * 10 + [1] * 10 + [2])
+    fit, held = regime.holdout_split(labels, 0.2, seed=3)
+    assert sorted(np.concatenate([fit, held])) == list(range(len(labels)))
+    assert 20 in fit and 20 not in held
+    assert np.bincount(labels[held], minlength=3).tolist() == [2, 2, 0]
+
+
+def test_balanced_class_weights_and_imbalance():
+    labels = np.array([0] * 30 + [1] * 10)
+    weights = regime.balanced_class_weights(labels, 3)
+    assert weights[0] == pytest.approx(40 / 60) and weights[1] == pytest.approx(2.0) and weights[2] == 1.0
+    assert regime.is_imbalanced(labels) and not regime.is_imbalanced(np.array([0, 0, 1, 1]))
+
+
+def test_class_weights_on_an_imbalanced_set_are_tried_and_the_better_kept():
+    rng = np.random.RandomState(0)
+    y = np.array([0] * 90 + [1] * 15)
+    x = rng.normal(size=(len(y), 2)).astype(np.float32) + y[:, None] * 1.5
+    built = []
+
+    def build():
+        model = tf.keras.Sequential([tf.keras.Input((2,), name="x"), tf.keras.layers.Dense(2, activation="softmax")])
+        model.compile(tf.keras.optimizers.Adam(0.05), "sparse_categorical_crossentropy", metrics=["accuracy"])
+        built.append(model)
+        return model
+
+    model, report = regime.fit_with_holdout(
+        build, {"x": x}, y, batch_size=16, min_steps=20, max_steps=40, patience_steps=10,
+        holdout_fraction=0.2, class_weights="auto", num_classes=2, seed=0)
+    trials = report.class_weight_trials
+    assert set(trials) == {"with_class_weights", "without_class_weights"} and len(built) == 2
+    kept = "with_class_weights" if report.class_weights else "without_class_weights"
+    assert trials[kept] == max(trials.values()) and report.holdout_accuracy == trials[kept]
+    assert model is built[1 if report.class_weights else 0]
+    _, forced = regime.fit_with_holdout(
+        build, {"x": x}, y, batch_size=16, min_steps=5, max_steps=5, patience_steps=5,
+        holdout_fraction=0.2, class_weights="off", num_classes=2, seed=0)
+    assert list(forced.class_weight_trials) == ["without_class_weights"] and not forced.class_weights
+
+
+def test_augmentation_is_inactive_at_inference():
+    hparams = CnnHyperparameters(augment=("translate", "zoom", "contrast", "flip"))
+    model = build_cnn((16, 16, 3), 4, hparams=hparams)
+    images = tf.constant(np.random.RandomState(1).normal(size=(6, 16 * 16 * 3)).astype(np.float32))
+    first, second = model(images, training=False), model(images, training=False)
+    np.testing.assert_array_equal(first.numpy(), second.numpy())
+    augmented = model.get_layer(index=2)  # input, reshape, then the first augmentation layer
+    assert isinstance(augmented, tf.keras.layers.RandomTranslation)
+    reshaped = tf.reshape(images, (6, 16, 16, 3))
+    assert not np.allclose(augmented(reshaped, training=True).numpy(), reshaped.numpy())
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 1), (12, 20, 2), (64, 64, 4)])
+def test_architecture_fits_sizes_and_channels(shape):
+    model = build_cnn(shape, 3, hparams=CnnHyperparameters(filters=4))
+    out = model.predict(np.zeros((2, int(np.prod(shape))), np.float32), verbose=0)
+    assert out.shape == (2, 3)
+    assert model.input.name.startswith(features.IMAGE_XF)
+
+
+def test_hyperparameters_are_one_typed_object():
+    hp = CnnHyperparameters.from_family({"image_shape": [8, 8, 1], "hparams": {"augment": "translate,zoom",
+                                                                                 "dropout": 0.3}})
+    assert hp.augment == ("translate", "zoom") and hp.dropout == 0.3
+    with pytest.raises(ValueError, match="Unknown CNN hyperparameters"):
+        CnnHyperparameters.from_family({"hparams": {"dropuot": 0.3}})
+    with pytest.raises(ValueError, match="Unknown augmentation"):
+        CnnHyperparameters(augment=("rotate",))
+
+
+def test_auto_augmentation_depends_on_the_image_size():
+    hp = CnnHyperparameters()
+    assert hp.augmentations(8, 8) == () and hp.augmentations(32, 32) == ("translate", "zoom")
+    assert CnnHyperparameters(augment=("flip",)).augmentations(8, 8) == ("flip",)
+    with pytest.raises(ValueError, match="Unknown augmentation"):
+        CnnHyperparameters(augment=("auto", "flip"))

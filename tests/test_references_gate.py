@@ -1,0 +1,130 @@
+"""Reference predictors written into the model, and the Evaluator's gate built on them."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
+
+from components import reference_gate
+from models.cnn.evaluation import ACCURACY, eval_config
+from models.common import references
+from pipeline import gate_summary
+
+
+def test_classifier_references_on_separable_data():
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 3, 300)
+    x = rng.normal(size=(300, 5)) + np.eye(3, 5)[y] * 4
+    y[:200][y[:200] == 2] = 0  # majority class in train: 0
+    refs = references.classifier_references(x[:200], y[:200], x[200:], y[200:], seed=1)
+    assert set(refs) == {"majority", "logistic_regression", "svm_rbf"}
+    assert refs["majority"] == pytest.approx(np.mean(y[200:] == 0))
+    assert refs["logistic_regression"] > refs["majority"] + 0.2 and refs["svm_rbf"] > refs["majority"] + 0.2
+
+
+def test_subsample_is_bounded_and_seeded():
+    assert len(references.subsample(10, 20, 0)) == 10
+    picked = references.subsample(1000, 50, 3)
+    assert len(picked) == 50 and list(picked) == sorted(set(picked))
+    assert list(picked) == list(references.subsample(1000, 50, 3))
+
+
+def _model_with_references(tmp_path, value, margin=0.02):
+    model_dir = tmp_path / "model"
+    references.write_references(str(model_dir), ACCURACY, {"majority": 0.39, "logistic_regression": value,
+                                                          "svm_rbf": 0.7}, "logistic_regression", margin)
+    return str(model_dir)
+
+
+def _lower_bound(config_json):
+    config = json_format.Parse(config_json, tfma.EvalConfig())
+    for spec in config.metrics_specs:
+        for metric in spec.metrics:
+            for per_slice in metric.per_slice_thresholds:
+                if reference_gate.metric_name(metric) == ACCURACY:
+                    return per_slice.threshold.value_threshold.lower_bound.value
+    raise AssertionError("no accuracy threshold")
+
+
+def test_gate_raises_the_floor_to_reference_plus_margin(tmp_path):
+    model_dir = _model_with_references(tmp_path, 0.61, margin=0.05)
+    config = json_format.MessageToJson(eval_config(6, min_accuracy=0.2, max_regression=0.01))
+    raised = reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "evaluation"))
+    assert _lower_bound(raised) == pytest.approx(0.66)
+    gate = reference_gate.read_gate(str(tmp_path / "evaluation"))
+    assert gate["threshold"] == pytest.approx(0.66) and gate["floor"] == pytest.approx(0.2)
+    assert gate["gate_reference"] == "logistic_regression" and gate["references"]["svm_rbf"] == 0.7
+    # The summary says which check applied and whether the model passed it, with the numbers.
+    passed = gate_summary.gate_lines(gate, 0.70, "Accuracy")
+    failed = gate_summary.gate_lines(gate, 0.64, "Accuracy")
+    assert passed == ["Gate: accuracy >= 0.6600 (logistic_regression 0.6100 + margin 0.0500; floor 0.2) "
+                      "-> passed (0.7000)"]
+    assert "-> FAILED (0.6400)" in failed[0]
+
+
+def test_a_higher_floor_wins_and_a_model_without_references_keeps_its_config(tmp_path):
+    model_dir = _model_with_references(tmp_path, 0.5)
+    config = json_format.MessageToJson(eval_config(6, min_accuracy=0.9, max_regression=0.01))
+    raised = reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "e1"))
+    assert _lower_bound(raised) == pytest.approx(0.9)
+    assert "the floor --min-accuracy" in gate_summary.gate_lines(
+        reference_gate.read_gate(str(tmp_path / "e1")), 0.95, "Accuracy")[0]
+    unchanged = reference_gate.apply_reference_gate(config, str(tmp_path / "no-model"), str(tmp_path / "e2"))
+    assert unchanged == config
+    assert reference_gate.read_gate(str(tmp_path / "e2"))["references"] is None
+
+
+def test_metric_names_follow_tfma():
+    assert reference_gate.metric_name(tfma.MetricConfig(class_name="SparseCategoricalAccuracy")) == ACCURACY
+    assert reference_gate.metric_name(tfma.MetricConfig(class_name="SparseTopKCategoricalAccuracy")) == \
+        "sparse_top_k_categorical_accuracy"
+    named = tfma.MetricConfig(class_name="X", config=json.dumps({"name": "top5"}))
+    assert reference_gate.metric_name(named) == "top5"
+
+
+def test_unreadable_or_incomplete_references_are_ignored(tmp_path):
+    path = tmp_path / "m" / references.ASSETS_EXTRA
+    path.mkdir(parents=True)
+    (path / references.REFERENCES_FILE).write_text("{not json")
+    assert references.read_references(str(tmp_path / "m")) is None
+    (path / references.REFERENCES_FILE).write_text(json.dumps({"references": {"a": 1}, "gate_reference": "b"}))
+    assert references.read_references(str(tmp_path / "m")) is None
+    with pytest.raises(ValueError, match="gate reference"):
+        references.write_references(str(tmp_path / "n"), ACCURACY, {"a": 0.1}, "b", 0.0)
+
+
+def test_imbalance_metrics_match_scikit_learn():
+    from sklearn.metrics import balanced_accuracy_score, f1_score
+
+    from models.cnn.metrics import MacroF1, MeanClassRecall
+
+    rng = np.random.RandomState(2)
+    labels = np.array([0] * 40 + [1] * 8 + [2] * 2)
+    probabilities = rng.dirichlet(np.ones(4), size=len(labels))  # class 3 never in the labels
+    probabilities[:30, 0] += 1.0  # mostly right on the big class
+    predicted = probabilities.argmax(1)
+    balanced, macro = MeanClassRecall(num_classes=4), MacroF1(num_classes=4)
+    assert balanced.name == "balanced_accuracy" and macro.name == "macro_f1"
+    for part in (slice(0, 20), slice(20, 50)):  # two batches: the state accumulates
+        balanced.update_state(labels[part, None], probabilities[part])
+        macro.update_state(labels[part, None], probabilities[part])
+    assert float(balanced.result()) == pytest.approx(balanced_accuracy_score(labels, predicted), abs=1e-6)
+    assert float(macro.result()) == pytest.approx(
+        f1_score(labels, predicted, labels=[0, 1, 2], average="macro", zero_division=0), abs=1e-6)
+
+
+def test_the_gate_is_generic_across_families(tmp_path):
+    """The seq2seq family writes the same file for its top-5 metric (bigram reference)."""
+    from models.seq2seq.evaluation import eval_config as seq2seq_eval_config
+
+    metric = "sparse_top_k_categorical_accuracy"
+    model_dir = str(tmp_path / "model")
+    references.write_references(model_dir, metric, {"unigram": 0.2, "bigram": 0.35}, "bigram", 0.01)
+    config = json_format.MessageToJson(seq2seq_eval_config(0.1, 0.01))
+    raised = json_format.Parse(reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "e")),
+                               tfma.EvalConfig())
+    bounds = [t.threshold.value_threshold.lower_bound.value for spec in raised.metrics_specs
+              for m in spec.metrics if reference_gate.metric_name(m) == metric for t in m.per_slice_thresholds]
+    assert bounds == [pytest.approx(0.36)]
+    assert reference_gate.read_gate(str(tmp_path / "e"))["gate_reference"] == "bigram"
