@@ -78,8 +78,8 @@ def test_cli_options_are_declared_by_the_families_and_fill_their_settings(capsys
     assert "cnn (image classifier) or seq2seq (text continuation)" in text
     assert "(default: cnn 15, seq2seq 6)" in text and "(default: cnn 0.001, seq2seq 0.003)" in text
     assert "--batch-size BATCH_SIZE batch size per replica (default: 64)" in text
-    assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this (default: cnn 0.9, seq2seq 0.36, " \
-           "about the bigram reference)" in text
+    assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this, on top of --gate-margin (default: " \
+           "cnn 0.0, gated on its reference predictors, seq2seq 0.36, about the bigram reference)" in text
     assert "--runner" not in text.replace("--runner=FlinkRunner", "")
 
 

@@ -77,7 +77,8 @@ FAMILY = register(ModelFamily(
     data_help=("a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 'python version' "
                "folder, or TFRecords in this project's feature spec (default: scikit-learn's bundled 8x8 "
                "digits)"),
-    defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.0),  # gated on its reference predictors
+    defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.0,
+                              min_accuracy_note="gated on its reference predictors"),
     # TFMA's name of the SparseCategoricalAccuracy in models/cnn/evaluation.py.
     gate_metric="sparse_categorical_accuracy",
     gate_metric_label="Accuracy",
