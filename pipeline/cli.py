@@ -9,6 +9,7 @@ writes that paragraph). Commands never catch.
 """
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -123,9 +124,15 @@ def command_generate(args: argparse.Namespace) -> int:
     from pipeline.predict import generate_text
 
     for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
-                              ("--temperature", args.temperature > 0, "> 0")):
+                              ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
+                               "a finite number > 0 (1.0 samples as trained, lower is more conservative)")):
         if not valid:
             raise ConfigError(flag, f"must be {rule}, got {getattr(args, flag[2:].replace('-', '_'))}.")
+    empty = [i + 1 for i, prompt in enumerate(args.prompts) if not prompt.strip()]
+    if empty:
+        raise ConfigError("generate PROMPT", f"prompt {empty[0]} of {len(args.prompts)} is empty; the model "
+                                             "continues text, so give it at least one word, e.g. generate "
+                                             "--model-dir DIR 'the list'.")
     for prompt, continuation in zip(args.prompts, generate_text(
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature)):
         print(f"{prompt} -> {continuation}")
