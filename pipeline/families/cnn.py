@@ -9,6 +9,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from stackenv.errors import ConfigError
+
 from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
 
 if TYPE_CHECKING:
