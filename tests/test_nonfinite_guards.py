@@ -1,13 +1,14 @@
 """A diverged model is never a model: training stops with a paragraph, and the Pusher refuses nan metrics."""
 import logging
 
+from stackenv.errors import ProjectError
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from components.pusher import non_finite_metrics
 from models.common.training import NonFiniteLoss, TrainingSettings, check_finite_loss
-from stackenv.errors import ProjectError
 
 
 class _FnArgs:
@@ -21,7 +22,8 @@ def test_fit_stops_at_the_first_nan_loss_with_a_paragraph(tmp_path):
     x = np.array([[np.nan, 1.0]] * 8, "float32")
     data = tf.data.Dataset.from_tensor_slices((x, np.ones((8, 1), "float32"))).batch(2).repeat()
     with pytest.raises(NonFiniteLoss) as raised:
-        TrainingSettings(epochs=2, learning_rate=0.5).fit(model, data, data, _FnArgs(tmp_path), logging.getLogger("test"))
+        settings = TrainingSettings(epochs=2, learning_rate=0.5)
+        settings.fit(model, data, data, _FnArgs(tmp_path), logging.getLogger("test"))
     assert isinstance(raised.value, ProjectError)
     assert "--learning-rate" in raised.value.paragraph and "nan" in raised.value.paragraph
 
