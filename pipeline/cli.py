@@ -121,8 +121,6 @@ def command_predict(args: argparse.Namespace) -> int:
 
 
 def command_generate(args: argparse.Namespace) -> int:
-    from pipeline.predict import generate_text
-
     for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
                               ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
                                "a finite number > 0 (1.0 samples as trained, lower is more conservative)")):
@@ -133,6 +131,8 @@ def command_generate(args: argparse.Namespace) -> int:
         raise ConfigError("generate PROMPT", f"prompt {empty[0]} of {len(args.prompts)} is empty; the model "
                                              "continues text, so give it at least one word, e.g. generate "
                                              "--model-dir DIR 'the list'.")
+    from pipeline.predict import generate_text  # TensorFlow loads only once the options are valid
+
     for prompt, continuation in zip(args.prompts, generate_text(
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature)):
         print(f"{prompt} -> {continuation}")
