@@ -9,14 +9,13 @@ import contextlib
 import dataclasses
 import pickle
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from conftest import run_cli
+from PIL import Image
 
 USER_ERROR = 2
 
@@ -24,7 +23,7 @@ USER_ERROR = 2
 @dataclasses.dataclass
 class Case:
     id: str
-    args: Callable[[Path], List[object]]   # builds its input under the test's tmp dir, returns the argv
+    args: Callable[[Path], list[object]]   # builds its input under the test's tmp dir, returns the argv
     phrase: str                            # a key phrase of the paragraph ("{tmp}" = the tmp dir)
     exit_code: int = USER_ERROR
 
@@ -66,7 +65,7 @@ def _cifar(tmp: Path) -> Path:
     return folder
 
 
-def _run(tmp: Path, *args: object) -> List[object]:
+def _run(tmp: Path, *args: object) -> list[object]:
     return ["run", "--output", tmp / "out", "--train-steps", "2", *args]
 
 
