@@ -153,7 +153,16 @@ def command_report(args: argparse.Namespace) -> int:
 
     to_path = args.to or os.path.join(args.output, "report.html")
     path = write_report(args.output, to_path, args.pipeline_name)
-    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json")
+    from pipeline.report.runs import shown_run
+
+    run = shown_run(args.output, args.pipeline_name)
+    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json\n{run.describe()}")
+    if args.require_latest and not run.is_latest:
+        from pipeline.report.evaluations import ReportError
+
+        raise ReportError(f"--require-latest: the report in {path} is not of the latest run ({run.latest}"
+                          f"{' failed in ' + ', '.join(run.latest_failed) if run.latest_failed else ''}). "
+                          "Fix the failure and run the pipeline again, or leave out --require-latest.")
     return 0
 
 

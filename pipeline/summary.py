@@ -44,6 +44,7 @@ class RunSummary:
     not_blessed_reasons: List[str] = dataclasses.field(default_factory=list)
     pushed_path: Optional[str] = None
     evaluation_uri: Optional[str] = None
+    warnings: List[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
 
     @property
     def worst_slice(self) -> Optional[SliceMetric]:
@@ -80,6 +81,16 @@ def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
         return {k: v for k, v in json.load(handle).items() if k.endswith("top5")}
 
 
+def _split_warnings(statistics_uri: str, splits: List[str]) -> List[str]:
+    """A class the eval split lacks is blessed unmeasured: say so (components/split_check.py)."""
+    from components.split_check import SplitError, check_splits, read_split_facts
+
+    try:
+        return check_splits(read_split_facts(statistics_uri, splits))
+    except SplitError as error:  # the validator stopped that run already; keep the summary going
+        return [error.paragraph]
+
+
 def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     family = get_family(config.model)
     store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
@@ -91,6 +102,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
+        summary.warnings = _split_warnings(statistics_uri, list(summary.split_counts))
     evaluation_uri = _uri(run.get(graph.EVALUATOR), "evaluation")
     if evaluation_uri:
         summary.evaluation_uri = evaluation_uri
@@ -142,6 +154,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}")
+    lines.extend(f"  WARNING: {warning}" for warning in summary.warnings)
     gate = (f"{summary.metric_label.lower()} >= {config.min_accuracy}, at most {config.max_regression} "
             "below the served model")
     if summary.blessed is None:

@@ -65,6 +65,13 @@ def _cifar(tmp: Path) -> Path:
     return folder
 
 
+def _two_images(tmp: Path) -> Path:
+    for name, colour in (("a", (10, 10, 10)), ("b", (200, 10, 10))):
+        (tmp / "img" / name).mkdir(parents=True)
+        Image.new("RGB", (8, 8), colour).save(tmp / "img" / name / "1.png")
+    return tmp / "img"
+
+
 def _run(tmp: Path, *args: object) -> list[object]:
     return ["run", "--output", tmp / "out", "--train-steps", "2", *args]
 
@@ -102,6 +109,9 @@ CASES = [
          "{tmp}/serving/cnn/2"),
     # Data: checked before TFX starts.
     Case("cifar-empty-batch", lambda t: _run(t, "--data", _cifar(t)), "holds no images"),
+    # The one row that runs TFX (up to ExampleValidator): too little data for both splits.
+    Case("two-image-folder", lambda t: _run(t, "--data", _two_images(t)),
+         "Component ExampleValidator failed: SplitError", exit_code=1),
 ]
 
 

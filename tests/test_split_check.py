@@ -38,3 +38,23 @@ def test_class_missing_from_train_is_an_error():
 def test_class_missing_from_eval_is_a_warning():
     warnings = check_splits({"train": SplitFacts(3, {"a": 2, "b": 1}), "eval": SplitFacts(2, {"a": 2})})
     assert warnings == ["class(es) ['b'] have no example in the eval split: they are not evaluated"]
+
+
+def test_summary_prints_the_split_warnings(tmp_path):
+    from pipeline import summary
+    from pipeline.config import PipelineConfig
+
+    result = summary.RunSummary(pipeline_name="p", components=[], split_counts={"train": 3, "eval": 2},
+                                num_input_examples=5, metric_name="accuracy",
+                                warnings=["class(es) ['b'] have no example in the eval split: they are not evaluated"])
+    text = summary.format_summary(result, PipelineConfig(output_dir=str(tmp_path)), 1.0)
+    assert "WARNING: class(es) ['b'] have no example in the eval split" in text
+
+
+def test_summary_reads_the_warnings_from_statistics(tmp_path):
+    from pipeline.summary import _split_warnings
+
+    _write_stats(str(tmp_path), "train", ["a", "a", "b"])
+    _write_stats(str(tmp_path), "eval", ["a"])
+    assert _split_warnings(str(tmp_path), ["train", "eval"]) == [
+        "class(es) ['b'] have no example in the eval split: they are not evaluated"]
