@@ -106,6 +106,10 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     evaluation_uri = _uri(run.get(graph.EVALUATOR), "evaluation")
     if evaluation_uri:
         summary.evaluation_uri = evaluation_uri
+        evaluation = run[graph.EVALUATOR].outputs["evaluation"][0]
+        skipped = mlmd.custom_property(evaluation, "baseline_skipped")  # components/evaluator.py
+        if skipped:
+            summary.warnings.append(f"evaluated without a baseline: {skipped}")
         metrics = slice_metrics(evaluation_uri, metric_name)
         summary.overall = next((m for m in metrics if m.slice_name == "overall"), None)
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
