@@ -23,14 +23,14 @@ class ShownRun:
     def is_latest(self) -> bool:
         return self.shown == self.latest and not self.latest_failed
 
-    def describe(self) -> str:
+    def describe(self, logs_dir: str = "output/logs") -> str:
         line = f"Shows run {self.shown} (evaluated {self.finished})."
         if self.is_latest:
             return line + " It is the latest run."
         why = (f"failed in {', '.join(self.latest_failed)}" if self.latest_failed
                else "did not produce a new evaluation")
         return (f"{line} The latest run, {self.latest}, {why}: this report describes the earlier run. "
-                "Fix and re-run, or see output/logs/ for the failure.")
+                f"Fix and re-run; the failure's traceback is in {logs_dir}.")
 
 
 def shown_run(output_dir: str, pipeline_name: Optional[str] = None) -> ShownRun:
