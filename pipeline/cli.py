@@ -156,7 +156,8 @@ def command_report(args: argparse.Namespace) -> int:
     from pipeline.report.runs import shown_run
 
     run = shown_run(args.output, args.pipeline_name)
-    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json\n{run.describe(os.path.join(args.output, 'logs'))}")
+    shown = run.describe(os.path.join(args.output, "logs"))
+    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json\n{shown}")
     if args.require_latest and not run.is_latest:
         from pipeline.report.evaluations import ReportError
 
