@@ -57,8 +57,8 @@ def _signature(model_dir: str, name: str, kind: str):
 def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
     for path in image_paths:  # before loading the model: a typo should not cost a model load
         if not os.path.isfile(path):
-            raise MissingInput(f"Image file {path} does not exist{' (it is a directory)' if os.path.isdir(path) else ''}."
-                               " Pass the path of a PNG or JPEG file to classify.")
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise MissingInput(f"Image file {path} {what}. Pass the path of a PNG or JPEG file to classify.")
     signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
     _, height, width, channels = signature.structured_input_signature[1]["images"].shape
     images = [load_image_array(path, (height, width), channels) for path in image_paths]

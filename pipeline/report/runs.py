@@ -6,7 +6,6 @@ without saying so a user would read old numbers as the answer to the run that ju
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from pipeline import mlmd
 from pipeline.report.evaluations import find_latest_evaluation
@@ -14,8 +13,8 @@ from pipeline.report.evaluations import find_latest_evaluation
 
 @dataclasses.dataclass(frozen=True)
 class ShownRun:
-    shown: Optional[str]          # pipeline_run of the evaluation the report shows
-    latest: Optional[str]         # the most recent pipeline_run of that pipeline
+    shown: str | None          # pipeline_run of the evaluation the report shows
+    latest: str | None         # the most recent pipeline_run of that pipeline
     latest_failed: list[str]      # nodes that failed in the latest run
     finished: str                 # when the shown evaluation finished
 
@@ -33,7 +32,7 @@ class ShownRun:
                 f"Fix and re-run; the failure's traceback is in {logs_dir}.")
 
 
-def shown_run(output_dir: str, pipeline_name: Optional[str] = None) -> ShownRun:
+def shown_run(output_dir: str, pipeline_name: str | None = None) -> ShownRun:
     evaluation = find_latest_evaluation(output_dir, pipeline_name)
     store = mlmd.open_output_store(output_dir)
     latest = mlmd.latest_run(store, evaluation.pipeline_name)
