@@ -50,6 +50,51 @@ def output_mismatch(candidate_dir: str, baseline_dir: str) -> Optional[str]:
     return f"serving_default outputs {baseline} served vs {candidate} candidate"
 
 
+BASELINE_SKIPPED_PROPERTY = "baseline_skipped"  # on the evaluation artifact: why no baseline (summary)
+_PROBE_EXAMPLES = 4
+
+
+def served_model_cannot_read(served_dir: str, examples: List[types.Artifact],
+                             exec_properties: Dict[str, Any]) -> Optional[str]:
+    """Why the served model fails on a few of the new eval examples, or None if it reads them.
+
+    A changed --image-size (accepted with --accept-schema-change) keeps the class count, so
+    output_mismatch passes, but the served model parses a different image length and TFMA
+    would fail deep in Beam. Feeding it a few real examples first is the one check that
+    does not depend on how a family encodes its inputs.
+    """
+    import tensorflow as tf
+
+    splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null")
+    artifact = examples[0]
+    split = (splits or ["eval"])[0]
+    files = tf.io.gfile.glob(f"{artifact_utils.get_split_uri([artifact], split)}/*")
+    if not files:
+        return None
+    records = [r.numpy() for r in tf.data.TFRecordDataset(files[:1], compression_type="GZIP").take(_PROBE_EXAMPLES)]
+    try:
+        signature = tf.saved_model.load(served_dir).signatures["serving_default"]
+        (name,) = signature.structured_input_signature[1]
+        signature(**{name: tf.constant(records)})
+    except (tf.errors.OpError, ValueError, TypeError, KeyError, OSError) as error:
+        return _error_line(error)
+    return None
+
+
+def _error_line(error: BaseException) -> str:
+    """The line of a TF error that says what went wrong ("Graph execution error:" says nothing)."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    useful = [line for line in lines if line and not line.startswith(
+        ("Graph execution error", "Detected at node", "File ", "[[", "Stack trace", "Node:"))]
+    shaped = [line for line in useful if "size" in line or "shape" in line]
+    return ((shaped or useful or [type(error).__name__])[0])[:300]
+
+
+def _record_skipped_baseline(output_dict: Dict[str, List[types.Artifact]], reason: str) -> None:
+    evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
+    evaluation.set_string_custom_property(BASELINE_SKIPPED_PROPERTY, reason)
+
+
 class ServedBaselineEvaluatorSpec(standard_component_specs.EvaluatorSpec):
     PARAMETERS = {
         **standard_component_specs.EvaluatorSpec.PARAMETERS,
@@ -70,10 +115,12 @@ class Executor(evaluator_executor.Executor):
             return super().Do(input_dict, output_dict, exec_properties)
         candidate = path_utils.serving_model_path(
             artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]).uri)
-        mismatch = output_mismatch(candidate, served)
+        mismatch = output_mismatch(candidate, served) or served_model_cannot_read(
+            served, input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
         if mismatch:
             log.warning("The served model %s is not comparable with the candidate (%s), e.g. after "
                         "--accept-schema-change added classes: evaluating without a baseline.", served, mismatch)
+            _record_skipped_baseline(output_dict, f"the served model {served} is not comparable: {mismatch}")
             return super().Do(input_dict, output_dict, exec_properties)
         log.info("Baseline: the served model %s", served)
         # TFX reads a Model artifact's SavedModel from <uri>/Format-Serving.

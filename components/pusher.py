@@ -8,6 +8,7 @@ which ``python -m pipeline models`` lists.
 """
 import datetime
 import logging
+import math
 from typing import Any, Dict, List
 
 from tfx import types
@@ -44,6 +45,16 @@ def _push_metrics(evaluation_uri: str) -> Dict[str, Any]:
     return {}
 
 
+def non_finite_metrics(metrics: Dict[str, Any]) -> List[str]:
+    """Names of numeric metrics that are nan or +-inf (a diverged model's signature)."""
+    def finite(value: Any) -> bool:
+        try:  # TFMA stores nan/inf as the strings "NaN", "Infinity", "-Infinity"
+            return math.isfinite(float(value))
+        except (TypeError, ValueError):
+            return True  # not a number: nothing to judge
+    return sorted(name for name, value in metrics.items() if not finite(value))
+
+
 class Executor(pusher_executor.Executor):
     def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
            exec_properties: Dict[str, Any]) -> None:
@@ -53,16 +64,24 @@ class Executor(pusher_executor.Executor):
             log.info("Model not blessed: nothing pushed, the served model is unchanged.")
             compat.mark_not_pushed(self, pushed_model)
             return
+        evaluations = input_dict.get(EVALUATION_KEY) or []
+        metrics = _push_metrics(evaluations[0].uri) if evaluations else {}
+        not_finite = non_finite_metrics(metrics)
+        if not_finite:
+            # TFMA compares nan against a threshold as "not below it": a nan metric would pass the gate.
+            log.warning("Model blessed but not pushed: metrics %s are not finite numbers; the served model "
+                        "is unchanged.", not_finite)
+            compat.mark_not_pushed(self, pushed_model)
+            return
         model_path = self.GetModelPath(input_dict)
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
         model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
-        evaluations = input_dict.get(EVALUATION_KEY) or []
         push_info = {
             "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "pipeline_run_id": compat.pipeline_run_id(self),
             "model_uri": model.uri,
-            "metrics": _push_metrics(evaluations[0].uri) if evaluations else {},
+            "metrics": metrics,
         }
         version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
                                       copy_dir=io_utils.copy_dir)

@@ -5,6 +5,7 @@ with drifted data would still train and push. This executor raises instead, with
 anomalies in plain words and where the full report is, and the graph makes Transform
 wait for it, so nothing is trained on data that fails validation.
 """
+import logging
 import os
 from typing import Any
 
@@ -15,6 +16,11 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import types
 from tfx.components import ExampleValidator
 from tfx.dsl.components.base import executor_spec
+from tfx.types import artifact_utils
+
+from components import split_check
+
+log = logging.getLogger(__name__)
 
 
 class DataAnomaliesError(ProjectError):
@@ -35,13 +41,23 @@ def describe_anomalies(by_split: dict[str, anomalies_pb2.Anomalies]) -> list[str
     return lines
 
 
+def _check_splits(input_dict: dict[str, list[types.Artifact]]) -> None:
+    statistics = input_dict["statistics"][0]
+    facts = split_check.read_split_facts(statistics.uri, artifact_utils.decode_split_names(statistics.split_names))
+    for warning in split_check.check_splits(facts):
+        log.warning("Data: %s.", warning)
+
+
 class Executor(compat.AnomalyHookValidatorExecutor):
+    fail_on_anomalies = True
+
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
         self._found: dict[str, anomalies_pb2.Anomalies] = {}
         self._report_paths: list[str] = []
+        _check_splits(input_dict)  # an empty split would also show up as anomalies, less clearly
         result = super().Do(input_dict, output_dict, exec_properties)
-        if self._found:
+        if self._found and self.fail_on_anomalies:
             listing = "\n  - ".join(describe_anomalies(self._found))
             raise DataAnomaliesError(
                 "The data does not match the pinned schema; the run stops before training.\n  - "
@@ -56,7 +72,17 @@ class Executor(compat.AnomalyHookValidatorExecutor):
             self._report_paths.append(split_dir)
 
 
+class SplitCheckExecutor(Executor):
+    fail_on_anomalies = False  # the schema was just inferred from this data: anomalies are only recorded
+
+
 class StrictExampleValidator(ExampleValidator):
-    """ExampleValidator whose execution fails on any anomaly."""
+    """ExampleValidator whose execution fails on any anomaly, and on an empty or class-less split."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+
+class SplitCheckingExampleValidator(ExampleValidator):
+    """TFX's ExampleValidator (anomalies recorded, not fatal) that fails on an empty or class-less split."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SplitCheckExecutor)

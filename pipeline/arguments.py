@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", default="output", help="output directory of a run (default: %(default)s)")
     report.add_argument("--to", default=None, help="HTML file to write (default: <output>/report.html); "
                         "the metrics go beside it as <name>.json")
+    report.add_argument("--require-latest", action="store_true",
+                        help="exit non-zero when the latest run failed (the report then shows an earlier run)")
     report.add_argument("--pipeline-name", default=None, help="default: the pipeline that ran last in --output")
 
     models = commands.add_parser("models", help="list pushed model versions with their metrics",

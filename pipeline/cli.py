@@ -9,6 +9,7 @@ writes that paragraph). Commands never catch.
 """
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -129,12 +130,18 @@ def command_predict(args: argparse.Namespace) -> int:
 
 
 def command_generate(args: argparse.Namespace) -> int:
-    from pipeline.predict import generate_text
-
     for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
-                              ("--temperature", args.temperature > 0, "> 0")):
+                              ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
+                               "a finite number > 0 (1.0 samples as trained, lower is more conservative)")):
         if not valid:
             raise ConfigError(flag, f"must be {rule}, got {getattr(args, flag[2:].replace('-', '_'))}.")
+    empty = [i + 1 for i, prompt in enumerate(args.prompts) if not prompt.strip()]
+    if empty:
+        raise ConfigError("generate PROMPT", f"prompt {empty[0]} of {len(args.prompts)} is empty; the model "
+                                             "continues text, so give it at least one word, e.g. generate "
+                                             "--model-dir DIR 'the list'.")
+    from pipeline.predict import generate_text  # TensorFlow loads only once the options are valid
+
     for prompt, continuation in zip(args.prompts, generate_text(
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, args.stop_at)):
         print(f"{prompt} -> {continuation}")
@@ -159,7 +166,17 @@ def command_report(args: argparse.Namespace) -> int:
 
     to_path = args.to or os.path.join(args.output, "report.html")
     path = write_report(args.output, to_path, args.pipeline_name)
-    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json")
+    from pipeline.report.runs import shown_run
+
+    run = shown_run(args.output, args.pipeline_name)
+    shown = run.describe(os.path.join(args.output, "logs"))
+    print(f"Report: {path}\nMetrics: {os.path.splitext(path)[0]}.json\n{shown}")
+    if args.require_latest and not run.is_latest:
+        from pipeline.report.evaluations import ReportError
+
+        raise ReportError(f"--require-latest: the report in {path} is not of the latest run ({run.latest}"
+                          f"{' failed in ' + ', '.join(run.latest_failed) if run.latest_failed else ''}). "
+                          "Fix the failure and run the pipeline again, or leave out --require-latest.")
     return 0
 
 

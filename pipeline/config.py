@@ -2,6 +2,7 @@
 import dataclasses
 import math
 import os
+import re
 from typing import Any, List, Optional
 
 from pipeline.families import DEFAULT_MODEL, get_family
@@ -25,6 +26,21 @@ def _flag(field: str) -> str:
 def _is_batch_range(text: str) -> bool:
     parts = text.split(",")
     return len(parts) == 2 and all(p.strip().isdigit() for p in parts) and int(parts[0]) <= int(parts[1])
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(flag: str, name: str) -> str:
+    """A name that becomes one directory level under --output: no separators, no ``..``.
+
+    ``--serving-name ../../x`` would otherwise push a model outside the output directory.
+    """
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(flag, f"{name!r} is not a valid name: it becomes a folder under --output, so use "
+                                "letters, digits, '.', '_' and '-' only (no '/', no '..'; at most 100 "
+                                "characters), e.g. my-model.")
+    return name
 
 
 def _is_uri(path: str) -> bool:
@@ -88,9 +104,19 @@ class PipelineConfig:
         for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
             if getattr(self, name) < 1:
                 raise ConfigError(_flag(name), f"must be >= 1, got {getattr(self, name)}")
+        for name in ("train_steps", "eval_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(_flag(name), f"must be >= 1 (or left out), got {getattr(self, name)}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ConfigError("--learning-rate", f"must be a finite number > 0 (e.g. 0.001), got {self.learning_rate}")
+        if not (math.isfinite(self.max_regression)):
+            raise ConfigError("--max-regression", f"must be a finite number >= 0, got {self.max_regression}")
+        for flag, name in (("--pipeline-name", self.pipeline_name), ("--serving-name", self.serving_model_name)):
+            if name is not None:
+                check_name(flag, name)
         if self.profile and not _is_batch_range(self.profile):
             raise ConfigError("--profile", f"takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
-        if not 0.0 <= self.min_accuracy <= 1.0:
+        if not 0.0 <= self.min_accuracy <= 1.0:  # also refuses nan
             raise ConfigError("--min-accuracy", f"must be in [0, 1], got {self.min_accuracy}")
         if self.max_regression < 0:
             raise ConfigError("--max-regression", f"must be >= 0, got {self.max_regression}")

@@ -13,7 +13,7 @@ import tempfile
 import time
 import traceback
 
-from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError, find_in_chain, path_error
+from stackenv.errors import EXIT_PIPELINE_FAILED, PathError, ProjectError, find_in_chain, path_error
 
 
 def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
@@ -40,7 +40,18 @@ def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
 
 
 def _known(error: BaseException) -> ProjectError | None:
-    return find_in_chain(error, ProjectError) or path_error(error)
+    return find_in_chain(error, ProjectError) or path_error(error) or _tf_permission_error(error)
+
+
+def _tf_permission_error(error: BaseException) -> ProjectError | None:
+    """tf.io.gfile reports a refused path as its own PermissionDeniedError, not an OSError."""
+    tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")  # loaded only if TF ran
+    denied = find_in_chain(error, tf_errors.PermissionDeniedError) if tf_errors is not None else None
+    if denied is None:
+        return None
+    first = (str(denied.message).strip().splitlines() or ["permission denied"])[0]
+    return PathError(f"The file system refused a path: {first}. The folder is read-only or not yours; make it "
+                     "writable or choose a location you can write to.", "")
 
 
 def _component_failed(error: BaseException):

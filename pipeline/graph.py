@@ -8,15 +8,14 @@ from typing import Sequence
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform), ~5 s of every run, cached ones included (benchmarks/).
-from tfx.components import (ExampleValidator, ImportExampleGen, SchemaGen, StatisticsGen, Trainer,
-                            Transform)
+from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen, Trainer, Transform
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 
 from components.evaluator import ServedBaselineEvaluator
 from components.pusher import AtomicPusher
-from components.validator import StrictExampleValidator
+from components.validator import SplitCheckingExampleValidator, StrictExampleValidator
 from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
 from pipeline.config import PipelineConfig
@@ -81,7 +80,7 @@ def create_pipeline(
     else:
         # First run (or an accepted change): the schema follows this data; nothing to stop on.
         pinned_schema = None
-        example_validator = ExampleValidator(
+        example_validator = SplitCheckingExampleValidator(
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     example_validator = example_validator.with_id(EXAMPLE_VALIDATOR)
     transform = Transform(

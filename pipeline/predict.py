@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from data.serving_dir import latest_version_dir
 from data.images import load_image_array
-from stackenv.errors import MissingInput
+from stackenv.errors import MissingInput, PathError, ProjectError
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"
@@ -20,6 +20,9 @@ def resolve_version_dir(model_dir: str) -> str:
     """A version dir as is, or the newest version under a model base dir (as TF Serving picks)."""
     if tf.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")):
         return model_dir
+    if tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir):
+        raise PathError(f"--model-dir {model_dir} is a file, not a directory. Pass the serving dir of a pushed "
+                        "model (e.g. output/serving/cnn) or one of its version folders.", model_dir)
     if not tf.io.gfile.isdir(model_dir):
         raise MissingInput(f"Model directory {model_dir} does not exist. Pass the serving dir of a "
                                 "pushed model, e.g. output/serving/cnn (see the run summary's 'Pushed:' line).")
@@ -30,9 +33,21 @@ def resolve_version_dir(model_dir: str) -> str:
     return version_dir
 
 
+def _load(version_dir: str):
+    """The SavedModel, or one paragraph naming the folder when it is damaged (the served one is too)."""
+    try:
+        return tf.saved_model.load(version_dir)
+    except (OSError, ValueError, tf.errors.OpError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+        raise ProjectError(f"Cannot load the SavedModel in {version_dir}: {first}. The model files are damaged "
+                           "or incomplete; TF Serving cannot load them either. Roll back to the previous "
+                           "version (python -m pipeline rollback --serving-dir <its parent>) or run the "
+                           "pipeline again to push a new one.") from error
+
+
 def _signature(model_dir: str, name: str, kind: str):
     version_dir = resolve_version_dir(model_dir)
-    model = tf.saved_model.load(version_dir)
+    model = _load(version_dir)
     if name not in model.signatures:
         raise MissingInput(f"{version_dir} has no '{name}' signature; it has {sorted(model.signatures)}. "
                                 f"Is it {kind}?")
@@ -40,6 +55,10 @@ def _signature(model_dir: str, name: str, kind: str):
 
 
 def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
+    for path in image_paths:  # before loading the model: a typo should not cost a model load
+        if not os.path.isfile(path):
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise MissingInput(f"Image file {path} {what}. Pass the path of a PNG or JPEG file to classify.")
     signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
     _, height, width, channels = signature.structured_input_signature[1]["images"].shape
     images = [load_image_array(path, (height, width), channels) for path in image_paths]

@@ -4,8 +4,8 @@ from typing import List
 
 from data import serving_dir
 from pipeline.families import gate_metrics
-from stackenv.errors import MissingInput
 from models.common import references
+from stackenv.errors import MissingInput, PathError
 
 COUNT_METRIC = "example_count"
 
@@ -13,6 +13,9 @@ COUNT_METRIC = "example_count"
 def _require_dir(base_dir: str) -> None:
     import tensorflow as tf
 
+    if tf.io.gfile.exists(base_dir) and not tf.io.gfile.isdir(base_dir):
+        raise PathError(f"--serving-dir {base_dir} is a file, not a directory. Pass a model base dir such as "
+                        "output/serving/cnn (the run summary's 'Pushed:' line, minus the version).", base_dir)
     if not tf.io.gfile.isdir(base_dir):
         raise MissingInput(f"Serving directory {base_dir} does not exist. Pass a model base dir such "
                                 "as output/serving/cnn (the run summary's 'Pushed:' line, minus the version).")

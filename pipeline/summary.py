@@ -46,6 +46,7 @@ class RunSummary:
     evaluation_uri: Optional[str] = None
     split_description: Optional[str] = None   # how the data preparation split (data/text_split.py)
     model_uri: Optional[str] = None  # the Trainer's Model (references.json, training.json)
+    warnings: List[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
 
     @property
     def worst_slice(self) -> Optional[SliceMetric]:
@@ -82,6 +83,16 @@ def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
         return {k: v for k, v in json.load(handle).items() if k.endswith("top5")}
 
 
+def _split_warnings(statistics_uri: str, splits: List[str]) -> List[str]:
+    """A class the eval split lacks is blessed unmeasured: say so (components/split_check.py)."""
+    from components.split_check import SplitError, check_splits, read_split_facts
+
+    try:
+        return check_splits(read_split_facts(statistics_uri, splits))
+    except SplitError as error:  # the validator stopped that run already; keep the summary going
+        return [error.paragraph]
+
+
 def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     family = get_family(config.model)
     store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
@@ -95,9 +106,14 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
+        summary.warnings = _split_warnings(statistics_uri, list(summary.split_counts))
     evaluation_uri = _uri(run.get(graph.EVALUATOR), "evaluation")
     if evaluation_uri:
         summary.evaluation_uri = evaluation_uri
+        evaluation = run[graph.EVALUATOR].outputs["evaluation"][0]
+        skipped = mlmd.custom_property(evaluation, "baseline_skipped")  # components/evaluator.py
+        if skipped:
+            summary.warnings.append(f"evaluated without a baseline: {skipped}")
         metrics = slice_metrics(evaluation_uri, metric_name)
         summary.overall = next((m for m in metrics if m.slice_name == "overall"), None)
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
@@ -152,6 +168,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         count = f", n={worst.count:.0f}" if worst.count else ""
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, worst.slice_name)}")
+    lines.extend(f"  WARNING: {warning}" for warning in summary.warnings)
     gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
             f", at most {config.max_regression} below the served model")
     if summary.blessed is None:

@@ -119,7 +119,9 @@ def _read_cifar_batch(path: Path, num_classes: int) -> tuple[np.ndarray, list[in
     labels = [int(v) for v in batch[b"labels"]]
     side = _CIFAR_SIDE
     problem = None
-    if data.ndim != 2 or data.shape[1] != 3 * side * side:
+    if data.size == 0 or not labels:
+        problem = "it holds no images (an empty batch: the download or extraction was cut short)"
+    elif data.ndim != 2 or data.shape[1] != 3 * side * side:
         problem = f"data has shape {data.shape}, expected (N, {3 * side * side})"
     elif data.dtype != np.uint8 and (data.min(initial=0) < 0 or data.max(initial=0) > 255):
         problem = "pixel values outside 0..255"

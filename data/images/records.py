@@ -167,6 +167,7 @@ def _shape_candidates(length: int, image_size: int | None,
         options.append((image_size, length // (image_size * image_size)))
     options += [(math.isqrt(length), 1), (math.isqrt(length // 3), 3)]
     for side, ch in options:
-        if side > 0 and ch > 0 and side * side * ch == length:
+        # Only 1 or 3 channels: 8x8x3 read with --image-size 4 must not become 4x4x12.
+        if side > 0 and ch in (1, 3) and side * side * ch == length:
             yield side, ch
 

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import features
+from data.errors import DataError
 from data.manifest import ImageFacts
 from data.prepare import Conversion, shard_count
 
@@ -36,6 +37,9 @@ class ImageSet:
 
 def convert(images: ImageSet) -> Conversion:
     """The examples of ``images`` and the facts their manifest records."""
+    if not len(images.labels):  # np.quantile below would fail with a bare IndexError
+        raise DataError("The image source holds no images, so there is nothing to train on. Check --data: "
+                        "a folder needs one sub-folder of PNG/JPEG images per class.")
     means = _mean_intensities(images.pixels)
     thresholds = [float(t) for t in np.quantile(means, [1 / 3, 2 / 3])]
     buckets = np.where(means <= thresholds[0], 0, np.where(means <= thresholds[1], 1, 2))

@@ -7,6 +7,8 @@ import dataclasses
 import math
 from typing import Any, Dict
 
+from stackenv.errors import ProjectError
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSettings:
@@ -51,20 +53,42 @@ class TrainingSettings:
         Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
         does the real evaluation.
         """
+        import tensorflow as tf
+
         from models.common.autograph import convert_tf_keras
         from models.common.callbacks import EpochLogger
 
         convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
-        return model.fit(
+        history = model.fit(
             train,
             epochs=self.epochs,
             steps_per_epoch=self.steps_per_epoch(fn_args.train_steps),
             validation_data=evaluation,
             validation_steps=max(1, fn_args.eval_steps or 1),
             validation_freq=1 if validate_every_epoch else self.epochs,
-            callbacks=[self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs)],
+            # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
+            callbacks=[self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs),
+                       tf.keras.callbacks.TerminateOnNaN()],
             verbose=0,
         )
+        check_finite_loss(history, self.learning_rate)
+        return history
 
     def steps_per_epoch(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / max(1, self.epochs)))
+
+
+class NonFiniteLoss(ProjectError):
+    """Training diverged: the weights are not a model, so the run stops before any evaluation."""
+
+
+def check_finite_loss(history, learning_rate: float) -> None:
+    """Raise :class:`NonFiniteLoss` when any recorded loss is nan or inf."""
+    for key, values in (getattr(history, "history", None) or {}).items():
+        bad = [i for i, v in enumerate(values) if not math.isfinite(float(v))] if key.endswith("loss") else []
+        if bad:
+            raise NonFiniteLoss(
+                f"Training stopped: the {key} became {values[bad[0]]} in epoch {bad[0] + 1}, so the weights are "
+                f"not usable and nothing was evaluated or pushed. Usually the learning rate ({learning_rate}) "
+                "is too high or the data holds extreme values; lower --learning-rate (e.g. 0.0001) or check "
+                "the data, then run again.")

@@ -1,0 +1,43 @@
+"""A diverged model is never a model: training stops with a paragraph, and the Pusher refuses nan metrics."""
+import logging
+
+from stackenv.errors import ProjectError
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.pusher import non_finite_metrics
+from models.common.training import NonFiniteLoss, TrainingSettings, check_finite_loss
+
+
+class _FnArgs:
+    def __init__(self, tmp_path):
+        self.train_steps, self.eval_steps, self.model_run_dir = 4, 1, str(tmp_path)
+
+
+def test_fit_stops_at_the_first_nan_loss_with_a_paragraph(tmp_path):
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.array([[np.nan, 1.0]] * 8, "float32")
+    data = tf.data.Dataset.from_tensor_slices((x, np.ones((8, 1), "float32"))).batch(2).repeat()
+    with pytest.raises(NonFiniteLoss) as raised:
+        settings = TrainingSettings(epochs=2, learning_rate=0.5)
+        settings.fit(model, data, data, _FnArgs(tmp_path), logging.getLogger("test"))
+    assert isinstance(raised.value, ProjectError)
+    assert "--learning-rate" in raised.value.paragraph and "nan" in raised.value.paragraph
+
+
+def test_finite_history_passes():
+    class History:
+        history = {"loss": [1.0, 0.5], "val_loss": [0.7], "accuracy": [0.5, 0.6]}
+    check_finite_loss(History(), 1e-3)
+
+
+@pytest.mark.parametrize("metrics, expected", [
+    ({"sparse_categorical_accuracy": "NaN", "example_count": 10.0}, ["sparse_categorical_accuracy"]),
+    ({"loss": float("inf"), "accuracy": 0.9}, ["loss"]),
+    ({"accuracy": 0.9, "note": None}, []),
+])
+def test_pusher_names_non_finite_metrics(metrics, expected):
+    assert non_finite_metrics(metrics) == expected

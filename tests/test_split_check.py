@@ -1,0 +1,60 @@
+"""Split checks on real StatisticsGen output (TFDV statistics protos), without running a pipeline."""
+import os
+
+import pytest
+import tensorflow_data_validation as tfdv
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from components.split_check import SplitError, SplitFacts, check_splits, read_split_facts
+
+
+def _write_stats(uri, split, labels):
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": labels, "x": list(range(len(labels)))})
+    stats = tfdv.generate_statistics_from_dataframe(frame) if labels else statistics_pb2.DatasetFeatureStatisticsList(
+        datasets=[statistics_pb2.DatasetFeatureStatistics(num_examples=0)])
+    os.makedirs(os.path.join(uri, f"Split-{split}"))
+    with open(os.path.join(uri, f"Split-{split}", "FeatureStats.pb"), "wb") as handle:  # as StatisticsGen writes
+        handle.write(stats.SerializeToString())
+
+
+def test_reads_counts_and_classes_from_statistics(tmp_path):
+    _write_stats(str(tmp_path), "train", ["a", "a", "b"])
+    _write_stats(str(tmp_path), "eval", [])
+    facts = read_split_facts(str(tmp_path), ["train", "eval"])
+    assert facts["train"] == SplitFacts(3, {"a": 2, "b": 1})
+    assert facts["eval"].examples == 0
+    with pytest.raises(SplitError) as raised:
+        check_splits(facts)
+    assert "eval split is empty" in raised.value.paragraph and "train 3" in raised.value.paragraph
+
+
+def test_class_missing_from_train_is_an_error():
+    with pytest.raises(SplitError, match=r"\['b'\] have no example in the train split"):
+        check_splits({"train": SplitFacts(2, {"a": 2}), "eval": SplitFacts(1, {"b": 1})})
+
+
+def test_class_missing_from_eval_is_a_warning():
+    warnings = check_splits({"train": SplitFacts(3, {"a": 2, "b": 1}), "eval": SplitFacts(2, {"a": 2})})
+    assert warnings == ["class(es) ['b'] have no example in the eval split: they are not evaluated"]
+
+
+def test_summary_prints_the_split_warnings(tmp_path):
+    from pipeline import summary
+    from pipeline.config import PipelineConfig
+
+    result = summary.RunSummary(pipeline_name="p", components=[], split_counts={"train": 3, "eval": 2},
+                                num_input_examples=5, metric_name="accuracy",
+                                warnings=["class(es) ['b'] have no example in the eval split: they are not evaluated"])
+    text = summary.format_summary(result, PipelineConfig(output_dir=str(tmp_path)), 1.0)
+    assert "WARNING: class(es) ['b'] have no example in the eval split" in text
+
+
+def test_summary_reads_the_warnings_from_statistics(tmp_path):
+    from pipeline.summary import _split_warnings
+
+    _write_stats(str(tmp_path), "train", ["a", "a", "b"])
+    _write_stats(str(tmp_path), "eval", ["a"])
+    assert _split_warnings(str(tmp_path), ["train", "eval"]) == [
+        "class(es) ['b'] have no example in the eval split: they are not evaluated"]
