@@ -70,7 +70,10 @@ def command_compile(args: argparse.Namespace) -> int:
 def command_run(args: argparse.Namespace) -> int:
     from pipeline.run_lock import exclusive_run
 
+    from pipeline.preflight import check_run
+
     config = config_from_args(args)
+    check_run(config)  # scale-out settings (TF_CONFIG, worker pool, dispatcher) before anything runs
     with exclusive_run(config.output_dir):
         return _run_locked(args, config)
 

@@ -8,6 +8,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from models.cnn import export, features, model as cnn_model
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
+from models.common.multi_worker import export_dir
 from models.common.training import TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -36,4 +37,5 @@ def run_fn(fn_args: FnArgs) -> None:
              image_shape, num_classes, steps_per_epoch * settings.epochs, settings.epochs,
              steps_per_epoch, global_batch)
     settings.fit(model, train, evaluation, fn_args, log)
-    export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)
+    with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
+        export.export_serving_model(model, tf_transform_output, target, image_shape)

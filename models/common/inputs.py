@@ -235,4 +235,9 @@ def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_
         return features, label
 
     batches = batches.map(parse, num_parallel_calls=AUTOTUNE if parallel else None)
-    return batches.prefetch(AUTOTUNE) if parallel else batches
+    batches = batches.prefetch(AUTOTUNE) if parallel else batches
+    # Across workers, each reads every file and keeps its share of the batches: FILE
+    # sharding needs at least one file per worker, and Transform writes one per split.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options)

@@ -3,6 +3,7 @@
 The pipeline's typed config fills this; ``run_fn`` reads it back. Keeping the wire format
 a dataclass means a typo fails loudly on both sides instead of silently using a default.
 """
+import contextlib
 import dataclasses
 import math
 from typing import Any, Dict
@@ -50,8 +51,13 @@ class TrainingSettings:
         """
         from models.common.autograph import convert_tf_keras
         from models.common.callbacks import EpochLogger
+        from models.common.multi_worker import worker_failures
 
         convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
+        with worker_failures() if self.strategy == "multi_worker" else contextlib.nullcontext():
+            return self._fit(model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger)
+
+    def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger):
         return model.fit(
             train,
             epochs=self.epochs,

@@ -1,0 +1,14 @@
+"""Checks of the scale-out settings before a local run starts, so a bad one costs seconds.
+
+Each check reads one setting a run depends on outside this process (``TF_CONFIG`` for
+``--strategy multi_worker``) and raises the :class:`ConfigError` naming it; the checks
+that need the network are bounded by timeouts.
+"""
+from pipeline.config import PipelineConfig
+
+
+def check_run(config: PipelineConfig) -> None:
+    if config.strategy == "multi_worker":
+        from models.common.multi_worker import read_tf_config
+
+        read_tf_config()  # ConfigError naming TF_CONFIG when missing or malformed
