@@ -167,7 +167,14 @@ def command_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
+def command_beam_pool(args: argparse.Namespace) -> int:
+    from pipeline.beam_pool import serve
+
+    serve(args.port)  # replaces this process
+    return 0
+
+
+COMMANDS = {"beam-pool": command_beam_pool, "run": command_run, "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
             "predict": command_predict, "generate": command_generate, "report": command_report,
             "models": command_models, "rollback": command_rollback}
 

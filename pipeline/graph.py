@@ -90,6 +90,7 @@ def create_pipeline(
         seed=config.seed,
         jit_compile=config.xla,
         profile_batches=config.profile or "",
+        data_service=config.data_service,
         family=family.trainer_config(config, dataset),
     )
     trainer = Trainer(

@@ -66,13 +66,24 @@ def make_dataset(
     parallel: bool = True,
     shuffle_buffer: int = 10_000,
     memory_budget_bytes: Optional[int] = None,
+    data_service: str = "",
 ) -> tf.data.Dataset:
     """Yield ``(features, label)`` batches; ``features`` holds every key but the label.
 
     ``shuffle_buffer`` applies to the streaming path only (in memory the shuffle is
     complete); ``memory_budget_bytes`` (default :data:`IN_MEMORY_BUDGET_BYTES`, 0 = never)
-    bounds the parsed size the in-memory path may hold.
+    bounds the parsed size the in-memory path may hold. ``data_service`` (``auto`` or a
+    dispatcher address) reads the batches through tf.data service workers instead
+    (models/common/data_service.py; the shuffle is then unseeded, as explained there).
     """
+    if data_service:
+        from models.common import data_service as service
+
+        dispatcher = service.target(data_service)  # checked before any work
+        dataset = make_dataset(file_patterns, feature_spec, label_key, batch_size, shuffle=shuffle,
+                               repeat=repeat, cache=cache, seed=None, parallel=parallel,
+                               shuffle_buffer=shuffle_buffer, memory_budget_bytes=memory_budget_bytes)
+        return service.distribute(dataset, dispatcher)
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if cache and budget > 0 and tf.executing_eagerly() and _all_fixed_len(feature_spec):

@@ -18,6 +18,7 @@ class TrainingSettings:
     seed: int = 42
     jit_compile: bool = False     # XLA for the train step (benchmarks/README.md: what it gains)
     profile_batches: str = ""     # "START,END": TensorBoard profiler trace of those batches
+    data_service: str = ""        # "auto" or a tf.data service dispatcher (models/common/data_service.py)
     family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
     def to_custom_config(self) -> Dict[str, Any]:
@@ -34,7 +35,8 @@ class TrainingSettings:
     def input_options(self) -> Dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers
         (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
-        return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None}
+        return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None,
+                "data_service": self.data_service}
 
     def tensorboard(self, log_dir: str):
         """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
