@@ -7,10 +7,11 @@ import json
 import sys
 
 import stackenv  # noqa: F401  (first: tf-keras before TensorFlow loads)
+from stackenv.errors import ProjectError
+
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.cnn.trainer import run_fn
-from stackenv.errors import ProjectError
 
 
 def main(path: str) -> int:

@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_inputs import BATCH, SPEC, N, ids_of, pattern  # noqa: F401  (the fixture)
 
 from models.common.inputs import make_dataset
-from test_inputs import BATCH, N, SPEC, ids_of, pattern  # noqa: F401  (the fixture)
 
 
 def test_data_service_auto_serves_every_example_once_per_epoch(pattern):  # noqa: F811
@@ -35,8 +35,9 @@ def test_data_service_input_trains_a_model(pattern):  # noqa: F811
 
 
 def test_data_service_unreachable_dispatcher_is_a_config_error():
-    from models.common import data_service
     from stackenv.errors import ConfigError
+
+    from models.common import data_service
 
     with socket_port() as port:
         started = time.monotonic()

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import PROJECT_ROOT, run_cli
 
 JOB = PROJECT_ROOT / "tests" / "multi_worker_job.py"
@@ -92,12 +91,11 @@ def _finish(workers, timeout):
 
 def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_digits, digits_examples, tmp_path):
     import tensorflow as tf
-
     from tf_serving_rest import predict
 
     workers = _start_workers(transformed_digits, tmp_path, train_steps=40, epochs=1)
     results = _finish(workers, timeout=420)
-    for code, out, err in results:
+    for code, _, err in results:
         assert code == 0, err[-4000:]
     chief, other = tmp_path / "serving-0", tmp_path / "serving-1"
     assert (chief / "saved_model.pb").exists()
@@ -149,8 +147,9 @@ def test_multi_worker_dead_peer_ends_the_other_with_a_paragraph(transformed_digi
     ('{"cluster": {"worker": ["localhost:1"]}}', '"task"'),
 ])
 def test_multi_worker_bad_tf_config_is_a_config_error(tf_config, problem):
-    from models.common.multi_worker import read_tf_config
     from stackenv.errors import ConfigError
+
+    from models.common.multi_worker import read_tf_config
 
     with pytest.raises(ConfigError) as raised:
         read_tf_config({} if tf_config is None else {"TF_CONFIG": tf_config})

@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import PROJECT_ROOT, run_cli
 
 

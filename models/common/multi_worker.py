@@ -25,8 +25,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ConfigError, ProjectError
 
@@ -115,9 +115,9 @@ def read_tf_config(environ=None) -> ClusterPlace:
 
 def make_multi_worker_strategy():
     """A ``MultiWorkerMirroredStrategy`` for this process's ``TF_CONFIG`` place, with bounded waits."""
-    import tensorflow as tf
-
     from stackenv import compat
+
+    import tensorflow as tf
 
     place = read_tf_config()
     compat.bound_multi_worker_waits(CLUSTER_WAIT_S, HEALTH_CHECK_INTERVAL_S, PEER_TIMEOUT_S, PEER_RETRIES)
