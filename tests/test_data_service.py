@@ -61,3 +61,13 @@ class socket_port:
 
     def __exit__(self, *exc):
         self._socket.close()
+
+
+def test_data_service_cli_unreachable_dispatcher_stops_before_tfx(tmp_path):
+    from conftest import run_cli
+
+    with socket_port() as port:
+        result = run_cli("run", "--output", tmp_path / "out", "--data-service", f"localhost:{port}", timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "--data-service" in result.stderr and f"localhost:{port}" in result.stderr
+    assert not (tmp_path / "out" / "tfx").exists()
