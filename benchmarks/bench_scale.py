@@ -83,7 +83,7 @@ def write_digits(directory: Path) -> str:
     return str(path)
 
 
-SPEC_ARGS = {"image_xf": ([8, 8, 1], "float32"), "label_xf": ([], "int64")}
+SPEC_ARGS = {"image_xf": ([64], "float32"), "label_xf": ([], "int64")}
 
 
 def _spec():
