@@ -85,6 +85,7 @@ def test_portable_pool_environment_puts_this_interpreter_first():
     env = beam_pool.pool_environment({"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere"})
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert env["PYTHONPATH"].split(os.pathsep) == [str(PROJECT_ROOT), "/elsewhere"]
-    assert beam_pool.external_pool_address(_portable_args(5)) == "localhost:5"
+    beam_args = [arg.removeprefix("--beam-arg=") for arg in _portable_args(5)]
+    assert beam_pool.external_pool_address(beam_args) == "localhost:5"
     assert beam_pool.external_pool_address(["--runner=FlinkRunner", "--environment_type=EXTERNAL",
                                             "--environment_config=pool:5"]) is None  # the cluster's sidecar
