@@ -13,7 +13,7 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all lint clean help image push-image report notebook chromium bench bench-quick
+.PHONY: setup run test test-all lint clean help image push-image report notebook chromium bench bench-quick beam-pool
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
@@ -22,6 +22,7 @@ help:
 	@echo "make lint   - ruff check (rules in pyproject.toml; ruff check --fix repairs most)"
 	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
+	@echo "make beam-pool - a Beam SDK worker pool with this project's Python (POOL_PORT=50000)"
 	@echo "make notebook - open the TFMA metrics notebook on the last run"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
@@ -55,6 +56,11 @@ bench-quick: setup
 
 report: setup
 	$(PY) -m pipeline report --output $(OUTPUT) $(ARGS)
+
+# A Beam SDK worker pool with this project's interpreter (README "Scaling out").
+POOL_PORT ?= 50000
+beam-pool: setup
+	$(PY) -m pipeline beam-pool --port $(POOL_PORT)
 
 # Jupyter on the metrics notebook, pointed at the last run in $(OUTPUT).
 notebook: setup

@@ -66,6 +66,9 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         f"(default: {_per_family(lambda f: str(f.defaults.learning_rate))})")
     parser.add_argument("--strategy", choices=("mirrored", "multi_worker", "default"), default=d("strategy"),
                         help="tf.distribute strategy (multi_worker reads TF_CONFIG) (default: %(default)s)")
+    parser.add_argument("--data-service", default="", metavar="auto|HOST:PORT",
+                        help="read the Trainer's input through tf.data service: a dispatcher's address, or "
+                             "auto for a local dispatcher and worker started for the run (default: in process)")
     parser.add_argument("--seed", type=int, default=d("seed"))
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA (jit_compile)")
     parser.add_argument("--profile", default=None, metavar="START,END",
@@ -208,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "version is renamed to .rolled-back-<version> (TF Serving's default "
                                    "policy serves the highest numeric version). Rename it back to undo.")
     rollback.add_argument("--serving-dir", required=True, help="model base dir, e.g. output/serving/cnn")
+    pool = commands.add_parser("beam-pool", help="run a Beam SDK worker pool with this project's Python",
+                               description="Start apache_beam's worker pool (for --environment_type=EXTERNAL) "
+                               "so that the workers it starts use this interpreter and project, whatever is on "
+                               "PATH. Ctrl-C stops it.")
+    pool.add_argument("--port", type=int, required=True, help="TCP port the pool listens on")
     return parser
 
 
@@ -251,6 +259,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         pipeline_name=args.pipeline_name, serving_model_name=args.serving_name,
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
+        data_service=args.data_service,
         seed=args.seed, xla=args.xla, profile=args.profile,
         min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
         base_model=getattr(args, "base_model", None),

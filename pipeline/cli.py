@@ -78,9 +78,11 @@ def command_compile(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
+    from pipeline.preflight import check_run
     from pipeline.run_lock import exclusive_run
 
     config = config_from_args(args)
+    check_run(config)  # scale-out settings (TF_CONFIG, worker pool, dispatcher) before anything runs
     with exclusive_run(config.output_dir):
         return _run_locked(args, config)
 
@@ -194,7 +196,15 @@ def command_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
+def command_beam_pool(args: argparse.Namespace) -> int:
+    from pipeline.beam_pool import serve
+
+    serve(args.port)  # replaces this process
+    return 0
+
+
+COMMANDS = {"run": command_run, "beam-pool": command_beam_pool,
+            "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
             "predict": command_predict, "generate": command_generate, "report": command_report,
             "models": command_models, "rollback": command_rollback}
 

@@ -73,6 +73,7 @@ class PipelineConfig:
     seed: int = 42
     xla: bool = False                    # jit_compile the train step
     profile: Optional[str] = None        # "START,END" batches to trace with the TF profiler
+    data_service: str = ""               # Trainer input via tf.data service: "auto" or HOST:PORT
 
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
     min_accuracy: Optional[float] = None  # value threshold on the overall slice

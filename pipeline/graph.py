@@ -102,6 +102,7 @@ def create_pipeline(
         gate_margin=config.gate_margin,
         explicit_steps=config.train_steps is not None,
         base_model=config.base_model or "",
+        data_service=config.data_service,
         family=family.trainer_config(config, dataset),
     )
     trainer = Trainer(

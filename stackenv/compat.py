@@ -26,6 +26,7 @@ VALIDATOR_VALIDATE = "tfx ExampleValidator Executor._Validate"
 PUSHER_MARK = "tfx Pusher Executor._MarkPushed / _MarkNotPushed"
 EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
 KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
+MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* class attributes"
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -205,6 +206,35 @@ def bound_kfp_client_io(client: Any, connect_timeout: float, read_timeout: float
 
     rest.request = request_with_timeout
     return True
+
+
+# --------------------------------------------------------------------------- multi-worker health
+
+def bound_multi_worker_waits(cluster_wait_s: float, check_interval_s: float, peer_timeout_s: float,
+                             retries: int) -> None:
+    """Bound how long a ``MultiWorkerMirroredStrategy`` waits for its peers.
+
+    Hook MULTI_WORKER_HEALTH: class attributes of
+    ``tensorflow.python.distribute.collective_all_reduce_strategy.CollectiveAllReduceExtended``
+    read when a strategy is built (``_start_check_health_thread``) and by its health thread
+    (``_check_health``). TF's defaults wait forever for the cluster to form
+    (``_check_health_initial_timeout = 0``) and notice a dead peer only after up to
+    30 s + 3 x 10 s; no public API sets either. A dead or missing worker then aborts the
+    collectives with ``UnavailableError`` (or ``RuntimeError`` on start-up) instead of a hang.
+    Set before the strategy is built; applies to every strategy built afterwards.
+    """
+    from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+
+    extended = cars.CollectiveAllReduceExtended
+    for name in ("_enable_check_health", "_check_health_initial_timeout", "_check_health_interval",
+                 "_check_health_timeout", "_check_health_retry_limit"):
+        if not hasattr(extended, name):
+            raise AttributeError(f"{MULTI_WORKER_HEALTH}: {name} is gone")
+    extended._enable_check_health = True
+    extended._check_health_initial_timeout = cluster_wait_s
+    extended._check_health_interval = check_interval_s
+    extended._check_health_timeout = peer_timeout_s
+    extended._check_health_retry_limit = retries
 
 
 # --------------------------------------------------------------------------- Kubeflow work-arounds

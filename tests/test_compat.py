@@ -166,3 +166,24 @@ def test_kfp_rest_client_hook_puts_timeouts_on_every_call():
         compat.KFP_REST_CLIENT, "rest_client.request no longer receives _request_timeout")
     assert (sent[0].connect_timeout, sent[0].read_timeout) == (3.0, 7.0)
     assert not compat.bound_kfp_client_io(SimpleNamespace(), 1.0, 1.0)
+
+
+def test_multi_worker_health_hook_sets_the_strategy_waits():
+    from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+
+    extended = cars.CollectiveAllReduceExtended
+    names = ("_enable_check_health", "_check_health_initial_timeout", "_check_health_interval",
+             "_check_health_timeout", "_check_health_retry_limit")
+    before = {name: getattr(extended, name, None) for name in names}
+    assert None not in before.values(), _broken(compat.MULTI_WORKER_HEALTH, f"missing: {before}")
+    # Behaviour, not only shape: the health thread still reads these attributes.
+    source = inspect.getsource(extended._check_health) + inspect.getsource(extended._start_check_health_thread)
+    for name in names[1:]:
+        assert f"self.{name}" in source, _broken(compat.MULTI_WORKER_HEALTH, f"{name} no longer read")
+    try:
+        compat.bound_multi_worker_waits(7, 3, 2, 1)
+        assert (extended._check_health_initial_timeout, extended._check_health_interval,
+                extended._check_health_timeout, extended._check_health_retry_limit) == (7, 3, 2, 1)
+    finally:
+        for name, value in before.items():
+            setattr(extended, name, value)

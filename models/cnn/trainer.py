@@ -29,6 +29,7 @@ from models.cnn.hparams import CnnHyperparameters
 from models.common import references, regime
 from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
+from models.common.multi_worker import export_dir
 from models.common.training import TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -94,10 +95,10 @@ def run_fn(fn_args: FnArgs) -> None:
     training["hparams"] = hparams.to_dict()
     if base:
         training["base_model"] = dataclasses.asdict(base)
-    export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir, image_shape)
-    references.write_references(fn_args.serving_model_dir, evaluation.ACCURACY, refs, GATE_REFERENCE,
-                                settings.gate_margin)
-    _write_json(os.path.join(fn_args.serving_model_dir, references.ASSETS_EXTRA, TRAINING_FILE), training)
+    with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
+        export.export_serving_model(model, tf_transform_output, target, image_shape)
+        references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin)
+        _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
 
 
 def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):

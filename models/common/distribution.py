@@ -17,7 +17,8 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
 
     ``mirrored`` uses every GPU; on a CPU-only host it mirrors over all *logical* CPU
     devices when more than one is configured (tests use that to get real replicas),
-    else the single CPU. ``multi_worker`` reads the cluster from ``TF_CONFIG``.
+    else the single CPU. ``multi_worker`` reads the cluster from ``TF_CONFIG``
+    (models/common/multi_worker.py: checked first, waits for peers bounded).
     """
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
@@ -25,7 +26,9 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
         devices = [d.name for d in gpus] if gpus else [d.name for d in cpus]
         strategy = tf.distribute.MirroredStrategy(devices=devices)
     elif name == "multi_worker":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        from models.common.multi_worker import make_multi_worker_strategy
+
+        strategy = make_multi_worker_strategy()  # validates TF_CONFIG, bounds the waits
     elif name == "default":
         strategy = tf.distribute.get_strategy()
     else:

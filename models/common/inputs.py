@@ -68,13 +68,24 @@ def make_dataset(
     parallel: bool = True,
     shuffle_buffer: int = 10_000,
     memory_budget_bytes: Optional[int] = None,
+    data_service: str = "",
 ) -> tf.data.Dataset:
     """Yield ``(features, label)`` batches; ``features`` holds every key but the label.
 
     ``shuffle_buffer`` applies to the streaming path only (in memory the shuffle is
     complete); ``memory_budget_bytes`` (default :data:`IN_MEMORY_BUDGET_BYTES`, 0 = never)
-    bounds the parsed size the in-memory path may hold.
+    bounds the parsed size the in-memory path may hold. ``data_service`` (``auto`` or a
+    dispatcher address) reads the batches through tf.data service workers instead
+    (models/common/data_service.py; the shuffle is then unseeded, as explained there).
     """
+    if data_service:
+        from models.common import data_service as service
+
+        dispatcher = service.target(data_service)  # checked before any work
+        dataset = make_dataset(file_patterns, feature_spec, label_key, batch_size, shuffle=shuffle,
+                               repeat=repeat, cache=cache, seed=None, parallel=parallel,
+                               shuffle_buffer=shuffle_buffer, memory_budget_bytes=memory_budget_bytes)
+        return service.distribute(dataset, dispatcher)
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if cache and budget > 0 and tf.executing_eagerly() and _all_fixed_len(feature_spec):
@@ -237,7 +248,12 @@ def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_
         return features, label
 
     batches = batches.map(parse, num_parallel_calls=AUTOTUNE if parallel else None)
-    return batches.prefetch(AUTOTUNE) if parallel else batches
+    batches = batches.prefetch(AUTOTUNE) if parallel else batches
+    # Across workers, each reads every file and keeps its share of the batches: FILE
+    # sharding needs at least one file per worker, and Transform writes one per split.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options)
 
 
 def load_split(file_patterns: Union[str, Sequence[str]],

@@ -3,6 +3,7 @@
 The pipeline's typed config fills this; ``run_fn`` reads it back. Keeping the wire format
 a dataclass means a typo fails loudly on both sides instead of silently using a default.
 """
+import contextlib
 import dataclasses
 import math
 from typing import Any, Dict
@@ -22,6 +23,7 @@ class TrainingSettings:
     gate_margin: float = 0.01     # the key metric must beat the gate reference by this (references.json)
     explicit_steps: bool = False  # --train-steps given: train exactly that budget (no minimum)
     base_model: str = ""          # --base-model: a pretrained feature extractor to build on (image families)
+    data_service: str = ""        # "auto" or a tf.data service dispatcher (models/common/data_service.py)
     family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
     def to_custom_config(self) -> Dict[str, Any]:
@@ -38,7 +40,8 @@ class TrainingSettings:
     def input_options(self) -> Dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers
         (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
-        return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None}
+        return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None,
+                "data_service": self.data_service}
 
     def tensorboard(self, log_dir: str):
         """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
@@ -57,8 +60,15 @@ class TrainingSettings:
 
         from models.common.autograph import convert_tf_keras
         from models.common.callbacks import EpochLogger
+        from models.common.multi_worker import worker_failures
 
         convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
+        with worker_failures() if self.strategy == "multi_worker" else contextlib.nullcontext():
+            return self._fit(model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger)
+
+    def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger):
+        import tensorflow as tf
+
         history = model.fit(
             train,
             epochs=self.epochs,

@@ -17,6 +17,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
+from models.common.multi_worker import export_dir
 from models.common.training import TrainingSettings
 from models.seq2seq import baselines, export, features
 from models.seq2seq.evaluation import GATE_METRIC
@@ -77,8 +78,9 @@ def run_fn(fn_args: FnArgs) -> None:
              target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
              steps_per_epoch, global_batch)
     settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
-    export.export_serving_model(model, tf_transform_output, fn_args.serving_model_dir)
-    write_references(fn_args.serving_model_dir, reference)
+    with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
+        export.export_serving_model(model, tf_transform_output, target)
+        write_references(target, reference)
 
 
 def references_document(reference: Mapping[str, Any]) -> Dict[str, Any]:

@@ -1,0 +1,91 @@
+"""Beam's portable mode for real: the whole pipeline on PortableRunner (embedded job server)
+with SDK workers from an external pool started by ``python -m pipeline beam-pool``.
+
+The pool runs with a PATH whose ``python`` is not this project's interpreter (the bug this
+guards: workers started with the system Python, and a run that hung). Bad pools end the
+run in bounded time with the paragraph naming --environment_config.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import PROJECT_ROOT, run_cli
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _portable_args(port):
+    return ["--beam-arg=--runner=PortableRunner", "--beam-arg=--job_endpoint=embed",
+            "--beam-arg=--environment_type=EXTERNAL", f"--beam-arg=--environment_config=localhost:{port}"]
+
+
+@pytest.fixture
+def project_pool():
+    """`python -m pipeline beam-pool` with a PATH that has no virtualenv on it."""
+    port = _free_port()
+    env = dict(os.environ, PATH="/usr/bin:/bin", PYTHONPATH=str(PROJECT_ROOT))
+    pool = subprocess.Popen([sys.executable, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=PROJECT_ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield port
+    finally:
+        pool.kill()
+        pool.wait(timeout=30)
+
+
+def test_portable_runner_with_external_pool_runs_the_whole_pipeline(project_pool, tmp_path):
+    result = run_cli("run", "--output", tmp_path / "out", "--train-steps", "5", "--min-accuracy", "0",
+                     *_portable_args(project_pool), timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    counts = re.search(r"Examples: (\d+) in -> eval (\d+), train (\d+)", result.stdout)
+    assert counts, result.stdout[-3000:]
+    total, evaluation, train = map(int, counts.groups())
+    assert total == 1797 and evaluation + train == total and evaluation > 0 and train > 0
+    assert "Pushed:" in result.stdout
+
+
+def test_portable_pool_that_cannot_start_workers_fails_fast(tmp_path):
+    """A raw worker_pool_main whose PATH has no `python` with apache_beam: the old hang."""
+    port = _free_port()
+    pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                             f"--service_port={port}"], env=dict(os.environ, PATH="/nonexistent"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = time.monotonic()
+        result = run_cli("run", "--output", tmp_path / "out", *_portable_args(port), timeout=400)
+        assert time.monotonic() - started < 400
+    finally:
+        pool.kill()
+        pool.wait(timeout=30)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "--environment_config" in result.stderr and f"localhost:{port}" in result.stderr
+    assert "beam-pool" in result.stderr
+    assert not (tmp_path / "out" / "tfx").exists()
+
+
+def test_portable_unreachable_pool_names_the_setting(tmp_path):
+    port = _free_port()  # nothing listens
+    result = run_cli("run", "--output", tmp_path / "out", *_portable_args(port), timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "--environment_config" in result.stderr and "did not answer" in result.stderr
+    assert not (tmp_path / "out" / "tfx").exists()
+
+
+def test_portable_pool_environment_puts_this_interpreter_first():
+    from pipeline import beam_pool
+
+    env = beam_pool.pool_environment({"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere"})
+    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(PROJECT_ROOT), "/elsewhere"]
+    beam_args = [arg.removeprefix("--beam-arg=") for arg in _portable_args(5)]
+    assert beam_pool.external_pool_address(beam_args) == "localhost:5"
+    assert beam_pool.external_pool_address(["--runner=FlinkRunner", "--environment_type=EXTERNAL",
+                                            "--environment_config=pool:5"]) is None  # the cluster's sidecar
