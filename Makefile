@@ -13,7 +13,7 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard chromium bench bench-quick
+.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
@@ -64,6 +64,10 @@ notebook: setup
 # TensorBoard on the newest Trainer's logs in $(OUTPUT) (found through MLMD); ARGS="--port 6007".
 tensorboard: setup
 	$(PY) -m pipeline tensorboard --output $(OUTPUT) $(ARGS)
+
+# The README's screenshot tour (docs/tour/) from the screenshots the browser tests took.
+tour: setup
+	$(PY) scripts/update_tour.py
 
 # The report test opens the HTML report in a real headless Chromium (Debian's package).
 chromium:

@@ -8,6 +8,7 @@ evaluation's slices and classes in them, no widget error. Screenshots go to
 test-artifacts/tour/ (the README's tour is made from them: ``make tour``).
 """
 import base64
+import html
 import json
 import os
 import time
@@ -161,3 +162,20 @@ def test_lab_table_sorts_from_its_dropdown(lab_page):
     assert dom["sort"]["before"] and dom["sort"]["after"], dom["sort"]
     assert dom["sort"]["after"] != dom["sort"]["before"]
     assert sorted(dom["sort"]["after"]) == sorted(dom["sort"]["before"])   # the same rows, in another order
+
+
+@pytest.mark.e2e
+def test_tour_run_summary_screenshot(cnn_run_with_baseline, tmp_path):
+    """The run summary as a terminal shows it, for the README's tour (the text the shared run printed)."""
+    summary = (ARTIFACTS_DIR / "run-summary.txt").read_text()
+    assert "Run summary: cnn-pipeline" in summary, summary[-2000:]
+    page_file = tmp_path / "summary.html"
+    page_file.write_text('<html><body style="margin:0;background:#1e1e1e"><pre id="summary" style="color:#ddd;'
+                         'font:14px/1.35 DejaVu Sans Mono,monospace;padding:16px;margin:0;display:inline-block">'
+                         f"$ python -m pipeline run --model cnn\n{html.escape(summary)}</pre></body></html>")
+    with chromium_page(tmp_path / "chromium") as page:
+        page.open(page_file.as_uri())
+        assert "Run summary: cnn-pipeline" in page.evaluate("document.getElementById('summary').innerText")
+        TOUR_DIR.mkdir(parents=True, exist_ok=True)
+        shot = page.screenshot(TOUR_DIR / "summary.png")
+    assert os.path.getsize(shot) > 5_000
