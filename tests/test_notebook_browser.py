@@ -28,7 +28,7 @@ TOUR_DIR = ARTIFACTS_DIR / "tour"
 _PANEL = ("Array.from(window.jupyterapp ? jupyterapp.shell.widgets('main') : [])"
           ".find(w => w.sessionContext && w.content)")
 _KERNEL_READY = (f"(() => {{ const p = {_PANEL}; "
-                 "return !!(p && p.sessionContext.session?.kernel?.status === 'idle'); }})()")
+                 "return !!(p && p.sessionContext.session?.kernel?.status === 'idle'); })()")
 _RUN_ALL = (f"(() => {{ const p = {_PANEL}; jupyterapp.shell.activateById(p.id); "
             "return jupyterapp.commands.execute('notebook:run-all-cells').then(() => true); })()")
 _PROGRESS = f"""(() => {{
