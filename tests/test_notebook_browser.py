@@ -32,10 +32,13 @@ _KERNEL_READY = (f"(() => {{ const p = {_PANEL}; "
 _RUN_ALL = (f"(() => {{ const p = {_PANEL}; jupyterapp.shell.activateById(p.id); "
             "return jupyterapp.commands.execute('notebook:run-all-cells').then(() => true); })()")
 _PROGRESS = f"""(() => {{
+  const STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]';
   const panel = {_PANEL};
   const cells = Array.from(panel.content.model.cells).filter(c => c.type === 'code');
   return {{total: cells.length, done: cells.filter(c => c.executionCount !== null).length,
-          status: panel.sessionContext.session.kernel.status}};
+          status: panel.sessionContext.session.kernel.status,
+          failed: Array.from(document.querySelectorAll(STDERR)).map(e => e.textContent)
+                    .filter(t => t.includes('Traceback')).slice(0, 1)}};
 }})()"""
 _DOM = """(() => {
   const STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]';
@@ -67,6 +70,8 @@ def _run_all_cells(page, timeout: float) -> dict:
         progress = page.evaluate(_PROGRESS)
         if progress["done"] == progress["total"] and progress["status"] == "idle":
             return progress
+        if progress["failed"] and progress["status"] == "idle":   # run-all stops at a failed cell
+            raise AssertionError(f"A notebook cell failed in JupyterLab:\n{progress['failed'][0][-3000:]}")
         time.sleep(2)
     raise TimeoutError(f"The notebook's cells did not finish within {timeout} s: {progress}")
 
