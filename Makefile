@@ -13,7 +13,7 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all lint clean help image push-image report notebook chromium bench bench-quick beam-pool
+.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
@@ -23,7 +23,8 @@ help:
 	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
 	@echo "make beam-pool - a Beam SDK worker pool with this project's Python (POOL_PORT=50000)"
-	@echo "make notebook - open the TFMA metrics notebook on the last run"
+	@echo "make notebook - open the metrics notebook on the last run (JupyterLab)"
+	@echo "make tensorboard - serve the last run's training logs (and --profile trace) in TensorBoard"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
 
@@ -65,6 +66,14 @@ beam-pool: setup
 # Jupyter on the metrics notebook, pointed at the last run in $(OUTPUT).
 notebook: setup
 	METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" $(VENV)/bin/jupyter lab notebooks/inspect_metrics.ipynb
+
+# TensorBoard on the newest Trainer's logs in $(OUTPUT) (found through MLMD); ARGS="--port 6007".
+tensorboard: setup
+	$(PY) -m pipeline tensorboard --output $(OUTPUT) $(ARGS)
+
+# The README's screenshot tour (docs/tour/) from the screenshots the browser tests took.
+tour: setup
+	$(PY) scripts/update_tour.py
 
 # The report test opens the HTML report in a real headless Chromium (Debian's package).
 chromium:

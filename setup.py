@@ -25,11 +25,14 @@ setup(
         "scikit-learn",
         "pillow",
         "matplotlib",  # plots in the HTML report
+        "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
     ],
     extras_require={
         "dev": ["pytest", "pytest-timeout", "ruff", "moto[s3]", "flask", "flask-cors"],  # moto: a local S3 for tests
-        # The TFMA notebook: Jupyter, its widgets (TFMA's interactive views) and a headless runner.
-        "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert"],
+        # The metrics notebook: Jupyter, its widgets (TFMA's views), Plotly (the project's offline views:
+        # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
+        "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert",
+                     "plotly>=5.24,<6"],
     },
     entry_points={"console_scripts": ["tfx-project=pipeline.cli:entry_point"]},
 )

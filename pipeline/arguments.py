@@ -216,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
                                "so that the workers it starts use this interpreter and project, whatever is on "
                                "PATH. Ctrl-C stops it.")
     pool.add_argument("--port", type=int, required=True, help="TCP port the pool listens on")
+    tensorboard = commands.add_parser("tensorboard", help="serve the last run's training logs in TensorBoard",
+                                      description="Find the newest Trainer execution of a run through ML Metadata "
+                                      "and serve its logs: per-epoch scalars, and the profiler trace when the "
+                                      "run used --profile. Ctrl-C stops it.")
+    tensorboard.add_argument("--output", default="output", help="output directory of a run (default: %(default)s)")
+    tensorboard.add_argument("--pipeline-name", default=None, help="default: the pipeline that ran last in --output")
+    tensorboard.add_argument("--port", type=int, default=6006, help="default: %(default)s")
+    tensorboard.add_argument("--host", default="127.0.0.1",
+                             help="address to listen on (default: %(default)s; 0.0.0.0 for every interface)")
     return parser
 
 

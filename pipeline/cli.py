@@ -1,4 +1,4 @@
-"""Command line: ``python -m pipeline {run,predict} ...``.
+"""Command line: ``python -m pipeline {run,predict,report,tensorboard,...} ...``.
 
 Heavy imports (TFX, TensorFlow) happen inside the commands, so ``--help`` is instant.
 There is one error path, in ``main``: a :class:`~stackenv.errors.ProjectError` (raised
@@ -203,7 +203,20 @@ def command_beam_pool(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": command_run, "beam-pool": command_beam_pool,
+def command_tensorboard(args: argparse.Namespace) -> int:
+    from pipeline.tensorboard import latest_trainer_logs, serve
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError("--port", f"must be a TCP port 0-65535 (0: any free one), got {args.port}.")
+    logs = latest_trainer_logs(args.output, args.pipeline_name)
+    try:
+        serve(logs, args.port, args.host)
+    except KeyboardInterrupt:
+        print("\nTensorBoard stopped.", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"run": command_run, "beam-pool": command_beam_pool, "tensorboard": command_tensorboard,
             "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
             "predict": command_predict, "generate": command_generate, "report": command_report,
             "models": command_models, "rollback": command_rollback}

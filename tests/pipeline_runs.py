@@ -16,13 +16,16 @@ PIPELINE_NAME = "cnn-pipeline"
 FIRST_RUN = ("--train-steps", "40", "--min-accuracy", "0.3", "--gate-margin", "-1")  # -1: the floor gates
 # A different seed retrains (the Evaluator's inputs change, so it re-runs and compares with
 # the served first model, giving real diffs), and an unreachable floor makes the gate fail,
-# so the not-blessed path is exercised for real. Transform stays cached.
-SECOND_RUN = ("--train-steps", "40", "--min-accuracy", "0.99", "--seed", "7")
+# so the not-blessed path is exercised for real. Transform stays cached. --profile: the
+# newest Trainer's logs hold a profiler trace for the tensorboard test.
+SECOND_RUN = ("--train-steps", "40", "--min-accuracy", "0.99", "--seed", "7", "--profile", "2,4")
 
 
 def _run(output: Path, args) -> None:
     result = run_cli("run", "--model", "cnn", "--output", output, *args)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    ARTIFACTS_DIR.mkdir(exist_ok=True)
+    (ARTIFACTS_DIR / "run-summary.txt").write_text(result.stdout)   # the README tour shows the last one
 
 
 _outputs: Dict[str, Path] = {}
