@@ -23,8 +23,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = BENCH_DIR.parent
@@ -61,7 +62,7 @@ def time_call(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def rotated(names: Sequence[str], round_index: int) -> List[str]:
+def rotated(names: Sequence[str], round_index: int) -> list[str]:
     """The variant order of one round: rotated by the round number, so no variant is always first."""
     if not names:
         return []
@@ -70,8 +71,8 @@ def rotated(names: Sequence[str], round_index: int) -> List[str]:
 
 
 def interleave(variants: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1,
-               on_round: Optional[Callable[[int, Dict[str, float]], None]] = None,
-               ) -> Dict[str, List[float]]:
+               on_round: Callable[[int, dict[str, float]], None] | None = None,
+               ) -> dict[str, list[float]]:
     """Run each variant ``warmup`` times (untimed), then ``rounds`` interleaved timed rounds.
 
     Returns ``{name: [seconds per round]}``. A callable may return a number to override its
@@ -81,7 +82,7 @@ def interleave(variants: Mapping[str, Callable[[], Any]], rounds: int, warmup: i
     for w in range(warmup):
         for name in rotated(names, w):
             variants[name]()
-    samples: Dict[str, List[float]] = {name: [] for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         this_round = {}
         for name in rotated(names, r):
@@ -100,7 +101,7 @@ def interleave(variants: Mapping[str, Callable[[], Any]], rounds: int, warmup: i
 # --------------------------------------------------------------------------- statistics
 
 
-def summarize(values: Sequence[float]) -> Dict[str, float]:
+def summarize(values: Sequence[float]) -> dict[str, float]:
     vals = sorted(v for v in values if v is not None and not math.isnan(v))
     if not vals:
         return {"n": 0}
@@ -169,7 +170,7 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> str:
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> str:
     """A plain-text table, right-aligned numbers, ready to print or paste into Markdown."""
     cells = [[str(h) for h in headers]] + [[fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
@@ -188,7 +189,7 @@ def _numeric(text: str) -> bool:
     return text.replace(",", "").replace(".", "").replace("-", "").replace("x", "").isdigit()
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> str:
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> str:
     text = table(headers, rows, title)
     print("\n" + text, flush=True)
     return text
@@ -239,7 +240,7 @@ def _git(*args: str) -> str:
 
 def package_versions(names: Sequence[str] = ("tensorflow", "tf-keras", "tfx", "apache-beam",
                                              "tensorflow-transform", "tensorflow-data-validation",
-                                             "tensorflow-model-analysis", "scikit-learn")) -> Dict[str, str]:
+                                             "tensorflow-model-analysis", "scikit-learn")) -> dict[str, str]:
     from importlib import metadata
 
     versions = {}
@@ -251,14 +252,14 @@ def package_versions(names: Sequence[str] = ("tensorflow", "tf-keras", "tfx", "a
     return versions
 
 
-def loadavg() -> List[float]:
+def loadavg() -> list[float]:
     try:
         return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
     except OSError:
         return []
 
 
-def machine_info() -> Dict[str, Any]:
+def machine_info() -> dict[str, Any]:
     return {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in [PYTHON] + sys.argv),
@@ -304,7 +305,7 @@ class Contention:
         self.load0 = loadavg()
 
     @staticmethod
-    def _machine_busy() -> Optional[float]:
+    def _machine_busy() -> float | None:
         try:
             fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
         except (OSError, ValueError, IndexError):
@@ -320,12 +321,12 @@ class Contention:
             total += usage.ru_utime + usage.ru_stime
         return total
 
-    def result(self) -> Dict[str, Any]:
+    def result(self) -> dict[str, Any]:
         wall = time.monotonic() - self.started
         busy1 = self._machine_busy()
         own = self._own() - self.own0
         stat_cpus = _stat_cpus()
-        out: Dict[str, Any] = {"wall_s": round(wall, 1), "own_cpu_s": round(own, 1),
+        out: dict[str, Any] = {"wall_s": round(wall, 1), "own_cpu_s": round(own, 1),
                                "loadavg_start": self.load0, "loadavg_end": loadavg()}
         if self.busy0 is not None and busy1 is not None and wall > 0:
             machine = busy1 - self.busy0
@@ -347,12 +348,12 @@ def _stat_cpus() -> int:
         return usable_cores()
 
 
-def result_path(name: str, json_out: Optional[str]) -> Path:
+def result_path(name: str, json_out: str | None) -> Path:
     return Path(json_out) if json_out else RESULTS_DIR / f"{name}.json"
 
 
-def write_json(name: str, payload: Dict[str, Any], args: argparse.Namespace,
-               machine: Dict[str, Any], contention: Optional[Contention] = None) -> Path:
+def write_json(name: str, payload: dict[str, Any], args: argparse.Namespace,
+               machine: dict[str, Any], contention: Contention | None = None) -> Path:
     """Write ``{benchmark, quick, args, machine, contention, **payload}``; returns the path."""
     path = result_path(name, getattr(args, "json_out", None))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -386,7 +387,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def print_header(name: str, machine: Dict[str, Any], quick: bool) -> None:
+def print_header(name: str, machine: dict[str, Any], quick: bool) -> None:
     print(f"== {name}{' (--quick: smoke numbers only)' if quick else ''} ==")
     print(f"{machine['date']}  {machine['cores']} cores ({machine['cpu_model']}), GPU: "
           f"{machine['gpu']}, load avg {machine['loadavg_at_start']}, git {machine['git_commit']}"
@@ -406,8 +407,8 @@ def skip_autograph_for_tf_keras() -> None:
 # ---------------------------------------------------------------------------- processes
 
 
-def run_timed(cmd: Sequence[str], *, timeout: float = 1800, env: Optional[Dict[str, str]] = None,
-              cwd: Optional[Path] = None, log_path: Optional[Path] = None) -> Dict[str, Any]:
+def run_timed(cmd: Sequence[str], *, timeout: float = 1800, env: dict[str, str] | None = None,
+              cwd: Path | None = None, log_path: Path | None = None) -> dict[str, Any]:
     """Run ``cmd`` to completion; returns wall seconds, exit code and the output tail."""
     started = time.perf_counter()
     proc = subprocess.run(list(cmd), cwd=str(cwd or PROJECT_ROOT), capture_output=True, text=True,

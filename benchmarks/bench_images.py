@@ -75,10 +75,10 @@ def run_pipeline(name: str, data, work: Path, extra=()):
 
 def train_extractor(folder: Path, out_dir: Path, steps: int) -> str:
     """A feature extractor pretrained on ``folder``: images [b, 32, 32, 3] in [0, 1] -> features."""
+    import cnn_fastloop as F
     import numpy as np
     import tensorflow as tf
 
-    import cnn_fastloop as F
     from models.cnn import features
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn

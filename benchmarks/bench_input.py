@@ -223,6 +223,7 @@ def main(argv=None) -> int:
     C.print_header(NAME, machine, args.quick)
 
     import stackenv  # noqa: F401
+
     import tensorflow as tf
 
     from models.cnn import features

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -189,6 +188,7 @@ FIRST_REQUEST_MODES = ("no warm-up", "warm-up replayed")
 def first_request_child(model_dir: str, mode: str) -> None:
     """In a fresh process: load, maybe replay the warm-up requests, time the first requests."""
     import stackenv  # noqa: F401
+
     import tensorflow as tf
 
     from data import text_features as tfeat
@@ -256,6 +256,7 @@ def main(argv=None) -> int:
     contention = C.Contention()
     C.print_header(NAME, machine, args.quick)
     import stackenv  # noqa: F401
+
     import numpy as np
     import tensorflow as tf
 

@@ -79,6 +79,7 @@ def cold_start_child(variant: str) -> None:
 
     started = time.perf_counter()
     import stackenv  # noqa: F401
+
     import tensorflow as tf
 
     import_s = time.perf_counter() - started
@@ -246,6 +247,7 @@ def main(argv=None) -> int:
     C.print_header(NAME, machine, args.quick)
 
     import stackenv  # noqa: F401
+
     import tensorflow as tf
 
     if args.skip_tf_keras_autograph:

@@ -67,11 +67,12 @@ def standardise(train: np.ndarray, *others: np.ndarray):
 
 
 def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
+    import tensorflow as tf
+
     from models.cnn import features
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn
     from models.common import references, regime
-    import tensorflow as tf
 
     rng = np.random.RandomState(seed)
     order = rng.permutation(len(y))

@@ -26,8 +26,8 @@ import json
 import shutil
 import sys
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -35,7 +35,7 @@ from PIL import Image, ImageDraw, ImageFont
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/liberation",
              "/usr/share/fonts/truetype/freefont")
 #: Folder name -> character. Names, not the characters, so case-insensitive file systems work.
-CHARACTERS: Dict[str, str] = {
+CHARACTERS: dict[str, str] = {
     "digit_0": "0", "digit_1": "1", "digit_2": "2", "digit_5": "5", "digit_8": "8",
     "upper_B": "B", "upper_D": "D", "upper_I": "I", "upper_O": "O", "upper_Q": "Q",
     "upper_S": "S", "upper_Z": "Z", "lower_a": "a", "lower_e": "e", "lower_l": "l",
@@ -52,7 +52,7 @@ class MissingPackage(RuntimeError):
     """A source package is not installed; the message says which and how to install it."""
 
 
-def find_fonts(font_dirs: Sequence[str] = FONT_DIRS) -> List[Path]:
+def find_fonts(font_dirs: Sequence[str] = FONT_DIRS) -> list[Path]:
     """Every text font (.ttf) in ``font_dirs``, sorted; math-only fonts are skipped."""
     fonts = sorted(p for d in font_dirs if Path(d).is_dir() for p in Path(d).glob("*.ttf")
                    if "Math" not in p.name)
@@ -79,14 +79,14 @@ def render_glyph(font: ImageFont.FreeTypeFont, char: str, rng: np.random.RandomS
 
 
 def build_glyphs(out: Path, fonts: Sequence[Path | ImageFont.FreeTypeFont],
-                 characters: Dict[str, str] = CHARACTERS, variants: int = 2,
-                 size: int = GLYPH_SIZE, seed: int = 0) -> Dict[str, int]:
+                 characters: dict[str, str] = CHARACTERS, variants: int = 2,
+                 size: int = GLYPH_SIZE, seed: int = 0) -> dict[str, int]:
     """``out/<character name>/<font>_<variant>.png``; returns images per class.
 
     ``fonts`` are font files or loaded FreeType fonts (tests pass Pillow's built-in
     ``ImageFont.load_default(size)``, so they need no font package).
     """
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for name, char in sorted(characters.items()):
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ def build_glyphs(out: Path, fonts: Sequence[Path | ImageFont.FreeTypeFont],
 
 
 def build_icons(out: Path, theme: str = ICON_THEME, icon_size: str = ICON_SIZE,
-                categories: Sequence[str] = ICON_CATEGORIES) -> Dict[str, int]:
+                categories: Sequence[str] = ICON_CATEGORIES) -> dict[str, int]:
     """Copy the theme's PNGs as ``out/<category>/<icon>.png``; returns images per class."""
     base = Path(theme) / icon_size
     if not base.is_dir():
@@ -111,7 +111,7 @@ def build_icons(out: Path, theme: str = ICON_THEME, icon_size: str = ICON_SIZE,
             f"No icon theme at {base}: the icons set copies the GNOME Adwaita theme's "
             f"{icon_size} PNGs. Install it with `sudo apt-get install adwaita-icon-theme`, "
             "or pass --icon-theme.")
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for category in categories:
         files = sorted((base / category).glob("*.png"))
         if not files:
@@ -124,10 +124,10 @@ def build_icons(out: Path, theme: str = ICON_THEME, icon_size: str = ICON_SIZE,
 
 
 def build(out_dir: str | Path, sets: Sequence[str] = SETS, variants: int = 2,
-          font_dirs: Sequence[str] = FONT_DIRS, icon_theme: str = ICON_THEME) -> Dict[str, dict]:
+          font_dirs: Sequence[str] = FONT_DIRS, icon_theme: str = ICON_THEME) -> dict[str, dict]:
     """Build each set into ``out_dir/<set>/`` (replacing it) and write ``sets.json``."""
     out = Path(out_dir)
-    info: Dict[str, dict] = {}
+    info: dict[str, dict] = {}
     for name in sets:
         target = out / name
         shutil.rmtree(target, ignore_errors=True)
@@ -146,7 +146,7 @@ def build(out_dir: str | Path, sets: Sequence[str] = SETS, variants: int = 2,
     return info
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--sets", default=",".join(SETS))

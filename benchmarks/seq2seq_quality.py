@@ -30,12 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import stackenv  # noqa: F401,E402  (before TensorFlow)
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from data import text_features  # noqa: E402
-from data.tfrecords import iter_records, list_files  # noqa: E402
 from data.text import prepare_text_dataset  # noqa: E402
+from data.tfrecords import iter_records, list_files  # noqa: E402
 from models.common.training import TrainingSettings  # noqa: E402
 from models.seq2seq import features  # noqa: E402
 from models.seq2seq.baselines import ngram_baselines  # noqa: E402

@@ -14,7 +14,7 @@ entrypoint translates that id to an artifact name and fails with ``KeyError: 0``
 """
 import logging
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tfx import types
@@ -35,14 +35,14 @@ BASELINE_MODEL_URI_KEY = "baseline_model_uri"
 log = logging.getLogger(__name__)
 
 
-def _output_shapes(saved_model_dir: str) -> Dict[str, tuple]:
+def _output_shapes(saved_model_dir: str) -> dict[str, tuple]:
     import tensorflow as tf
 
     outputs = tf.saved_model.load(saved_model_dir).signatures["serving_default"].structured_outputs
     return {name: tuple(spec.shape.as_list()[1:]) for name, spec in outputs.items()}
 
 
-def output_mismatch(candidate_dir: str, baseline_dir: str) -> Optional[str]:
+def output_mismatch(candidate_dir: str, baseline_dir: str) -> str | None:
     """Why TFMA cannot compare the two models (different class count or vocabulary), or None."""
     candidate, baseline = _output_shapes(candidate_dir), _output_shapes(baseline_dir)
     if candidate == baseline:
@@ -54,8 +54,8 @@ BASELINE_SKIPPED_PROPERTY = "baseline_skipped"  # on the evaluation artifact: wh
 _PROBE_EXAMPLES = 4
 
 
-def served_model_cannot_read(served_dir: str, examples: List[types.Artifact],
-                             exec_properties: Dict[str, Any]) -> Optional[str]:
+def served_model_cannot_read(served_dir: str, examples: list[types.Artifact],
+                             exec_properties: dict[str, Any]) -> str | None:
     """Why the served model fails on a few of the new eval examples, or None if it reads them.
 
     A changed --image-size (accepted with --accept-schema-change) keeps the class count, so
@@ -90,7 +90,7 @@ def _error_line(error: BaseException) -> str:
     return ((shaped or useful or [type(error).__name__])[0])[:300]
 
 
-def _record_skipped_baseline(output_dict: Dict[str, List[types.Artifact]], reason: str) -> None:
+def _record_skipped_baseline(output_dict: dict[str, list[types.Artifact]], reason: str) -> None:
     evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
     evaluation.set_string_custom_property(BASELINE_SKIPPED_PROPERTY, reason)
 
@@ -105,8 +105,8 @@ class ServedBaselineEvaluatorSpec(standard_component_specs.EvaluatorSpec):
 class Executor(evaluator_executor.Executor):
     """TFX's Evaluator executor with the served model injected as the baseline."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
         exec_properties = dict(exec_properties)
         _gate_on_references(input_dict, output_dict, exec_properties)
         served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")
@@ -162,7 +162,7 @@ class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, eval_config: tfma.EvalConfig,
-                 baseline_serving_dir: str, example_splits: Optional[List[str]] = None):
+                 baseline_serving_dir: str, example_splits: list[str] | None = None):
         super().__init__(spec=ServedBaselineEvaluatorSpec(
             examples=examples,
             model=model,

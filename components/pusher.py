@@ -9,7 +9,9 @@ which ``python -m pipeline models`` lists.
 import datetime
 import logging
 import math
-from typing import Any, Dict, List
+from typing import Any
+
+from stackenv import compat
 
 from tfx import types
 from tfx.components.pusher import executor as pusher_executor
@@ -20,7 +22,6 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
 from data.serving_dir import publish_version
-from stackenv import compat
 
 EVALUATION_KEY = "evaluation"
 
@@ -34,9 +35,9 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
     }
 
 
-def _push_metrics(evaluation_uri: str) -> Dict[str, Any]:
+def _push_metrics(evaluation_uri: str) -> dict[str, Any]:
     """The candidate's overall metrics for push_info.json (empty if unreadable)."""
-    from data.tfma_results import overall_metrics   # TFMA loads only when a push needs it
+    from data.tfma_results import overall_metrics  # TFMA loads only when a push needs it
 
     try:
         return overall_metrics(evaluation_uri)
@@ -45,7 +46,7 @@ def _push_metrics(evaluation_uri: str) -> Dict[str, Any]:
     return {}
 
 
-def non_finite_metrics(metrics: Dict[str, Any]) -> List[str]:
+def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
     """Names of numeric metrics that are nan or +-inf (a diverged model's signature)."""
     def finite(value: Any) -> bool:
         try:  # TFMA stores nan/inf as the strings "NaN", "Infinity", "-Infinity"
@@ -56,8 +57,8 @@ def non_finite_metrics(metrics: Dict[str, Any]) -> List[str]:
 
 
 class Executor(pusher_executor.Executor):
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
         compat.log_executor_startup(self, input_dict, output_dict, exec_properties)
         pushed_model = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import re
-from typing import Any, Dict, Optional
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
@@ -39,7 +39,7 @@ def metric_name(config: tfma.MetricConfig) -> str:
 
 
 def apply_reference_gate(eval_config_json: str, candidate_dir: str,
-                         evaluation_uri: Optional[str]) -> str:
+                         evaluation_uri: str | None) -> str:
     """``eval_config_json`` with the key metric's lower bound raised to the reference gate.
 
     Writes ``gate.json`` (floor, references, margin, the bound used and why) into
@@ -48,7 +48,7 @@ def apply_reference_gate(eval_config_json: str, candidate_dir: str,
     payload = references.read_references(candidate_dir)
     eval_config = json_format.Parse(eval_config_json, tfma.EvalConfig())
     metric = (payload or {}).get("metric")
-    record: Dict[str, Any] = {"metric": metric, "references": None, "floor": None, "threshold": None}
+    record: dict[str, Any] = {"metric": metric, "references": None, "floor": None, "threshold": None}
     for spec in eval_config.metrics_specs:
         for config in spec.metrics:
             if metric and metric_name(config) != metric:
@@ -78,7 +78,7 @@ def apply_reference_gate(eval_config_json: str, candidate_dir: str,
     return json_format.MessageToJson(eval_config) if payload else eval_config_json
 
 
-def read_gate(evaluation_uri: Optional[str]) -> Optional[Dict[str, Any]]:
+def read_gate(evaluation_uri: str | None) -> dict[str, Any] | None:
     """The ``gate.json`` an Evaluator wrote, or None (older runs)."""
     path = os.path.join(evaluation_uri or "", GATE_FILE)
     if not evaluation_uri or not tf.io.gfile.exists(path):

@@ -12,11 +12,12 @@ import json
 import os
 import time
 import uuid
-from typing import Any, Callable
-
-import tensorflow as tf
+from collections.abc import Callable
+from typing import Any
 
 from stackenv.errors import ProjectError
+
+import tensorflow as tf
 
 
 def list_versions(base_dir: str) -> list[int]:

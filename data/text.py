@@ -15,7 +15,7 @@ import hashlib
 import logging
 import numbers
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import tensorflow as tf
 
@@ -24,9 +24,9 @@ from data import text_split
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
-from data.tfrecords import SHARD_PATTERN
 from data.text_sources import FORMAT_VERSION, TEXT_SUFFIX, Corpus, plan_text_source  # noqa: F401  (re-exported)
 from data.text_sources import Document as _Document
+from data.tfrecords import SHARD_PATTERN
 
 log = logging.getLogger(__name__)
 

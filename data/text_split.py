@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 TRAIN, EVAL = "train", "eval"
 EVAL_TARGET, EVAL_MIN, EVAL_MAX = 0.20, 0.15, 0.25

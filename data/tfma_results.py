@@ -7,7 +7,8 @@ MLMD or model families: callers pass the evaluation URI and the metric names.
 """
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
@@ -16,22 +17,22 @@ COUNT_METRIC = "example_count"
 DIFF_SUFFIX = "_diff"
 
 # TFMA's slicing_metrics per slice: {output_name: {sub_key: {metric: value dict}}}.
-ByOutput = Dict[str, Dict[str, Dict[str, Any]]]
+ByOutput = dict[str, dict[str, dict[str, Any]]]
 
 
 @dataclasses.dataclass
 class SliceMetric:
     slice_name: str
     value: float
-    count: Optional[float]
+    count: float | None
 
 
-def slice_name(slice_key: Tuple) -> str:
+def slice_name(slice_key: tuple) -> str:
     """``overall`` or ``feature=value[, ...]``: how every slice is named to a reader."""
     return "overall" if not slice_key else ", ".join(f"{k}={v}" for k, v in slice_key)
 
 
-def evaluated_models(evaluation_uri: str) -> Dict[str, Optional[str]]:
+def evaluated_models(evaluation_uri: str) -> dict[str, str | None]:
     """TFMA model names of the candidate and (if any) the baseline in an evaluation.
 
     Without a baseline the single model is unnamed; with one, TFX names them.
@@ -51,7 +52,7 @@ def load_result(evaluation_uri: str, model: str = "candidate") -> tfma.EvalResul
     return tfma.load_eval_result(evaluation_uri, model_name=names[model])
 
 
-def overall_metrics(evaluation_uri: str) -> Dict[str, Any]:
+def overall_metrics(evaluation_uri: str) -> dict[str, Any]:
     """The candidate's overall metrics that TFMA stored as a double (NaN stays TFMA's "NaN")."""
     for slice_key, by_output in load_result(evaluation_uri).slicing_metrics:
         if not slice_key:
@@ -60,7 +61,7 @@ def overall_metrics(evaluation_uri: str) -> Dict[str, Any]:
     return {}
 
 
-def slice_metrics(evaluation_uri: str, metric_name: str, model: str = "candidate") -> List[SliceMetric]:
+def slice_metrics(evaluation_uri: str, metric_name: str, model: str = "candidate") -> list[SliceMetric]:
     """``metric_name`` (with example counts) per slice for the candidate or the baseline model."""
     if model == "baseline" and evaluated_models(evaluation_uri)["baseline"] is None:
         return []
@@ -74,7 +75,7 @@ def slice_metrics(evaluation_uri: str, metric_name: str, model: str = "candidate
     return metrics
 
 
-def scalar(value: Any) -> Optional[float]:
+def scalar(value: Any) -> float | None:
     """A TFMA metric value as a float (NaN comes as the string "NaN"); None if not scalar."""
     if not isinstance(value, dict):
         return None
@@ -89,7 +90,7 @@ def metric_column(output_name: str, metric: str) -> str:
     return f"{output_name}/{metric}" if output_name else metric
 
 
-def slice_scalars(by_output: ByOutput, sub_key: str = "") -> Dict[str, float]:
+def slice_scalars(by_output: ByOutput, sub_key: str = "") -> dict[str, float]:
     """Scalar metrics of one slice and sub key, diffs against the baseline left out."""
     values = {}
     for output_name, by_sub_key in sorted(by_output.items()):
@@ -100,7 +101,7 @@ def slice_scalars(by_output: ByOutput, sub_key: str = "") -> Dict[str, float]:
     return values
 
 
-def slice_diffs(by_output: ByOutput) -> Dict[str, float]:
+def slice_diffs(by_output: ByOutput) -> dict[str, float]:
     """TFMA's ``<metric>_diff`` values of one slice (candidate minus baseline), by metric."""
     diffs = {}
     for output_name, by_sub_key in by_output.items():
@@ -121,7 +122,7 @@ def find_slice(result: tfma.EvalResult, name: str) -> ByOutput:
 # ----------------------------------------------------------------------------- validation
 
 
-def _validation_slice_key(slice_key) -> Tuple[Tuple[str, str], ...]:
+def _validation_slice_key(slice_key) -> tuple[tuple[str, str], ...]:
     """A validation result's slice key (proto) as the (column, value) pairs ``slice_name`` takes."""
     pairs = []
     for key in slice_key.single_slice_keys:
@@ -130,7 +131,7 @@ def _validation_slice_key(slice_key) -> Tuple[Tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def validation_failures(evaluation_uri: str) -> List[str]:
+def validation_failures(evaluation_uri: str) -> list[str]:
     """Plain-words reasons from TFMA's validation result (empty when it passed)."""
     result = tfma.load_validation_result(evaluation_uri)
     reasons = []
@@ -145,7 +146,7 @@ def validation_failures(evaluation_uri: str) -> List[str]:
     return reasons
 
 
-def failed_checks(evaluation_uri: str) -> Optional[Set[Tuple[str, bool, str]]]:
+def failed_checks(evaluation_uri: str) -> set[tuple[str, bool, str]] | None:
     """(metric, is_diff, slice name) of every failed threshold; None if TFMA wrote no validation."""
     import tensorflow as tf
 
@@ -192,7 +193,7 @@ def threshold_words(threshold) -> str:
     return " and ".join(parts) or "no worse than the baseline"
 
 
-def thresholds(evaluation_uri: str) -> Dict[Any, Sequence[Tuple[Any, Any]]]:
+def thresholds(evaluation_uri: str) -> dict[Any, Sequence[tuple[Any, Any]]]:
     """Every configured threshold: {metric key: [(slicing spec, threshold), ...]}."""
     eval_config = eval_config_writer.load_eval_run(evaluation_uri)[0]
     return tfma.metrics.metric_thresholds_from_metrics_specs(eval_config.metrics_specs, eval_config)

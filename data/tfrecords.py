@@ -14,8 +14,8 @@ import re
 import shutil
 import tempfile
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import tensorflow as tf
 

@@ -16,6 +16,7 @@ import time
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
 from stackenv.errors import ConfigError
+
 from pipeline.arguments import build_parser, config_from_args  # noqa: F401  (re-exported)
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir

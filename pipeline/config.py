@@ -3,11 +3,11 @@ import dataclasses
 import math
 import os
 import re
-from typing import Any, List, Optional
-
-from pipeline.families import DEFAULT_MODEL, get_family
+from typing import Any
 
 from stackenv.errors import ConfigError
+
+from pipeline.families import DEFAULT_MODEL, get_family
 
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up (~10 s per Beam
@@ -52,10 +52,10 @@ class PipelineConfig:
     """Everything that shapes a run. Paths may be local or object-store URIs (gs://, s3://)."""
 
     model: str = DEFAULT_MODEL            # a registered model family (pipeline/families/)
-    data: Optional[str] = None          # None: the bundled default data set
+    data: str | None = None          # None: the bundled default data set
     output_dir: str = "output"
-    pipeline_name: Optional[str] = None  # default: "<model>-pipeline"
-    serving_model_name: Optional[str] = None  # default: the model family name
+    pipeline_name: str | None = None  # default: "<model>-pipeline"
+    serving_model_name: str | None = None  # default: the model family name
 
     # The family's own settings (image size, text windows, ...): an instance of its
     # ``settings_type`` or a dict of its fields; None: the family's defaults.
@@ -64,34 +64,34 @@ class PipelineConfig:
     eval_buckets: int = 1
 
     # Training (None: the model family's default, ModelFamily.defaults)
-    epochs: Optional[int] = None
-    train_steps: Optional[int] = None    # overrides epochs when set
-    eval_steps: Optional[int] = None     # default: one pass over the eval split
-    batch_size: Optional[int] = None     # per replica
-    learning_rate: Optional[float] = None
+    epochs: int | None = None
+    train_steps: int | None = None    # overrides epochs when set
+    eval_steps: int | None = None     # default: one pass over the eval split
+    batch_size: int | None = None     # per replica
+    learning_rate: float | None = None
     strategy: str = "mirrored"
     seed: int = 42
     xla: bool = False                    # jit_compile the train step
-    profile: Optional[str] = None        # "START,END" batches to trace with the TF profiler
+    profile: str | None = None        # "START,END" batches to trace with the TF profiler
     data_service: str = ""               # Trainer input via tf.data service: "auto" or HOST:PORT
 
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
-    min_accuracy: Optional[float] = None  # value threshold on the overall slice
+    min_accuracy: float | None = None  # value threshold on the overall slice
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
     gate_margin: float = 0.01            # must beat the gate reference predictor by this (references.json)
-    base_model: Optional[str] = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
+    base_model: str | None = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
 
     # Transform's pre-/post-transform statistics: ~5 s per run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
     transform_statistics: bool = False
 
     # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies.
-    schema_file: Optional[str] = None    # None: SchemaGen infers the schema from the data
+    schema_file: str | None = None    # None: SchemaGen infers the schema from the data
 
     # Orchestration
     beam_mode: str = "auto"
     beam_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
-    beam_args: List[str] = dataclasses.field(default_factory=list)
+    beam_args: list[str] = dataclasses.field(default_factory=list)
     enable_cache: bool = True
 
     def __post_init__(self) -> None:
@@ -182,7 +182,7 @@ class PipelineConfig:
         parallel = self.beam_workers > 1 and (os.cpu_count() or 1) >= AUTO_MULTIPROCESSING_MIN_CPUS
         return "multi_processing" if big and parallel else "in_memory"
 
-    def beam_pipeline_args(self, num_examples: int) -> List[str]:
+    def beam_pipeline_args(self, num_examples: int) -> list[str]:
         """DirectRunner settings, then the user's args (which win: --runner=FlinkRunner ...)."""
         mode = self.direct_running_mode(num_examples)
         args = [f"--direct_running_mode={mode}"]

@@ -7,7 +7,7 @@ for any family that writes them, and for a run served from cache.
 """
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import tensorflow as tf
 
@@ -17,14 +17,14 @@ from models.common import references
 TRAINING_FILE = "training.json"
 
 
-def read_model_extras(model_uri: Optional[str]) -> Dict[str, Any]:
+def read_model_extras(model_uri: str | None) -> dict[str, Any]:
     """``{"references": ..., "training": ...}`` from a Trainer's Model artifact (missing: absent)."""
     if not model_uri:
         return {}
     from tfx.utils import path_utils
 
     serving = path_utils.serving_model_path(model_uri)
-    extras: Dict[str, Any] = {}
+    extras: dict[str, Any] = {}
     payload = references.read_references(serving)
     if payload:
         extras["references"] = payload
@@ -35,7 +35,7 @@ def read_model_extras(model_uri: Optional[str]) -> Dict[str, Any]:
     return extras
 
 
-def training_line(training: Optional[Dict[str, Any]]) -> Optional[str]:
+def training_line(training: dict[str, Any] | None) -> str | None:
     if not training:
         return None
     if training.get("regime") != "early_stopping":
@@ -51,7 +51,7 @@ def training_line(training: Optional[Dict[str, Any]]) -> Optional[str]:
             f"held-out train examples), {weights}")
 
 
-def references_line(payload: Optional[Dict[str, Any]], label: str) -> Optional[str]:
+def references_line(payload: dict[str, Any] | None, label: str) -> str | None:
     if not payload:
         return None
     ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
@@ -59,7 +59,7 @@ def references_line(payload: Optional[Dict[str, Any]], label: str) -> Optional[s
     return f"Reference predictors ({label.lower()} on the same eval split): {values}"
 
 
-def gate_lines(gate: Optional[Dict[str, Any]], overall: Optional[float], label: str) -> List[str]:
+def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -> list[str]:
     """Which value check applied, with the numbers, and whether the model passed it."""
     if not gate or gate.get("threshold") is None:
         return []
@@ -75,14 +75,14 @@ def gate_lines(gate: Optional[Dict[str, Any]], overall: Optional[float], label: 
             f"references){verdict}"]
 
 
-def lines(model_uri: Optional[str], evaluation_uri: Optional[str], overall: Optional[float],
-          label: str) -> List[str]:
+def lines(model_uri: str | None, evaluation_uri: str | None, overall: float | None,
+          label: str) -> list[str]:
     extras = read_model_extras(model_uri)
     out = [references_line(extras.get("references"), label), training_line(extras.get("training"))]
     return [line for line in out if line] + gate_lines(read_gate(evaluation_uri), overall, label)
 
 
-def value_bound(evaluation_uri: Optional[str], floor: float) -> str:
+def value_bound(evaluation_uri: str | None, floor: float) -> str:
     """The key metric's lower bound the Evaluator applied: the reference gate's, else the floor."""
     gate = read_gate(evaluation_uri)
     return f"{gate['threshold']:.4f}" if gate and gate.get("threshold") is not None else str(floor)
@@ -92,7 +92,7 @@ def value_bound(evaluation_uri: Optional[str], floor: float) -> str:
 IMBALANCE_METRICS = (("balanced_accuracy", "balanced accuracy"), ("macro_f1", "macro F1"))
 
 
-def imbalance_text(evaluation_uri: Optional[str], slice_name: str) -> str:
+def imbalance_text(evaluation_uri: str | None, slice_name: str) -> str:
     """'; balanced accuracy 0.81, macro F1 0.79' for a slice, or '' when not computed."""
     if not evaluation_uri:
         return ""

@@ -4,7 +4,7 @@ ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Tra
 -> Evaluator (baseline: the model being served) -> Pusher. Local Beam and Kubeflow
 runners both call ``create_pipeline`` and only add their own orchestration settings.
 """
-from typing import Sequence
+from collections.abc import Sequence
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform), ~5 s of every run, cached ones included (benchmarks/).

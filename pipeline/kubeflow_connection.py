@@ -9,15 +9,16 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from stackenv.compat import bound_kfp_client_io
+from stackenv.errors import ProjectError
 
 import certifi
 import kfp_server_api
 import urllib3
-
-from stackenv.compat import bound_kfp_client_io
-from stackenv.errors import ProjectError
 
 HEALTHZ_PATH = "/apis/v2beta1/healthz"
 #: kfp reads a ServiceAccount token from this file in-cluster; we honour it for any host.

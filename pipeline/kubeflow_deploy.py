@@ -17,17 +17,24 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import kfp
 import yaml
 
-from pipeline.kubeflow_connection import (DeployError, api_errors, bound_client_io, check_health,
-                                          normalize_host, resolve_token)
-from pipeline.kubeflow_wait import follow_run
+from pipeline.kubeflow_connection import (
+    DeployError,
+    api_errors,
+    bound_client_io,
+    check_health,
+    normalize_host,
+    resolve_token,
+)
 from pipeline.kubeflow_storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
+from pipeline.kubeflow_wait import follow_run
 
 log = logging.getLogger(__name__)
 

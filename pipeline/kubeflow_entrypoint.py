@@ -11,15 +11,15 @@ writing stay untouched.
 import os
 import runpy
 import sys
-from typing import List, Optional
 
 from stackenv.compat import TFX_ENTRYPOINT_MODULE, restore_artifact_types_in_argv
+
 from pipeline.kubeflow_storage import register_filesystems
 
 COMMAND = ["python", "-m", "pipeline.kubeflow_entrypoint"]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = restore_artifact_types_in_argv(sys.argv[1:] if argv is None else argv)
     register_filesystems(" ".join(args))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]

@@ -12,7 +12,6 @@
 """
 import dataclasses
 import re
-from typing import Dict, List, Optional, Tuple
 
 from pipeline.kubeflow_storage import KubeflowConfigError, s3_environment
 
@@ -29,21 +28,21 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 class StepSettings:
     """Pod settings for every step (``cpu``/``memory``) and for the Trainer (``trainer_*``)."""
 
-    cpu_request: Optional[str] = None       # Kubernetes quantities: "500m", "2"
-    cpu_limit: Optional[str] = None
-    memory_request: Optional[str] = None    # "512Mi", "4G"
-    memory_limit: Optional[str] = None
-    trainer_cpu: Optional[str] = None       # request and limit for the Trainer, over cpu_*
-    trainer_memory: Optional[str] = None
+    cpu_request: str | None = None       # Kubernetes quantities: "500m", "2"
+    cpu_limit: str | None = None
+    memory_request: str | None = None    # "512Mi", "4G"
+    memory_limit: str | None = None
+    trainer_cpu: str | None = None       # request and limit for the Trainer, over cpu_*
+    trainer_memory: str | None = None
     trainer_gpus: int = 0
     gpu_type: str = "nvidia.com/gpu"
-    secret_env: List[str] = dataclasses.field(default_factory=list)     # SECRET:KEY=ENV_VAR
-    secret_volume: List[str] = dataclasses.field(default_factory=list)  # SECRET=/mount/path
-    node_selector: List[str] = dataclasses.field(default_factory=list)  # label=value
-    tolerations: List[str] = dataclasses.field(default_factory=list)    # key[=value]:Effect
-    image_pull_secrets: List[str] = dataclasses.field(default_factory=list)
-    s3_endpoint: Optional[str] = None       # http://minio-service.kubeflow:9000
-    s3_secret: Optional[str] = None         # a secret with keys accesskey/secretkey
+    secret_env: list[str] = dataclasses.field(default_factory=list)     # SECRET:KEY=ENV_VAR
+    secret_volume: list[str] = dataclasses.field(default_factory=list)  # SECRET=/mount/path
+    node_selector: list[str] = dataclasses.field(default_factory=list)  # label=value
+    tolerations: list[str] = dataclasses.field(default_factory=list)    # key[=value]:Effect
+    image_pull_secrets: list[str] = dataclasses.field(default_factory=list)
+    s3_endpoint: str | None = None       # http://minio-service.kubeflow:9000
+    s3_secret: str | None = None         # a secret with keys accesskey/secretkey
 
     def __post_init__(self) -> None:
         for name in ("cpu_request", "cpu_limit", "memory_request", "memory_limit", "trainer_cpu",
@@ -63,9 +62,9 @@ class StepSettings:
         for name in self.image_pull_secrets:
             _secret_name(name, "--image-pull-secret", name)
 
-    def parsed_secret_env(self) -> Dict[str, List[Tuple[str, str]]]:
+    def parsed_secret_env(self) -> dict[str, list[tuple[str, str]]]:
         """secret -> [(key, env var)], the S3 secret's keys included."""
-        result: Dict[str, List[Tuple[str, str]]] = {}
+        result: dict[str, list[tuple[str, str]]] = {}
         if self.s3_secret:
             _secret_name(self.s3_secret, "--s3-secret", self.s3_secret)
             result[self.s3_secret] = list(S3_SECRET_KEYS.items())
@@ -84,7 +83,7 @@ class StepSettings:
             result.setdefault(secret, []).append((key, env))
         return result
 
-    def parsed_secret_volume(self) -> List[Tuple[str, str]]:
+    def parsed_secret_volume(self) -> list[tuple[str, str]]:
         result = []
         for text in self.secret_volume:
             secret, _, path = text.partition("=")
@@ -95,7 +94,7 @@ class StepSettings:
             result.append((secret, path))
         return result
 
-    def parsed_node_selector(self) -> Dict[str, str]:
+    def parsed_node_selector(self) -> dict[str, str]:
         result = {}
         for text in self.node_selector:
             label, sep, value = text.partition("=")
@@ -105,7 +104,7 @@ class StepSettings:
             result[label] = value
         return result
 
-    def parsed_tolerations(self) -> List[dict]:
+    def parsed_tolerations(self) -> list[dict]:
         result = []
         for text in self.tolerations:
             match = re.fullmatch(r"([^=:]+)(=([^:]*))?:(\w+)", text)
@@ -121,7 +120,7 @@ class StepSettings:
         return result
 
 
-def _quantity(value: Optional[str], flag: str) -> None:
+def _quantity(value: str | None, flag: str) -> None:
     if value is not None and not _QUANTITY.fullmatch(value):
         raise KubeflowConfigError(f"--{flag} {value!r} is not a Kubernetes quantity such as 500m, 2, 512Mi or 4G.")
 
@@ -167,7 +166,7 @@ def _resources(settings: StepSettings, task: str) -> dict:
     return resources
 
 
-def apply_step_settings(spec: dict, settings: StepSettings) -> Optional[dict]:
+def apply_step_settings(spec: dict, settings: StepSettings) -> dict | None:
     """Write resources and env into ``spec``'s containers; returns the platform spec document or None."""
     executors = spec["deploymentSpec"]["executors"]
     label_of = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]

@@ -20,16 +20,16 @@ import json
 import logging
 import os
 import tempfile
-from typing import Optional
+
+from stackenv.compat import with_default_pipeline_root
+from stackenv.errors import MissingInput
 
 import yaml
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
-from stackenv.errors import MissingInput
 from pipeline.graph import create_pipeline
-from stackenv.compat import with_default_pipeline_root
 from pipeline.kubeflow_entrypoint import COMMAND
 from pipeline.kubeflow_platform import StepSettings, apply_step_settings
 
@@ -78,7 +78,7 @@ def kfp_pipeline_root(config: PipelineConfig) -> str:
 
 
 def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest, image: str,
-                     package_path: Optional[str] = None, settings: Optional[StepSettings] = None) -> str:
+                     package_path: str | None = None, settings: StepSettings | None = None) -> str:
     """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
     Kubernetes platform spec as a second document when ``settings`` need one."""
     package_path = package_path or default_package_path(config)

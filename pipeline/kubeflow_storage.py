@@ -10,10 +10,9 @@ every output): a local path fails every step. And TFX writes artifacts itself th
 (``minio://mlpipeline/v2/artifacts``, backend ``src/v2/config/env.go``).
 """
 import os
-from typing import Dict, Mapping, Optional
+from collections.abc import Mapping
 
 from stackenv.errors import ProjectError
-
 
 
 class KubeflowConfigError(ProjectError, ValueError):
@@ -23,7 +22,7 @@ class KubeflowConfigError(ProjectError, ValueError):
 
 DEFAULT_KFP_ROOT = "minio://mlpipeline/v2/artifacts"  # backend src/v2/config/env.go defaultPipelineRoot
 # Scheme -> what the image needs for it; the only roots a step can both get and write.
-WRITABLE_SCHEMES: Dict[str, str] = {
+WRITABLE_SCHEMES: dict[str, str] = {
     "gs": "Google Cloud Storage (credentials: the pod's service account / Workload Identity)",
     "s3": "S3 or an S3-compatible store such as MinIO (endpoint and keys from the pod's environment, "
           "e.g. `compile --s3-endpoint URL --s3-secret NAME`)",
@@ -71,7 +70,7 @@ def register_filesystems(text: str) -> None:
 
 
 def s3_environment(endpoint: str, region: str = "us-east-1",
-                   environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables that point tensorflow-io, boto3 (Beam) and TFX at an S3 endpoint.
 
     Keys come separately (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, from a Kubernetes secret

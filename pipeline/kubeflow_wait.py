@@ -5,7 +5,8 @@ The states and fields are those of the KFP v2beta1 run API (``kfp_server_api`` 2
 failed or timed-out run is a DeployError naming the failed steps and where their logs are.
 """
 import time
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 from pipeline.kubeflow_connection import DeployError
 
@@ -14,13 +15,13 @@ FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 _HIDDEN = ("root", "root-driver", "executor")
 
 
-def _task_states(run: Any) -> Dict[str, Any]:
+def _task_states(run: Any) -> dict[str, Any]:
     details = getattr(run, "run_details", None)
     tasks = getattr(details, "task_details", None) or []
     return {t.display_name: t for t in tasks if t.display_name and t.display_name not in _HIDDEN}
 
 
-def _log_hint(task: Any, namespace: Optional[str]) -> str:
+def _log_hint(task: Any, namespace: str | None) -> str:
     pods = [getattr(task, "pod_name", None)] + [c.get("pod_name") if isinstance(c, dict) else
                                                  getattr(c, "pod_name", None) for c in (task.child_tasks or [])]
     pod = next((p for p in pods if p), None)
@@ -29,12 +30,12 @@ def _log_hint(task: Any, namespace: Optional[str]) -> str:
     return f"log: kubectl logs -n {namespace or 'kubeflow'} {pod} -c main"
 
 
-def follow_run(get_run: Callable[[str], Any], run_id: str, timeout: float, namespace: Optional[str] = None,
+def follow_run(get_run: Callable[[str], Any], run_id: str, timeout: float, namespace: str | None = None,
                poll: float = 5.0, say: Callable[[str], None] = print,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
     """Poll ``get_run`` (``kfp.Client.get_run``) until the run ends; returns "SUCCEEDED" or raises DeployError."""
     deadline = clock() + timeout
-    seen: Dict[str, str] = {}
+    seen: dict[str, str] = {}
     while True:
         run = get_run(run_id)
         for name, task in sorted(_task_states(run).items()):

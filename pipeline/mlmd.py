@@ -5,12 +5,13 @@ MLMD; the progress log and the run summary are read from there, not guessed from
 """
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
+
+from stackenv.errors import MissingInput
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-
-from stackenv.errors import MissingInput
 
 STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 METADATA_FILE = "metadata.sqlite"   # in a local run's output directory
@@ -24,7 +25,7 @@ class NodeExecution:
     state: str                  # COMPLETE, CACHED, FAILED, RUNNING, ...
     seconds: float
     execution: metadata_store_pb2.Execution
-    outputs: Dict[str, List[metadata_store_pb2.Artifact]]
+    outputs: dict[str, list[metadata_store_pb2.Artifact]]
 
     @property
     def cached(self) -> bool:
@@ -53,22 +54,22 @@ def open_output_store(output_dir: str) -> metadata_store.MetadataStore:
 
 
 def artifacts_by_key(store, execution_id: int,
-                     event_types: Sequence[int] = OUTPUTS) -> Dict[str, List[metadata_store_pb2.Artifact]]:
+                     event_types: Sequence[int] = OUTPUTS) -> dict[str, list[metadata_store_pb2.Artifact]]:
     """An execution's output (or, with ``INPUTS``, input) artifacts by key (``examples``, ``model``, ...)."""
     events = [e for e in store.get_events_by_execution_ids([execution_id]) if e.type in event_types]
     artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
-    by_key: Dict[str, List[metadata_store_pb2.Artifact]] = {}
+    by_key: dict[str, list[metadata_store_pb2.Artifact]] = {}
     for event in events:
         key = event.path.steps[0].key if event.path.steps else ""
         by_key.setdefault(key, []).append(artifacts[event.artifact_id])
     return by_key
 
 
-def first_uri(artifacts: Dict[str, List[metadata_store_pb2.Artifact]], key: str) -> Optional[str]:
+def first_uri(artifacts: dict[str, list[metadata_store_pb2.Artifact]], key: str) -> str | None:
     return artifacts[key][0].uri if artifacts.get(key) else None
 
 
-def linked_executions(store, artifact_id: int, event_types: Sequence[int]) -> List[metadata_store_pb2.Execution]:
+def linked_executions(store, artifact_id: int, event_types: Sequence[int]) -> list[metadata_store_pb2.Execution]:
     """Executions that produced (``OUTPUTS``) or read (``INPUTS``) an artifact, oldest first."""
     ids = sorted({e.execution_id for e in store.get_events_by_artifact_ids([artifact_id])
                   if e.type in event_types})
@@ -83,27 +84,27 @@ def custom_property(item, name: str) -> Any:
     return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
 
 
-def pushed_destination(pushed_model: Optional[metadata_store_pb2.Artifact]) -> Optional[str]:
+def pushed_destination(pushed_model: metadata_store_pb2.Artifact | None) -> str | None:
     """Where a Pusher's PushedModel artifact says the model went; None if it pushed nothing."""
     if pushed_model is None or not custom_property(pushed_model, "pushed"):
         return None
     return custom_property(pushed_model, "pushed_destination")
 
 
-def run_name(store, execution) -> Optional[str]:
+def run_name(store, execution) -> str | None:
     """The pipeline_run context of an execution, e.g. ``20261122-034924.452214``."""
     run_type = store.get_context_type("pipeline_run")
     runs = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type_id == run_type.id]
     return runs[0] if runs else None
 
 
-def pipeline_names(store) -> List[str]:
+def pipeline_names(store) -> list[str]:
     return [c.name for c in store.get_contexts_by_type("pipeline")]
 
 
-def latest_pipeline(store) -> Optional[str]:
+def latest_pipeline(store) -> str | None:
     """The pipeline whose newest execution is the most recent one in this store (None: no runs)."""
-    latest: Dict[str, int] = {}
+    latest: dict[str, int] = {}
     for context in store.get_contexts_by_type("pipeline"):
         times = [e.last_update_time_since_epoch for e in store.get_executions_by_context(context.id)]
         if times:
@@ -111,7 +112,7 @@ def latest_pipeline(store) -> Optional[str]:
     return max(latest, key=latest.get) if latest else None
 
 
-def node_executions(store, pipeline_name: str, node_id: str) -> List[metadata_store_pb2.Execution]:
+def node_executions(store, pipeline_name: str, node_id: str) -> list[metadata_store_pb2.Execution]:
     """Every execution of one node of a pipeline, oldest first."""
     context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node_id}")
     executions = store.get_executions_by_context(context.id) if context is not None else []
@@ -124,12 +125,12 @@ def _node_execution(store, node_id: str, execution) -> NodeExecution:
                          seconds, execution, artifacts_by_key(store, execution.id))
 
 
-def latest_node_execution(store, pipeline_name: str, node_id: str) -> Optional[NodeExecution]:
+def latest_node_execution(store, pipeline_name: str, node_id: str) -> NodeExecution | None:
     executions = node_executions(store, pipeline_name, node_id)
     return _node_execution(store, node_id, executions[-1]) if executions else None
 
 
-def latest_run(store, pipeline_name: str) -> Dict[str, NodeExecution]:
+def latest_run(store, pipeline_name: str) -> dict[str, NodeExecution]:
     """Executions of the most recent run of ``pipeline_name``, by node id."""
     runs = [c for c in store.get_contexts_by_type("pipeline_run")]
     pipeline_ctx = store.get_context_by_type_and_name("pipeline", pipeline_name)

@@ -3,14 +3,15 @@
 Loads exactly what TF Serving loads: the SavedModel in a version directory.
 """
 import os
-from typing import Iterator, List, Sequence
+from collections.abc import Iterator, Sequence
+
+from stackenv.errors import MissingInput, PathError, ProjectError
 
 import numpy as np
 import tensorflow as tf
 
-from data.serving_dir import latest_version_dir
 from data.images import load_image_array
-from stackenv.errors import MissingInput, PathError, ProjectError
+from data.serving_dir import latest_version_dir
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"
@@ -69,7 +70,7 @@ def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
 
 
 def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,
-                  temperature: float = 1.0, stop_at: str = "") -> List[str]:
+                  temperature: float = 1.0, stop_at: str = "") -> list[str]:
     """Continuations of ``prompts``: greedy for top_k <= 1, else top-k sampling at ``temperature``.
 
     Each goes on for ``max_tokens`` tokens, or until it emits one of the space-separated

@@ -16,12 +16,13 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Iterator, Optional, TextIO
+from collections.abc import Iterator
+from typing import TextIO
 
 LOG_NAME = "library-output.log"
 
 
-def log_path(output_dir: Optional[str]) -> str:
+def log_path(output_dir: str | None) -> str:
     """``<output>/logs/library-output.log`` for commands with an output dir, else under the temp dir."""
     base = os.path.join(output_dir, "logs") if output_dir else os.path.join(tempfile.gettempdir(), "tfx-project")
     return os.path.join(base, LOG_NAME)
@@ -64,7 +65,7 @@ def _writes_to_fd2(stream) -> bool:
         return False
 
 
-def unless_verbose(verbose: bool, output_dir: Optional[str]):
+def unless_verbose(verbose: bool, output_dir: str | None):
     """The CLI's hook: divert library output for the command, except with ``-v``.
 
     An output dir that cannot hold the log (a file, read-only, ...) is the command's error to

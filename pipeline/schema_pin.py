@@ -10,7 +10,7 @@ must get a new path.
 """
 import hashlib
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import tensorflow as tf
 from google.protobuf import text_format
@@ -25,7 +25,7 @@ def schema_dir(config: PipelineConfig) -> str:
     return os.path.join(config.output_dir, "schema", config.pipeline_name)
 
 
-def pinned_schema(config: PipelineConfig) -> Optional[str]:
+def pinned_schema(config: PipelineConfig) -> str | None:
     pointer = os.path.join(schema_dir(config), CURRENT_POINTER)
     if not tf.io.gfile.exists(pointer):
         return None

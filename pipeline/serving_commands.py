@@ -1,11 +1,11 @@
 """``models`` and ``rollback``: what is in a TF Serving model directory, and undoing a push."""
 import os
-from typing import List
+
+from stackenv.errors import MissingInput, PathError
 
 from data import serving_dir
-from pipeline.families import gate_metrics
 from models.common import references
-from stackenv.errors import MissingInput, PathError
+from pipeline.families import gate_metrics
 
 COUNT_METRIC = "example_count"
 
@@ -21,7 +21,7 @@ def _require_dir(base_dir: str) -> None:
                                 "as output/serving/cnn (the run summary's 'Pushed:' line, minus the version).")
 
 
-def list_models(base_dir: str) -> List[str]:
+def list_models(base_dir: str) -> list[str]:
     """One line per pushed version, newest first; the served one is marked with '*'."""
     _require_dir(base_dir)
     versions = serving_dir.list_versions(base_dir)

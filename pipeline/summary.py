@@ -6,7 +6,8 @@ summary is also correct for a run that was fully served from cache.
 import dataclasses
 import json
 import os
-from typing import Dict, List, Optional
+
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import statistics_pb2
@@ -16,7 +17,6 @@ from data.tfrecords import DatasetManifest
 from pipeline import gate_summary, graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
-from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
 # Written by a Trainer run_fn into its model_run dir: reference predictors on the same eval data.
 REFERENCES_FILE = "baselines.json"
@@ -31,25 +31,25 @@ class RecordCountMismatch(ProjectError):
 @dataclasses.dataclass
 class RunSummary:
     pipeline_name: str
-    components: List[mlmd.NodeExecution]
-    split_counts: Dict[str, int]
+    components: list[mlmd.NodeExecution]
+    split_counts: dict[str, int]
     num_input_examples: int
     metric_name: str
     metric_label: str = "Accuracy"
-    references: Dict[str, float] = dataclasses.field(default_factory=dict)
-    overall: Optional[SliceMetric] = None
-    baseline_overall: Optional[SliceMetric] = None
-    slices: List[SliceMetric] = dataclasses.field(default_factory=list)
-    blessed: Optional[bool] = None
-    not_blessed_reasons: List[str] = dataclasses.field(default_factory=list)
-    pushed_path: Optional[str] = None
-    evaluation_uri: Optional[str] = None
-    split_description: Optional[str] = None   # how the data preparation split (data/text_split.py)
-    model_uri: Optional[str] = None  # the Trainer's Model (references.json, training.json)
-    warnings: List[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
+    references: dict[str, float] = dataclasses.field(default_factory=dict)
+    overall: SliceMetric | None = None
+    baseline_overall: SliceMetric | None = None
+    slices: list[SliceMetric] = dataclasses.field(default_factory=list)
+    blessed: bool | None = None
+    not_blessed_reasons: list[str] = dataclasses.field(default_factory=list)
+    pushed_path: str | None = None
+    evaluation_uri: str | None = None
+    split_description: str | None = None   # how the data preparation split (data/text_split.py)
+    model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
 
     @property
-    def worst_slice(self) -> Optional[SliceMetric]:
+    def worst_slice(self) -> SliceMetric | None:
         return min(self.slices, key=lambda s: s.value) if self.slices else None
 
     @property
@@ -57,13 +57,13 @@ class RunSummary:
         return sum(1 for c in self.components if c.cached)
 
 
-def _uri(execution: Optional[mlmd.NodeExecution], key: str) -> Optional[str]:
+def _uri(execution: mlmd.NodeExecution | None, key: str) -> str | None:
     if execution is None or not execution.outputs.get(key):
         return None
     return execution.outputs[key][0].uri
 
 
-def split_counts_from_statistics(statistics_uri: str) -> Dict[str, int]:
+def split_counts_from_statistics(statistics_uri: str) -> dict[str, int]:
     """Examples per split, as StatisticsGen counted them from ExampleGen's output."""
     counts = {}
     for entry in sorted(tf.io.gfile.listdir(statistics_uri)):
@@ -75,7 +75,7 @@ def split_counts_from_statistics(statistics_uri: str) -> Dict[str, int]:
     return counts
 
 
-def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
+def _read_references(model_run_uri: str | None) -> dict[str, float]:
     path = os.path.join(model_run_uri or "", REFERENCES_FILE)
     if not model_run_uri or not tf.io.gfile.exists(path):
         return {}
@@ -83,7 +83,7 @@ def _read_references(model_run_uri: Optional[str]) -> Dict[str, float]:
         return {k: v for k, v in json.load(handle).items() if k.endswith("top5")}
 
 
-def _split_warnings(statistics_uri: str, splits: List[str]) -> List[str]:
+def _split_warnings(statistics_uri: str, splits: list[str]) -> list[str]:
     """A class the eval split lacks is blessed unmeasured: say so (components/split_check.py)."""
     from components.split_check import SplitError, check_splits, read_split_facts
 

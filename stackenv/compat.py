@@ -244,7 +244,7 @@ def bound_multi_worker_waits(cluster_wait_s: float, check_interval_s: float, pee
 # which work-around to delete.
 
 import json  # noqa: E402
-from typing import Dict, List, Mapping, Optional  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
 
 # TFX's V2 container entrypoint; ours (pipeline/kubeflow_entrypoint.py) wraps it.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
@@ -252,7 +252,7 @@ INVOCATION_FLAG = "--json_serialized_invocation_args"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 
 
-def _flag_value(argv: List[str], flag: str) -> Optional[int]:
+def _flag_value(argv: list[str], flag: str) -> int | None:
     """Index of the value of ``flag`` in ``argv`` (``--flag value`` or ``--flag=value``)."""
     for index, arg in enumerate(argv):
         if arg == flag and index + 1 < len(argv):
@@ -262,16 +262,16 @@ def _flag_value(argv: List[str], flag: str) -> Optional[int]:
     return None
 
 
-def _get(argv: List[str], index: int, flag: str) -> str:
+def _get(argv: list[str], index: int, flag: str) -> str:
     value = argv[index]
     return value[len(flag) + 1:] if value.startswith(flag + "=") else value
 
 
-def _set(argv: List[str], index: int, flag: str, value: str) -> None:
+def _set(argv: list[str], index: int, flag: str, value: str) -> None:
     argv[index] = f"{flag}={value}" if argv[index].startswith(flag + "=") else value
 
 
-def restore_artifact_types(executor_input: Dict[str, Any], inputs_spec: Mapping[str, Any]) -> List[str]:
+def restore_artifact_types(executor_input: dict[str, Any], inputs_spec: Mapping[str, Any]) -> list[str]:
     """Give upstream input artifacts back the type the compiled component declares.
 
     tensorflow/tfx#7768 (open for TFX 1.16 + KFP 2.x): KFP's driver passes an artifact produced
@@ -301,7 +301,7 @@ def restore_artifact_types(executor_input: Dict[str, Any], inputs_spec: Mapping[
     return restored
 
 
-def restore_artifact_types_in_argv(argv: List[str]) -> List[str]:
+def restore_artifact_types_in_argv(argv: list[str]) -> list[str]:
     """``restore_artifact_types`` applied to the container arguments; returns the new argv."""
     argv = list(argv)
     invocation_at = _flag_value(argv, INVOCATION_FLAG)
@@ -315,7 +315,7 @@ def restore_artifact_types_in_argv(argv: List[str]) -> List[str]:
     return argv
 
 
-def with_default_pipeline_root(pipeline_job: Dict[str, Any], pipeline_root: str) -> Dict[str, Any]:
+def with_default_pipeline_root(pipeline_job: dict[str, Any], pipeline_root: str) -> dict[str, Any]:
     """The PipelineSpec to write, with the pipeline root recorded in it.
 
     TFX 1.16's ``KubeflowV2DagRunner`` keeps the root only in the PipelineJob's

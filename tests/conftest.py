@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import stackenv  # noqa: F401
+
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ def digits_dataset(tmp_path_factory):
 def digits_examples(digits_dataset):
     """A small, class-balanced list of raw digit examples as dicts (image, label)."""
     import numpy as np
+
     from data import features
     from data.tfrecords import read_examples
 
@@ -58,6 +60,7 @@ def analyze_and_transform(preprocessing_fn, raw_spec, rows, out_dir: Path, custo
 def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
     """CNN preprocessing analysed on 300 digits: (TFTransformOutput, transformed rows)."""
     import tensorflow as tf
+
     from models.cnn import features
     from models.cnn.preprocessing import preprocessing_fn
 

@@ -14,8 +14,9 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any
 
 import websocket
 
@@ -51,9 +52,9 @@ class Page:
     def __init__(self, connection: websocket.WebSocket):
         self._connection = connection
         self._ids = itertools.count(1)
-        self.events: List[Dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, timeout: float = 60, **params) -> Dict[str, Any]:
+    def send(self, method: str, timeout: float = 60, **params) -> dict[str, Any]:
         message_id = next(self._ids)
         self._connection.send(json.dumps({"id": message_id, "method": method, "params": params}))
         deadline = time.monotonic() + timeout
@@ -66,7 +67,7 @@ class Page:
             self.events.append(message)
         raise TimeoutError(f"No answer to {method} within {timeout} s")
 
-    def wait_for(self, event: str, timeout: float = 60) -> Dict[str, Any]:
+    def wait_for(self, event: str, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         seen = next((e for e in self.events if e.get("method") == event), None)
         while seen is None and time.monotonic() < deadline:
@@ -87,7 +88,7 @@ class Page:
             raise RuntimeError(f"Cannot open {url}: {result['errorText']}")
         self.wait_for("Page.loadEventFired", timeout)
 
-    def requested_urls(self) -> List[str]:
+    def requested_urls(self) -> list[str]:
         return [e["params"]["request"]["url"] for e in self.events
                 if e.get("method") == "Network.requestWillBeSent"]
 
@@ -137,7 +138,7 @@ def _page_websocket_url(port: int) -> str:
 
 
 @contextlib.contextmanager
-def chromium_page(user_data_dir: Path, binary: Optional[str] = None, timeout: float = 60) -> Iterator[Page]:
+def chromium_page(user_data_dir: Path, binary: str | None = None, timeout: float = 60) -> Iterator[Page]:
     """Start a fresh headless Chromium (own profile dir) and yield a tab; stop it afterwards."""
     user_data_dir.mkdir(parents=True, exist_ok=True)
     command = [binary or find_chromium(), *FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"]

@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from typing import Dict, List, Mapping, Optional
+from collections.abc import Mapping
 
 KFP_BACKEND_TAG = "2.3.0"
 DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"      # config/env.go
@@ -68,9 +68,9 @@ class TaskFailed(RuntimeError):
         self.task = task
 
 
-def topological_tasks(spec: dict) -> List[str]:
+def topological_tasks(spec: dict) -> list[str]:
     tasks = spec["root"]["dag"]["tasks"]
-    done: List[str] = []
+    done: list[str] = []
     while len(done) < len(tasks):
         ready = sorted(t for t, body in tasks.items()
                        if t not in done and all(d in done for d in body.get("dependentTasks", [])))
@@ -86,14 +86,14 @@ def generate_output_uri(root: str, *paths: str) -> str:
     return f"{root.rstrip('/')}/{os.path.normpath('/'.join(paths)).lstrip('/')}"
 
 
-def local_path_for_uri(uri: str) -> Optional[str]:
+def local_path_for_uri(uri: str) -> str | None:
     for scheme, mount in LAUNCHER_SCHEMES.items():
         if uri.startswith(scheme):
             return mount + uri[len(scheme):]
     return None
 
 
-def dockerfile_env(path: str = os.path.join(REPO, "kubeflow", "Dockerfile")) -> Dict[str, str]:
+def dockerfile_env(path: str = os.path.join(REPO, "kubeflow", "Dockerfile")) -> dict[str, str]:
     """The image's ENV (``ENV A=1 \\ B=2`` blocks)."""
     with open(path) as handle:
         text = handle.read().replace("\\\n", " ")
@@ -128,7 +128,7 @@ def _from_mlmd_value(kind_value):
 class Cluster:
     """The MLMD store and object store of one KFP installation, across runs."""
 
-    def __init__(self, work_dir: str, pipeline_root: Optional[str] = None, allow_local_root: bool = False,
+    def __init__(self, work_dir: str, pipeline_root: str | None = None, allow_local_root: bool = False,
                  image_paths: Mapping[str, str] = (), env: Mapping[str, str] = (), timeout: int = 900):
         self.work_dir = work_dir
         self.pipeline_root = pipeline_root
@@ -136,18 +136,18 @@ class Cluster:
         self.image_paths = dict(image_paths)
         self.env = dict(env)
         self.timeout = timeout
-        self.artifacts: Dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
+        self.artifacts: dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
         self.next_id = 1
-        self.executor_inputs: Dict[str, dict] = {}  # last run: task -> the ExecutorInput it got
+        self.executor_inputs: dict[str, dict] = {}  # last run: task -> the ExecutorInput it got
 
     # -- the driver ---------------------------------------------------------------------------
-    def run(self, spec: dict, run_id: Optional[str] = None, runtime_root: Optional[str] = None,
-            until: Optional[str] = None) -> Dict[str, Dict[str, dict]]:
+    def run(self, spec: dict, run_id: str | None = None, runtime_root: str | None = None,
+            until: str | None = None) -> dict[str, dict[str, dict]]:
         """One run: every task in dependency order; returns task -> output key -> MLMD artifact."""
         run_id = run_id or str(uuid.uuid4())
         root = runtime_root or self.pipeline_root or DEFAULT_PIPELINE_ROOT
         run_root = generate_output_uri(root, spec["pipelineInfo"]["name"], run_id)
-        produced: Dict[str, Dict[str, int]] = {}
+        produced: dict[str, dict[str, int]] = {}
         self.executor_inputs = {}
         for task_name in topological_tasks(spec):
             produced[task_name] = self._run_task(spec, task_name, produced, run_root)
@@ -179,8 +179,8 @@ class Cluster:
                 value = value.replace(old, new)
         return value
 
-    def _run_task(self, spec: dict, task_name: str, produced: Dict[str, Dict[str, int]],
-                  run_root: str) -> Dict[str, int]:
+    def _run_task(self, spec: dict, task_name: str, produced: dict[str, dict[str, int]],
+                  run_root: str) -> dict[str, int]:
         task = spec["root"]["dag"]["tasks"][task_name]
         component = spec["components"][task["componentRef"]["name"]]
         container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
@@ -236,7 +236,7 @@ class Cluster:
         if result.returncode != 0:
             raise TaskFailed(task_name, f"exit status {result.returncode}\n{result.stderr[-6000:]}")
 
-    def _record_outputs(self, executor_input: dict, output_file: str) -> Dict[str, int]:
+    def _record_outputs(self, executor_input: dict, output_file: str) -> dict[str, int]:
         reported = {}
         if os.path.exists(output_file):
             with open(output_file) as handle:

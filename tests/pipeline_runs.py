@@ -5,10 +5,8 @@ pytest registers an imported fixture once per importing module, so session scope
 would run the pipeline once per module; the module-level cache makes it once per session.
 """
 from pathlib import Path
-from typing import Dict
 
 import pytest
-
 from conftest import PROJECT_ROOT, run_cli
 
 ARTIFACTS_DIR = PROJECT_ROOT / "test-artifacts"   # gitignored; CI keeps it
@@ -28,7 +26,7 @@ def _run(output: Path, args) -> None:
     (ARTIFACTS_DIR / "run-summary.txt").write_text(result.stdout)   # the README tour shows the last one
 
 
-_outputs: Dict[str, Path] = {}
+_outputs: dict[str, Path] = {}
 
 
 @pytest.fixture(scope="session")

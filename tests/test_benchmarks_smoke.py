@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import PROJECT_ROOT
 
 BENCH = PROJECT_ROOT / "benchmarks"

@@ -2,9 +2,8 @@
 import os
 
 import pytest
-from PIL import Image
-
 from conftest import run_cli
+from PIL import Image
 
 
 def _assert_user_error(result, *must_mention):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 from PIL import Image
 
 from data import features
@@ -21,8 +22,6 @@ from data.tfrecords import (
     read_examples,
     write_examples,
 )
-
-import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
                "dog", "frog", "horse", "ship", "truck"]

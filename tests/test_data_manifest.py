@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 from data import text_sources
 from data.errors import DataError
@@ -20,8 +21,6 @@ from data.prepare import (
     source_fingerprint,
 )
 from data.text import prepare_text_dataset
-
-import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 # manifest.json as the version before the family parts wrote it (format version 1).
 LEGACY_IMAGE = {

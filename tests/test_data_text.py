@@ -4,13 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 from data import text_features as features
 from data.errors import DataError
-from data.tfrecords import DatasetManifest
 from data.text import example_gen_split, position_bucket, prepare_text_dataset, window_count
-
-import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
+from data.tfrecords import DatasetManifest
 
 
 def read_all(manifest: DatasetManifest) -> list[dict[str, str]]:

@@ -8,7 +8,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import run_cli
 from tf_serving_rest import predict
 

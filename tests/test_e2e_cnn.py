@@ -9,12 +9,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image
-
 from conftest import run_cli
+from PIL import Image
+from tf_serving_rest import predict
+
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig
-from tf_serving_rest import predict
 
 pytestmark = pytest.mark.e2e
 

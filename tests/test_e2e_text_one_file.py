@@ -6,11 +6,11 @@ project's lines: the library noise goes to output/logs/.
 """
 import json
 import os
-
-import pytest
 from pydoc_data.topics import topics
 
+import pytest
 from conftest import run_cli
+
 from pipeline import mlmd
 from pipeline.config import PipelineConfig
 from pipeline.summary import split_counts_from_statistics
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 # Written by C++ (absl, grappler) or as Python warnings; none may reach the terminal.
 NOISE = ("absl::InitializeLog", "op_level_cost_estimator", "W0000", "FutureWarning", "cuda_dnn.cc")
 RUN_ARGS = ("--model", "seq2seq", "--train-steps", "12", "--eval-steps", "4", "--vocab-size", "300",
-            "--min-accuracy", "0.01")
+            "--min-accuracy", "0.01", "--gate-margin", "-1")
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import PROJECT_ROOT
+
 from models.common.inputs import make_dataset
 
 FILE_SIZES = (37, 38, 39)

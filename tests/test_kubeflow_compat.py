@@ -7,6 +7,14 @@ blessing refactor with an in-process baseline).
 """
 import json
 
+from stackenv.compat import (
+    INPUTS_SPEC_FLAG,
+    INVOCATION_FLAG,
+    restore_artifact_types,
+    restore_artifact_types_in_argv,
+    with_default_pipeline_root,
+)
+
 import pytest
 import yaml
 from google.protobuf import json_format
@@ -19,8 +27,6 @@ from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
 from tfx.types import standard_artifacts
 
 from components.evaluator import BASELINE_MODEL_URI_KEY, _name_baseline_by_path
-from stackenv.compat import (INPUTS_SPEC_FLAG, INVOCATION_FLAG, restore_artifact_types,
-                                      restore_artifact_types_in_argv, with_default_pipeline_root)
 
 EXAMPLES_SCHEMA = "title: tfx.Examples\ntype: object\n"
 # As KFP's driver passes an artifact produced upstream (backend src/v2/metadata/client.go:825).

@@ -7,11 +7,11 @@ import json
 
 import pytest
 import yaml
+from conftest import run_cli
 from google.protobuf import json_format
 from kfp import components as kfp_components
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from conftest import run_cli
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline

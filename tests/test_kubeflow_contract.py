@@ -8,14 +8,14 @@ through TFX's ``refactor_model_blessing``.
 """
 import json
 import os
+from pydoc_data.topics import topics
 
 import pytest
 import tensorflow as tf
 import yaml
-from pydoc_data.topics import topics
+from kfp_contract import Cluster, TaskFailed, topological_tasks
 
 from data.serving_dir import list_versions
-from kfp_contract import Cluster, TaskFailed, topological_tasks
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
@@ -26,8 +26,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 IMAGE = "registry.example.com/tfx-project:test"
 # Small and quick: the contract is what is tested, not the model.
-SETTINGS = {"cnn": dict(train_steps=20, min_accuracy=0.0, max_regression=1.0),
-            "seq2seq": dict(train_steps=10, vocab_size=300, min_accuracy=0.0, max_regression=1.0)}
+# gate_margin -1: a 20-step model need not beat the reference predictors to exercise the contract.
+SETTINGS = {"cnn": dict(train_steps=20, min_accuracy=0.0, max_regression=1.0, gate_margin=-1.0),
+            "seq2seq": dict(train_steps=10, family_settings={"vocab_size": 300}, min_accuracy=0.0,
+                            max_regression=1.0, gate_margin=-1.0)}
 
 
 def _small_corpus(directory) -> str:
@@ -51,7 +53,7 @@ def compile_for_contract(model: str, tmp_path, root: str = None) -> tuple:
     if model == "seq2seq":
         prepared = FAMILIES[model].prepare_data(PipelineConfig(
             model=model, data=_small_corpus(tmp_path / "corpus"), output_dir=str(tmp_path / "prep"),
-            vocab_size=SETTINGS[model]["vocab_size"]))
+            family_settings=SETTINGS[model]["family_settings"]))
         data = prepared.examples_dir
     config = PipelineConfig(model=model, output_dir=root, data=data, **SETTINGS[model])
     dataset = dataset_for_cluster(config, FAMILIES[model].prepare_data)
@@ -63,7 +65,8 @@ def compile_for_contract(model: str, tmp_path, root: str = None) -> tuple:
         return yaml.safe_load(handle), config, image_paths
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
+# Both families, two runs each; the seq2seq half is behind `slow` to keep CI within its budget.
+@pytest.fixture(scope="module", params=["cnn", pytest.param("seq2seq", marks=pytest.mark.slow)])
 def two_runs(request, tmp_path_factory):
     model = request.param
     tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}")

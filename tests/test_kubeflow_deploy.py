@@ -14,13 +14,15 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import stackenv  # noqa: F401  (before TFX, which the package fixture imports)
+
 import kfp
 import pytest
 import yaml
@@ -182,7 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
             return "no pipeline spec is provided" if not specs else "multiple pipeline specs provided"
         spec = specs[0]
         if spec.get("schemaVersion") != "2.1.0":
-            return f"KFP only supports schema version 2.1.0, but the pipeline spec has version {spec.get('schemaVersion')}"
+            return ("KFP only supports schema version 2.1.0, but the pipeline spec has version "
+                    f"{spec.get('schemaVersion')}")
         if not (spec.get("pipelineInfo") or {}).get("name"):
             return "invalid v2 pipeline spec: name is empty"
         if not spec.get("root"):

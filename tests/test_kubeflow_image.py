@@ -2,8 +2,8 @@
 import re
 
 import pytest
-
 from conftest import PROJECT_ROOT
+
 from pipeline.families import FAMILIES
 from pipeline.kubeflow_runner import IMAGE_DATA_ROOT
 

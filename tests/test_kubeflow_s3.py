@@ -10,13 +10,13 @@ import os
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
-
 from kfp_contract import Cluster, topological_tasks
-from pipeline.kubeflow_storage import s3_environment
+from moto.server import ThreadedMotoServer
 from test_kubeflow_contract import compile_for_contract
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]  # two full runs, see test_kubeflow_contract.py
+from pipeline.kubeflow_storage import s3_environment
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]  # two full runs, see test_kubeflow_contract.py
 
 BUCKET = "mlpipeline"
 KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}

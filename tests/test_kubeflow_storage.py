@@ -1,9 +1,14 @@
 """Which roots a KFP step can write, and the S3 environment the steps get (no TFX, no cluster)."""
 import pytest
-
 from kfp_contract import DEFAULT_PIPELINE_ROOT, LAUNCHER_SCHEMES
-from pipeline.kubeflow_storage import (DEFAULT_KFP_ROOT, WRITABLE_SCHEMES, KubeflowConfigError,
-                                       check_pipeline_root, s3_environment)
+
+from pipeline.kubeflow_storage import (
+    DEFAULT_KFP_ROOT,
+    WRITABLE_SCHEMES,
+    KubeflowConfigError,
+    check_pipeline_root,
+    s3_environment,
+)
 
 
 def test_writable_schemes_are_ones_the_launcher_maps():

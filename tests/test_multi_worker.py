@@ -89,6 +89,7 @@ def _finish(workers, timeout):
     return results
 
 
+@pytest.mark.slow  # two training processes on 2 cores
 def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_digits, digits_examples, tmp_path):
     import tensorflow as tf
     from tf_serving_rest import predict
@@ -115,6 +116,7 @@ def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_dig
     assert accuracy > 0.5, accuracy  # 10 classes: chance is 0.1
 
 
+@pytest.mark.slow  # two training processes on 2 cores
 def test_multi_worker_dead_peer_ends_the_other_with_a_paragraph(transformed_digits, tmp_path):
     workers = _start_workers(transformed_digits, tmp_path, train_steps=100_000, epochs=1)
     deadline = time.monotonic() + 240

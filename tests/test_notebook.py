@@ -8,12 +8,12 @@ import os
 import nbformat
 import pytest
 import tensorflow_model_analysis as tfma
+from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-
-from conftest import PROJECT_ROOT
-from pipeline import report
 from pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
+
+from pipeline import report
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "inspect_metrics.ipynb"
 TEXT_TYPES = ("text/plain", "text/html", "text/markdown")

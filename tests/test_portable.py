@@ -41,6 +41,7 @@ def project_pool():
         pool.wait(timeout=30)
 
 
+@pytest.mark.slow  # a whole pipeline through worker processes: minutes on 2 cores
 def test_portable_runner_with_external_pool_runs_the_whole_pipeline(project_pool, tmp_path):
     result = run_cli("run", "--output", tmp_path / "out", "--train-steps", "5", "--min-accuracy", "0",
                      *_portable_args(project_pool), timeout=1200)

@@ -8,10 +8,10 @@ import time
 
 import numpy as np
 import pytest
+from conftest import PROJECT_ROOT, run_cli
 from PIL import Image
 
 from data import serving_dir
-from conftest import PROJECT_ROOT, run_cli
 from pipeline import graph, mlmd
 from pipeline.config import PipelineConfig
 
@@ -102,7 +102,8 @@ def test_killed_runs_resume_from_cache_and_leave_mlmd_consistent(tmp_path):
 
 def test_second_run_on_the_same_output_fails_fast(tmp_path):
     output = tmp_path / "out"
-    first = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--output", str(output), "--train-steps", "3000"],
+    command = [sys.executable, "-m", "pipeline", "run", "--output", str(output), "--train-steps", "3000"]
+    first = subprocess.Popen(command,
                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for line in first.stdout:

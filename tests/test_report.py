@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import tensorflow_model_analysis as tfma
-
 from headless_chromium import ChromiumNotFound, chromium_page, find_chromium
-from pipeline import graph, mlmd, report
 from pipeline_runs import ARTIFACTS_DIR, PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401
+
+from pipeline import graph, mlmd, report
 
 pytestmark = pytest.mark.e2e
 

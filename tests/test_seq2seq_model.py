@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import analyze_and_transform
+
 from models.common.inputs import make_dataset
 from models.seq2seq import evaluation, export, features
 from models.seq2seq.baselines import ngram_baselines

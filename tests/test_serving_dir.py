@@ -3,13 +3,13 @@ import os
 
 import pytest
 import tensorflow as tf
+from conftest import run_cli
 from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 from components import pusher
 from data import serving_dir
-from conftest import run_cli
 
 
 @pytest.fixture(scope="module")

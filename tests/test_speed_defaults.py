@@ -6,7 +6,6 @@ import sys
 import types
 
 import pytest
-
 from conftest import PROJECT_ROOT
 
 

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import pytest
+import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 from data import text_features as features
 from data import text_split
 from data.text import prepare_text_dataset, window_count
 from data.text_split import EVAL, TRAIN, gap_windows, split_corpus
-
-import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 
 SETTINGS = {"context_words": 16, "target_words": 4, "stride": 2}  # the defaults
 

@@ -10,7 +10,7 @@ answered as ``{"outputs": value}`` for one output, else ``{"outputs": {name: val
 """
 import base64
 import json
-from typing import Any, Dict
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -33,7 +33,7 @@ def _jsonable(value: Any) -> Any:
     return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
 
 
-def predict(saved_model, body: Dict[str, Any]) -> Dict[str, Any]:
+def predict(saved_model, body: dict[str, Any]) -> dict[str, Any]:
     body = json.loads(json.dumps(body))  # exactly what survives the wire
     signature = saved_model.signatures[body.get("signature_name", "serving_default")]
     specs = signature.structured_input_signature[1]
@@ -55,7 +55,7 @@ def predict(saved_model, body: Dict[str, Any]) -> Dict[str, Any]:
                             for i in range(len(instances))]}
 
 
-def _predict_columnar(signature, specs, inputs: Any) -> Dict[str, Any]:
+def _predict_columnar(signature, specs, inputs: Any) -> dict[str, Any]:
     if not isinstance(inputs, dict):  # one unnamed input
         (name,) = specs
         inputs = {name: inputs}

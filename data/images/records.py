@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import tensorflow as tf

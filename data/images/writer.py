@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import tensorflow as tf

@@ -14,7 +14,6 @@ wrong with it.
 """
 import dataclasses
 import os
-from typing import Optional, Tuple
 
 from stackenv.errors import ProjectError
 
@@ -38,9 +37,9 @@ def is_remote(handle: str) -> bool:
     return handle.startswith(REMOTE_PREFIXES)
 
 
-def _input_shape(module) -> Optional[Tuple]:
+def _input_shape(module) -> tuple | None:
     """[batch, H, W, C] from the module's call signature (None dims allowed), if it has one."""
-    call = getattr(module, "__call__", None)
+    call = getattr(module, "__call__", None)  # noqa: B004 - its concrete functions, not callability
     functions = list(getattr(call, "concrete_functions", None) or [])
     for function in functions:
         args = function.structured_input_signature[0]

@@ -1,6 +1,6 @@
 """TFMA EvalConfig for the CNN: what 'good enough to serve' means for a classifier."""
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow_model_analysis as tfma
 

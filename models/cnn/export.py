@@ -8,7 +8,7 @@
 TF Serving warm-up requests for the first two go into ``assets.extra`` (models/common/warmup.py).
 The transform graph is embedded (``model.tft_layer``), so serving needs no Python.
 """
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +23,7 @@ PREDICT_IMAGE_SIGNATURE = "predict_image"
 def _output_fn(model: tf.keras.Model, class_names: Sequence[str]):
     names = tf.constant(list(class_names), dtype=tf.string)
 
-    def outputs(transformed: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    def outputs(transformed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         # A CNN from scratch reads the standardised pixels, one on a base model [0, 1] pixels.
         probabilities = model({name: transformed[name] for name in model.input_names})
         class_ids = tf.argmax(probabilities, axis=-1)

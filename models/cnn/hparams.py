@@ -5,7 +5,8 @@ images"); ``TrainingSettings.family["hparams"]`` overrides them, and an unknown 
 a wrong value fails loudly instead of being ignored.
 """
 import dataclasses
-from typing import Any, Dict, Mapping, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 AUGMENTATIONS = ("translate", "zoom", "contrast", "flip")
 AUTO_AUGMENT = ("translate", "zoom")
@@ -24,7 +25,7 @@ class CnnHyperparameters:
     # Training-only Keras preprocessing layers, from AUGMENTATIONS, or "auto": translate+zoom
     # from AUTO_AUGMENT_MIN_SIZE pixels up (they helped on the 24-32 px glyphs and icons sets
     # and hurt the 8x8 digits: benchmarks/README.md), none below. Flips only on request.
-    augment: Tuple[str, ...] = ("auto",)
+    augment: tuple[str, ...] = ("auto",)
     # Training regime (models/common/regime.py).
     min_steps: int = 1000          # optimizer steps before early stopping may stop (small sets)
     patience_steps: int = 300      # steps without improvement on the held-out part
@@ -49,7 +50,7 @@ class CnnHyperparameters:
     @classmethod
     def from_family(cls, family: Mapping[str, Any]) -> "CnnHyperparameters":
         """From ``TrainingSettings.family["hparams"]``; unknown names fail loudly."""
-        values: Dict[str, Any] = dict(family.get("hparams") or {})
+        values: dict[str, Any] = dict(family.get("hparams") or {})
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"Unknown CNN hyperparameters {sorted(unknown)}; "
@@ -60,13 +61,13 @@ class CnnHyperparameters:
                                                   else augment) if a)
         return cls(**values)
 
-    def augmentations(self, height: int, width: int) -> Tuple[str, ...]:
+    def augmentations(self, height: int, width: int) -> tuple[str, ...]:
         """The augmentation layers for images of this size ("auto" resolved)."""
         if self.augment == ("auto",):
             return AUTO_AUGMENT if min(height, width) >= AUTO_AUGMENT_MIN_SIZE else ()
         return self.augment
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
         values["augment"] = list(self.augment)
         return values

@@ -6,7 +6,7 @@ the reshape and act only when Keras trains (``training=True``); at inference the
 identity, so the exported signatures behave exactly as without them.
 """
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -32,7 +32,7 @@ def augmentation_layers(augment: Sequence[str], seed: int = 0) -> list:
 
 
 def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float = 1e-3,
-              hparams: CnnHyperparameters = CnnHyperparameters(),
+              hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen dataclass
               jit_compile: bool = False) -> tf.keras.Model:
     """Build and compile the classifier; call inside ``strategy.scope()``."""
     height, width, channels = (int(v) for v in image_shape)
@@ -62,7 +62,7 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
 
 
 def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, learning_rate: float = 1e-3,
-                        hparams: CnnHyperparameters = CnnHyperparameters(),
+                        hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen  # noqa: B008 - frozen dataclass
                         jit_compile: bool = False) -> tf.keras.Model:
     """A new softmax head on a pretrained feature extractor (``base``: base_model.BaseModelInfo),
     frozen; :func:`unfreeze_base` before fine-tuning. Images are resized to the module's size

@@ -7,7 +7,7 @@ this beat plain [0, 1] scaling (benchmarks/README.md, "Your own images"): icons 
 have a mostly constant background, and per-pixel statistics put the informative pixels on
 one scale.
 """
-from typing import Any, Dict, Optional
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -19,7 +19,7 @@ from models.cnn import features
 STD_FLOOR = 0.05
 
 
-def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[str, Any]] = None):
+def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any] | None = None):
     """Standardise pixels per pixel and map class names to ids; also pass pixels scaled to
     [0, 1], the input convention of pretrained TF Hub image modules (``--base-model``).
 

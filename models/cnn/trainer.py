@@ -24,7 +24,8 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from models.cnn import base_model, evaluation, export, features, model as cnn_model
+from models.cnn import base_model, evaluation, export, features
+from models.cnn import model as cnn_model
 from models.cnn.hparams import CnnHyperparameters
 from models.common import references, regime
 from models.common.distribution import make_strategy

@@ -34,10 +34,9 @@ file order; ``repeat=True`` drops the remainder (static batch size), ``repeat=Fa
 yields every example exactly once, the last batch possibly partial.
 """
 import logging
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -56,7 +55,7 @@ log = logging.getLogger(__name__)
 
 
 def make_dataset(
-    file_patterns: Union[str, Sequence[str]],
+    file_patterns: str | Sequence[str],
     feature_spec: Mapping[str, tf.io.FixedLenFeature],
     label_key: str,
     batch_size: int,
@@ -64,10 +63,10 @@ def make_dataset(
     shuffle: bool = True,
     repeat: bool = True,
     cache: bool = True,
-    seed: Optional[int] = None,
+    seed: int | None = None,
     parallel: bool = True,
     shuffle_buffer: int = 10_000,
-    memory_budget_bytes: Optional[int] = None,
+    memory_budget_bytes: int | None = None,
     data_service: str = "",
 ) -> tf.data.Dataset:
     """Yield ``(features, label)`` batches; ``features`` holds every key but the label.
@@ -107,8 +106,8 @@ def _all_fixed_len(feature_spec) -> bool:
         for f in feature_spec.values())
 
 
-def _load_in_memory(patterns: List[str], feature_spec, budget: int,
-                    parallel: bool) -> Optional[Dict[str, tf.Tensor]]:
+def _load_in_memory(patterns: list[str], feature_spec, budget: int,
+                    parallel: bool) -> dict[str, tf.Tensor] | None:
     """Every example of the files, parsed, in sorted file order; None if over ``budget``."""
     files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))  # as list_files
     if not files:
@@ -190,8 +189,8 @@ def _no_autograph(fn):
     return tf.autograph.experimental.do_not_convert(fn)
 
 
-def _in_memory_dataset(data: Dict[str, tf.Tensor], label_key: str, batch_size: int, *,
-                       shuffle: bool, repeat: bool, seed: Optional[int],
+def _in_memory_dataset(data: dict[str, tf.Tensor], label_key: str, batch_size: int, *,
+                       shuffle: bool, repeat: bool, seed: int | None,
                        parallel: bool) -> tf.data.Dataset:
     count = int(next(iter(data.values())).shape[0])
     with tf.device("/cpu:0"):
@@ -224,8 +223,8 @@ def _in_memory_dataset(data: Dict[str, tf.Tensor], label_key: str, batch_size: i
 # ------------------------------------------------------------------------ streaming
 
 
-def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_size: int, *,
-                       shuffle: bool, repeat: bool, cache: bool, seed: Optional[int],
+def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_size: int, *,
+                       shuffle: bool, repeat: bool, cache: bool, seed: int | None,
                        parallel: bool, shuffle_buffer: int) -> tf.data.Dataset:
     files = tf.data.Dataset.list_files(patterns, shuffle=shuffle, seed=seed)
     read = lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP")  # noqa: E731
@@ -256,9 +255,9 @@ def _streaming_dataset(patterns: List[str], feature_spec, label_key: str, batch_
     return batches.with_options(options)
 
 
-def load_split(file_patterns: Union[str, Sequence[str]],
+def load_split(file_patterns: str | Sequence[str],
                feature_spec: Mapping[str, tf.io.FixedLenFeature],
-               memory_budget_bytes: Optional[int] = None) -> Optional[Dict[str, np.ndarray]]:
+               memory_budget_bytes: int | None = None) -> dict[str, np.ndarray] | None:
     """Every example of a split as numpy arrays (sorted file order), or None when it is not
     held in memory (over the budget, variable-length features, not eager): for trainers
     that need the whole split at once (a held-out part of train, reference predictors)."""

@@ -13,7 +13,8 @@ the summary and ``models`` show the references next to the model. Format (any fa
 import json
 import os
 import warnings
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -30,13 +31,13 @@ def references_path(saved_model_dir: str) -> str:
 
 
 def write_references(saved_model_dir: str, metric: str, references: Mapping[str, float],
-                     gate_reference: str, margin: float, extra: Optional[Mapping[str, Any]] = None) -> str:
+                     gate_reference: str, margin: float, extra: Mapping[str, Any] | None = None) -> str:
     """Write ``references.json`` into an exported SavedModel; returns its path."""
     import tensorflow as tf
 
     if gate_reference not in references:
         raise ValueError(f"gate reference {gate_reference!r} is not one of {sorted(references)}")
-    payload: Dict[str, Any] = {"metric": metric, "gate_reference": gate_reference, "margin": float(margin),
+    payload: dict[str, Any] = {"metric": metric, "gate_reference": gate_reference, "margin": float(margin),
                                "references": {k: round(float(v), 6) for k, v in references.items()}}
     payload.update(extra or {})
     path = references_path(saved_model_dir)
@@ -46,7 +47,7 @@ def write_references(saved_model_dir: str, metric: str, references: Mapping[str,
     return path
 
 
-def read_references(saved_model_dir: str) -> Optional[Dict[str, Any]]:
+def read_references(saved_model_dir: str) -> dict[str, Any] | None:
     """The model's ``references.json``, or None when it has none (older exports) or it is unreadable."""
     import tensorflow as tf
 
@@ -62,7 +63,7 @@ def read_references(saved_model_dir: str) -> Optional[Dict[str, Any]]:
     return payload
 
 
-def gate_value(payload: Optional[Mapping[str, Any]]) -> Optional[float]:
+def gate_value(payload: Mapping[str, Any] | None) -> float | None:
     """The value the key metric must reach to beat the gate reference: reference + margin."""
     if not payload:
         return None
@@ -78,7 +79,7 @@ def subsample(count: int, limit: int, seed: int) -> np.ndarray:
 
 def classifier_references(x_train: np.ndarray, y_train: np.ndarray, x_eval: np.ndarray, y_eval: np.ndarray,
                           seed: int = 0, max_train: int = MAX_TRAIN_EXAMPLES,
-                          max_eval: int = MAX_EVAL_EXAMPLES) -> Dict[str, float]:
+                          max_eval: int = MAX_EVAL_EXAMPLES) -> dict[str, float]:
     """Eval accuracy of majority class, logistic regression and an RBF SVM on flat features.
 
     The features are the model's transformed inputs (standardised pixels), so the

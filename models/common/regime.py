@@ -16,7 +16,7 @@ returned in a :class:`FitReport` that the Trainer writes next to the model.
 """
 import dataclasses
 import math
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -37,19 +37,19 @@ class FitReport:
     steps_per_epoch: int
     stopped_early: bool
     holdout_examples: int
-    holdout_accuracy: Optional[float]
+    holdout_accuracy: float | None
     class_weights: bool             # the kept model was trained with class weights
-    class_weight_trials: Dict[str, float] = dataclasses.field(default_factory=dict)
+    class_weight_trials: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def holdout_split(labels: np.ndarray, fraction: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+def holdout_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(fit, holdout) indices: ``fraction`` of every class held out, none of a class of one."""
     rng = np.random.RandomState(seed)
-    fit: List[np.ndarray] = []
-    held: List[np.ndarray] = []
+    fit: list[np.ndarray] = []
+    held: list[np.ndarray] = []
     for value in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == value))
         count = int(math.floor(len(members) * fraction)) if len(members) > 1 else 0
@@ -58,7 +58,7 @@ def holdout_split(labels: np.ndarray, fraction: float, seed: int) -> Tuple[np.nd
     return np.sort(np.concatenate(fit)), np.sort(np.concatenate(held))
 
 
-def balanced_class_weights(labels: np.ndarray, num_classes: int) -> Dict[int, float]:
+def balanced_class_weights(labels: np.ndarray, num_classes: int) -> dict[int, float]:
     """n / (k * count) per class present (sklearn's "balanced"); absent classes weigh 1."""
     counts = np.bincount(labels.astype(np.int64), minlength=num_classes)
     present = counts > 0
@@ -73,7 +73,7 @@ def is_imbalanced(labels: np.ndarray) -> bool:
     return len(counts) > 1 and counts.max() / counts.min() > IMBALANCE_RATIO
 
 
-def _dataset(x: Dict[str, np.ndarray], y: np.ndarray, batch_size: int, shuffle: bool, seed: int):
+def _dataset(x: dict[str, np.ndarray], y: np.ndarray, batch_size: int, shuffle: bool, seed: int):
     data = tf.data.Dataset.from_tensor_slices((x, y))
     if shuffle:
         data = data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True).repeat()
@@ -81,11 +81,11 @@ def _dataset(x: Dict[str, np.ndarray], y: np.ndarray, batch_size: int, shuffle: 
     return data.batch(batch_size)
 
 
-def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: Dict[str, np.ndarray], y: np.ndarray,
+def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.ndarray], y: np.ndarray,
                      *, batch_size: int, min_steps: int, max_steps: int, patience_steps: int,
                      holdout_fraction: float, class_weights: str = "auto", num_classes: int,
-                     seed: int = 0, callbacks: Optional[list] = None,
-                     log: Optional[Callable[[str], None]] = None) -> Tuple[tf.keras.Model, FitReport]:
+                     seed: int = 0, callbacks: list | None = None,
+                     log: Callable[[str], None] | None = None) -> tuple[tf.keras.Model, FitReport]:
     """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report."""
     y = np.asarray(y).reshape(-1)  # a [n, 1] label column (TFT's FixedLenFeature [1]) works too
     fit_idx, held_idx = holdout_split(y, holdout_fraction, seed)
@@ -100,8 +100,8 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: Dict[str, np.
     if modes is None:  # auto
         modes = [False, True] if is_imbalanced(y_fit) and len(held_idx) else [False]
 
-    best: Optional[Tuple[float, tf.keras.Model, FitReport]] = None
-    trials: Dict[str, float] = {}
+    best: tuple[float, tf.keras.Model, FitReport] | None = None
+    trials: dict[str, float] = {}
     for weighted in modes:
         model = build_model()
         stopper = BestWeights(patience=max(1, math.ceil(patience_steps / steps_per_epoch)),

@@ -4,7 +4,7 @@ TFMA and TF Serving both call ``serving_default`` with serialized ``tf.Example``
 TFMA calls ``transform_features`` to read transformed labels; building them in one place
 keeps the two families' exports identical in shape.
 """
-from typing import Callable, Dict, Iterable
+from collections.abc import Callable, Iterable
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -25,7 +25,7 @@ def raw_serving_spec(tf_transform_output: tft.TFTransformOutput, drop: Iterable[
 
 
 def examples_signature(model: tf.keras.Model, raw_spec: dict,
-                       outputs: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]):
+                       outputs: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]):
     """``serving_default``: serialized tf.Examples -> the model's outputs.
 
     ``outputs`` maps transformed features to the output dict; ``model.tft_layer`` must be

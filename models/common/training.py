@@ -6,7 +6,7 @@ a dataclass means a typo fails loudly on both sides instead of silently using a 
 import contextlib
 import dataclasses
 import math
-from typing import Any, Dict
+from typing import Any
 
 from stackenv.errors import ProjectError
 
@@ -24,20 +24,20 @@ class TrainingSettings:
     explicit_steps: bool = False  # --train-steps given: train exactly that budget (no minimum)
     base_model: str = ""          # --base-model: a pretrained feature extractor to build on (image families)
     data_service: str = ""        # "auto" or a tf.data service dispatcher (models/common/data_service.py)
-    family: Dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
+    family: dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
-    def to_custom_config(self) -> Dict[str, Any]:
+    def to_custom_config(self) -> dict[str, Any]:
         return {"training": dataclasses.asdict(self)}
 
     @classmethod
-    def from_custom_config(cls, custom_config: Dict[str, Any]) -> "TrainingSettings":
+    def from_custom_config(cls, custom_config: dict[str, Any]) -> "TrainingSettings":
         values = dict((custom_config or {}).get("training") or {})
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"Unknown training settings {sorted(unknown)}")
         return cls(**values)
 
-    def input_options(self) -> Dict[str, Any]:
+    def input_options(self) -> dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers
         (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
         return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None,
@@ -56,7 +56,6 @@ class TrainingSettings:
         Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
         does the real evaluation.
         """
-        import tensorflow as tf
 
         from models.common.autograph import convert_tf_keras
         from models.common.callbacks import EpochLogger

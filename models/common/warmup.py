@@ -6,14 +6,14 @@ the first client request pays for graph initialisation: 728 ms vs a 3.6 ms p50 f
 seq2seq ``serving_default``, 87 ms vs 0.7 ms for the CNN (benchmarks/bench_serving.py).
 """
 import os
-from typing import Dict, List, Mapping, Tuple
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
-Request = Tuple[str, Dict[str, np.ndarray]]  # (signature name, inputs by name)
+Request = tuple[str, dict[str, np.ndarray]]  # (signature name, inputs by name)
 
 
 def zero_example(raw_spec: Mapping[str, tf.io.FixedLenFeature], strings: Mapping[str, bytes] = None) -> bytes:
@@ -32,7 +32,7 @@ def zero_example(raw_spec: Mapping[str, tf.io.FixedLenFeature], strings: Mapping
     return example.SerializeToString()
 
 
-def write_warmup_requests(export_dir: str, requests: List[Request]) -> str:
+def write_warmup_requests(export_dir: str, requests: list[Request]) -> str:
     """Write ``requests`` where TF Serving looks for them; returns the file path."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
@@ -48,7 +48,7 @@ def write_warmup_requests(export_dir: str, requests: List[Request]) -> str:
     return path
 
 
-def read_warmup_requests(export_dir: str) -> List[Request]:
+def read_warmup_requests(export_dir: str) -> list[Request]:
     """The requests as TF Serving reads them back (tests and benchmarks replay them)."""
     from tensorflow_serving.apis import prediction_log_pb2
 

@@ -12,22 +12,22 @@ model's: a model that does not beat them has learned nothing a frequency table w
 Ties are broken by the smaller token id, so results are deterministic.
 """
 import collections
-from typing import Dict, Iterable, List, Sequence, Tuple, Union
+from collections.abc import Iterable, Sequence
 
 from data.tfrecords import read_examples
 from models.seq2seq import features
 
 TOP_K = 5
-Patterns = Union[str, Sequence[str]]  # a glob, or a list of them (TFX fn_args files)
+Patterns = str | Sequence[str]  # a glob, or a list of them (TFX fn_args files)
 
 
-def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> Dict[str, float]:
+def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> dict[str, float]:
     """``{"unigram_top5", "bigram_top5", "eval_examples"}`` for TFRecord globs (GZIP if .gz).
 
     A pattern may be a list of globs, as TFX's ``fn_args.train_files``.
     """
     unigram: collections.Counter = collections.Counter()
-    bigram: Dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    bigram: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for last, next_token in _pairs(train_pattern):
         unigram[next_token] += 1
         bigram[last][next_token] += 1
@@ -45,13 +45,13 @@ def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> Dict[str
     }
 
 
-def _pairs(patterns: Patterns) -> Iterable[Tuple[int, int]]:
+def _pairs(patterns: Patterns) -> Iterable[tuple[int, int]]:
     """(last non-pad context id, next token id) per transformed example."""
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
         yield from _file_pairs(pattern)
 
 
-def _file_pairs(pattern: str) -> Iterable[Tuple[int, int]]:
+def _file_pairs(pattern: str) -> Iterable[tuple[int, int]]:
     for example in read_examples(pattern):
         feature = example.features.feature
         context = [t for t in feature[features.CONTEXT_XF].int64_list.value
@@ -60,7 +60,7 @@ def _file_pairs(pattern: str) -> Iterable[Tuple[int, int]]:
                feature[features.NEXT_TOKEN_XF].int64_list.value[0])
 
 
-def _top(counts: collections.Counter, fallback: List[int] = ()) -> List[int]:
+def _top(counts: collections.Counter, fallback: list[int] = ()) -> list[int]:
     """The TOP_K most frequent ids, topped up from ``fallback`` when fewer were seen."""
     best = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_K]]
     return best + [t for t in fallback if t not in best][:TOP_K - len(best)]

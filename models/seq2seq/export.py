@@ -29,7 +29,7 @@ TF Serving warm-up requests for ``serving_default`` and ``generate`` go into
 The transform graph is embedded (``model.tft_layer``): ``generate`` tokenizes prompts
 with it, so serving and training tokenization cannot drift apart.
 """
-from typing import Dict, List, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -47,7 +47,7 @@ _BANNED = -1e9           # logit bias that keeps a token from being generated
 _WARMUP_PROMPT = b"the"
 
 
-def vocabulary_tokens(tf_transform_output: tft.TFTransformOutput) -> List[str]:
+def vocabulary_tokens(tf_transform_output: tft.TFTransformOutput) -> list[str]:
     """Token string of every model output id: the vocabulary file, then the OOV token."""
     tokens = [t.decode("utf-8", "replace")
               for t in tf_transform_output.vocabulary_by_name(features.VOCABULARY)]
@@ -64,7 +64,7 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
     raw_spec = signatures.raw_serving_spec(tf_transform_output, drop=features.LABEL_KEYS)
     raw_spec = {features.CONTEXT: raw_spec[features.CONTEXT]}
 
-    def next_token_outputs(transformed: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    def next_token_outputs(transformed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         probabilities = tf.nn.softmax(model.next_token_logits(transformed[features.CONTEXT_XF]))
         top = tf.math.top_k(probabilities, k=TOP_K_OUTPUTS)
         return {
@@ -122,8 +122,9 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
             # The sliding window: the model reads the last context tokens, generated ones included,
             # and predicts the first token after them (what it is trained and evaluated on).
             logits = model.next_token_logits(window) + bias
-            token = tf.cond(greedy, lambda: tf.argmax(logits, axis=-1),
-                            lambda: _sample(logits, k, temperature))
+            # tf.cond calls the branches at once, inside this iteration: no late binding.
+            token = tf.cond(greedy, lambda: tf.argmax(logits, axis=-1),  # noqa: B023
+                            lambda: _sample(logits, k, temperature))  # noqa: B023
             token = tf.where(done, tf.constant(features.PAD_ID, tf.int64), token)
             window, length = _append(window, length, token)
             hit = tf.reduce_any(tf.equal(tf.gather(names, token)[:, None], stops[None, :]), axis=1)

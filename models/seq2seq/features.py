@@ -5,10 +5,10 @@ head of the TFT vocabulary), then up to ``vocab_size`` tokens by frequency, then
 id (``vocabulary file size``), so a model's output layer has ``vocabulary file size + 1``
 units.
 """
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
-from data.text_features import (  # noqa: F401
-    CONTEXT, DOCUMENT, EXAMPLE_ID, POSITION, SLICING_FEATURES, SPLIT_FEATURE, TARGET)
+from data.text_features import CONTEXT, DOCUMENT, EXAMPLE_ID, POSITION, SLICING_FEATURES, SPLIT_FEATURE, TARGET  # noqa: F401
 from models.common.signatures import transformed_name
 
 CONTEXT_XF = transformed_name(CONTEXT)                # [batch, context_tokens] int64
@@ -29,10 +29,10 @@ LABEL_KEYS = (TARGET,)
 VOCAB_SIZE = "vocab_size"
 CONTEXT_TOKENS = "context_tokens"
 TARGET_TOKENS = "target_tokens"
-TRANSFORM_DEFAULTS: Dict[str, int] = {VOCAB_SIZE: 4000, CONTEXT_TOKENS: 32, TARGET_TOKENS: 8}
+TRANSFORM_DEFAULTS: dict[str, int] = {VOCAB_SIZE: 4000, CONTEXT_TOKENS: 32, TARGET_TOKENS: 8}
 
 
-def transform_settings(custom_config: Optional[Mapping[str, Any]] = None) -> Dict[str, int]:
+def transform_settings(custom_config: Mapping[str, Any] | None = None) -> dict[str, int]:
     """The Transform settings from ``custom_config`` (other keys ignored), defaults filled in."""
     config = custom_config or {}
     settings = {}

@@ -10,7 +10,6 @@ the export can run the encoder once and then step the decoder inside a graph loo
 Dropout sits between layers, never inside the recurrent cells (recurrent dropout disables
 the cuDNN kernel and complicates export).
 """
-from typing import Dict, List, Tuple
 
 import tensorflow as tf
 
@@ -41,16 +40,16 @@ class Seq2Seq(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(vocab_size, name="logits")
 
     def encode(self, context_ids: tf.Tensor, training: bool = False
-               ) -> Tuple[tf.Tensor, tf.Tensor, List[tf.Tensor]]:
+               ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
         """[batch, Lc] ids -> (outputs [batch, Lc, units], mask [batch, Lc], final states)."""
         embedded = self.dropout(self.embedding(context_ids), training=training)
         mask = self.embedding.compute_mask(context_ids)
         outputs, *states = self.encoder_rnn(embedded, mask=mask, training=training)
         return outputs, mask, states
 
-    def decode(self, decoder_ids: tf.Tensor, states: List[tf.Tensor], encoder_outputs: tf.Tensor,
+    def decode(self, decoder_ids: tf.Tensor, states: list[tf.Tensor], encoder_outputs: tf.Tensor,
                encoder_mask: tf.Tensor, training: bool = False
-               ) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+               ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """[batch, steps] ids from ``states`` -> (logits [batch, steps, vocab], new states)."""
         embedded = self.dropout(self.embedding(decoder_ids), training=training)
         mask = self.embedding.compute_mask(decoder_ids)
@@ -60,7 +59,7 @@ class Seq2Seq(tf.keras.Model):
         hidden = self.combine(tf.concat([outputs, attended], axis=-1))
         return self.logits(self.dropout(hidden, training=training)), states
 
-    def call(self, inputs: Dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+    def call(self, inputs: dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
         encoder_outputs, encoder_mask, states = self.encode(inputs[features.CONTEXT_XF], training)
         logits, _ = self.decode(inputs[features.DECODER_INPUT_XF], states, encoder_outputs,
                                 encoder_mask, training)
@@ -107,7 +106,7 @@ def build_seq2seq(vocab_size: int, context_tokens: int, target_tokens: int,
 def teacher_forcing(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """``(features, target ids)`` batches -> ``(model inputs, target ids, non-pad weights)``."""
 
-    def split(batch: Dict[str, tf.Tensor], target: tf.Tensor):
+    def split(batch: dict[str, tf.Tensor], target: tf.Tensor):
         inputs = {k: batch[k] for k in (features.CONTEXT_XF, features.DECODER_INPUT_XF)}
         return inputs, target, tf.cast(tf.not_equal(target, features.PAD_ID), tf.float32)
 

@@ -18,7 +18,7 @@ Sequences (ids from the vocabulary, see ``features``):
 
 At serving only ``context`` is fed; TFT prunes the target-derived outputs.
 """
-from typing import Any, Dict, Optional
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -36,7 +36,7 @@ def tokenize(text: tf.Tensor) -> tf.RaggedTensor:
     return tf.strings.split(tf.strings.regex_replace(text, _TOKEN_RE, r" \1 "))
 
 
-def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[str, Any]] = None):
+def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any] | None = None):
     """Token id sequences for the encoder/decoder and the next-token label.
 
     ``custom_config``: ``vocab_size`` (tokens kept by frequency, besides the reserved ones),

@@ -9,7 +9,8 @@ disagree with the data. The n-gram reference scores go into the export as
 import json
 import logging
 import os
-from typing import Any, Dict, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -27,13 +28,13 @@ log = logging.getLogger(__package__)  # "models.seq2seq"
 
 # Measured on the default corpus (benchmarks/seq2seq_quality.py): dropout 0.5 beat 0.2 and 0.4;
 # GRU and tied input/output embeddings learned markedly slower.
-MODEL_DEFAULTS: Dict[str, Any] = {
+MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant"}
 BASELINES_FILE = "baselines.json"
 REFERENCES_FILE = os.path.join("assets.extra", "references.json")
 
 
-def model_settings(family: Mapping[str, Any]) -> Dict[str, Any]:
+def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
     """``MODEL_DEFAULTS`` overridden by the family settings; unknown keys fail loudly."""
     unknown = set(family) - set(MODEL_DEFAULTS)
     if unknown:
@@ -80,25 +81,25 @@ def run_fn(fn_args: FnArgs) -> None:
     settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, tf_transform_output, target)
-        write_references(target, reference)
+        write_references(target, reference, settings.gate_margin)
 
 
-def references_document(reference: Mapping[str, Any]) -> Dict[str, Any]:
+def references_document(reference: Mapping[str, Any], margin: float = 0.0) -> dict[str, Any]:
     """The n-gram scores in the format the blessing gate reads (shared with the image family)."""
     return {
         "metric": GATE_METRIC,
         "gate_reference": "bigram",
-        "margin": 0.0,
+        "margin": margin,
         "references": {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
         "eval_examples": reference["eval_examples"],
     }
 
 
-def write_references(export_dir: str, reference: Mapping[str, Any]) -> str:
+def write_references(export_dir: str, reference: Mapping[str, Any], margin: float = 0.0) -> str:
     """``assets.extra/references.json`` in the SavedModel: the reference scores travel with the
     model they were measured for (same train/eval split, same tokens), so a gate can compare."""
     path = os.path.join(export_dir, REFERENCES_FILE)
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(references_document(reference), indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps(references_document(reference, margin), indent=2, sort_keys=True) + "\n")
     return path

@@ -17,9 +17,18 @@ from pipeline.report.page import html_table, render_html, report_data, write_rep
 from pipeline.report.pictures import family_pictures, family_samples
 from pipeline.report.pictures_cnn import cnn_pictures, misclassified_examples, plot_misclassified
 from pipeline.report.pictures_seq2seq import sample_generations, seq2seq_pictures
-from pipeline.report.tables import (class_names, comparison_frame, confusion_matrix_frame, key_metric,
-                                    load_result, load_time_series, per_class_frame, slice_metrics_frame,
-                                    style_slice_metrics, worst_slices)
+from pipeline.report.tables import (
+                                    class_names,
+                                    comparison_frame,
+                                    confusion_matrix_frame,
+                                    key_metric,
+                                    load_result,
+                                    load_time_series,
+                                    per_class_frame,
+                                    slice_metrics_frame,
+                                    style_slice_metrics,
+                                    worst_slices,
+)
 from pipeline.report.validation import validation_frame, validation_summary
 
 __all__ = [

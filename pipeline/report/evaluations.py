@@ -7,12 +7,12 @@ import dataclasses
 import datetime
 import functools
 import os
-from typing import Dict, List, Optional
+
+from stackenv.errors import ProjectError
 
 from data.tfma_results import evaluated_models
 from pipeline import graph, mlmd
 from pipeline.report.families import ReportFamily, get_report_family
-from stackenv.errors import ProjectError
 
 _OK_STATES = ("COMPLETE", "CACHED")
 
@@ -30,21 +30,21 @@ class Evaluation:
     uri: str                          # TFMA output directory (the ModelEvaluation artifact)
     execution_id: int
     state: str                        # COMPLETE or CACHED
-    run_name: Optional[str]           # pipeline_run context, e.g. 20261122-034924.452214
+    run_name: str | None           # pipeline_run context, e.g. 20261122-034924.452214
     finished: datetime.datetime
-    blessed: Optional[bool]
-    model_uri: Optional[str]          # the candidate: the Trainer's Model artifact
-    examples_uri: Optional[str]       # ExampleGen output that was evaluated
-    transform_graph_uri: Optional[str]
-    data_dir: Optional[str]           # prepared data (manifest.json) that ExampleGen read
-    pushed_path: Optional[str]        # where the Pusher put this model, if it was pushed
+    blessed: bool | None
+    model_uri: str | None          # the candidate: the Trainer's Model artifact
+    examples_uri: str | None       # ExampleGen output that was evaluated
+    transform_graph_uri: str | None
+    data_dir: str | None           # prepared data (manifest.json) that ExampleGen read
+    pushed_path: str | None        # where the Pusher put this model, if it was pushed
 
     @property
     def report_family(self) -> ReportFamily:
         return get_report_family(self.family)
 
     @functools.cached_property
-    def model_names(self) -> Dict[str, Optional[str]]:
+    def model_names(self) -> dict[str, str | None]:
         """TFMA model names of candidate and baseline (the baseline is None if there was none)."""
         return evaluated_models(self.uri)
 
@@ -63,7 +63,7 @@ def _family_of(trainer_execution, pipeline_name: str) -> str:
     return pipeline_name[:-len("-pipeline")] if pipeline_name.endswith("-pipeline") else pipeline_name
 
 
-def _pushed_path(store, blessing) -> Optional[str]:
+def _pushed_path(store, blessing) -> str | None:
     for pusher in mlmd.linked_executions(store, blessing.id, mlmd.INPUTS):
         for pushed in mlmd.artifacts_by_key(store, pusher.id).get("pushed_model", []):
             destination = mlmd.pushed_destination(pushed)
@@ -80,7 +80,7 @@ def _producer(store, artifacts, key: str):
     return producers[0] if producers else None
 
 
-def _evaluation(store, pipeline_name: str, execution) -> Optional[Evaluation]:
+def _evaluation(store, pipeline_name: str, execution) -> Evaluation | None:
     """Follow the Evaluator execution's lineage; None if it wrote no evaluation."""
     outputs = mlmd.artifacts_by_key(store, execution.id)
     if not outputs.get("evaluation"):
@@ -117,7 +117,7 @@ def _latest_pipeline(store) -> str:
     return name
 
 
-def list_evaluations(output_dir: str, pipeline_name: Optional[str] = None) -> List[Evaluation]:
+def list_evaluations(output_dir: str, pipeline_name: str | None = None) -> list[Evaluation]:
     """Every evaluation of the pipeline, oldest first (a cached re-run counts once).
 
     ``pipeline_name`` None: the pipeline with the most recent run in this output dir.
@@ -128,7 +128,7 @@ def list_evaluations(output_dir: str, pipeline_name: Optional[str] = None) -> Li
     elif pipeline_name not in mlmd.pipeline_names(store):
         raise ReportError(f"No pipeline {pipeline_name!r} in {output_dir}; it has "
                           f"{mlmd.pipeline_names(store) or 'none'}. Pass one of those, or none for the latest.")
-    evaluations: Dict[str, Evaluation] = {}
+    evaluations: dict[str, Evaluation] = {}
     for execution in mlmd.node_executions(store, pipeline_name, graph.EVALUATOR):
         if mlmd.STATE_NAMES.get(execution.last_known_state) not in _OK_STATES:
             continue
@@ -139,7 +139,7 @@ def list_evaluations(output_dir: str, pipeline_name: Optional[str] = None) -> Li
     return list(evaluations.values())
 
 
-def find_latest_evaluation(output_dir: str, pipeline_name: Optional[str] = None) -> Evaluation:
+def find_latest_evaluation(output_dir: str, pipeline_name: str | None = None) -> Evaluation:
     """The newest Evaluator execution (complete or cached) that wrote an evaluation.
 
     ``pipeline_name`` None: the pipeline with the most recent run in this output dir.

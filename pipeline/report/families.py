@@ -5,18 +5,18 @@ heavy, and pictures and sample tables are dotted paths, resolved only when a rep
 """
 import dataclasses
 import importlib
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 
 @dataclasses.dataclass(frozen=True)
 class ReportFamily:
     name: str
     key_metric: str                         # the gate metric; slices are ranked by it
-    slicing_features: Tuple[str, ...]
-    pictures: Optional[str] = None          # dotted path: Evaluation -> {title: Figure}
-    class_vocabulary: Optional[str] = None  # TFT vocabulary of class names, in id order
+    slicing_features: tuple[str, ...]
+    pictures: str | None = None          # dotted path: Evaluation -> {title: Figure}
+    class_vocabulary: str | None = None  # TFT vocabulary of class names, in id order
     higher_is_better: bool = True
-    samples: Optional[str] = None           # dotted path: Evaluation -> DataFrame of text columns
+    samples: str | None = None           # dotted path: Evaluation -> DataFrame of text columns
     samples_title: str = "Samples"
 
 

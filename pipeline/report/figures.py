@@ -5,7 +5,6 @@ leaks nothing between figures; ``figure_png`` turns one into bytes for HTML or a
 """
 import io
 import math
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -20,8 +19,8 @@ def figure_png(figure: Figure, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def plot_slice_metric(frame: pd.DataFrame, metric: Optional[str] = None, feature: Optional[str] = None,
-                      title: Optional[str] = None) -> Figure:
+def plot_slice_metric(frame: pd.DataFrame, metric: str | None = None, feature: str | None = None,
+                      title: str | None = None) -> Figure:
     """Horizontal bars of one metric per slice, worst on top in red, overall as a line.
 
     ``feature`` restricts the bars to that slicing feature; more than ``MAX_BARS``

@@ -4,7 +4,6 @@ Shared by the per-family pictures, which run the candidate on held-out examples,
 the tables, which name classes from the manifest when Transform has no vocabulary.
 """
 import os
-from typing import List
 
 import tensorflow as tf
 
@@ -20,7 +19,7 @@ def candidate_model(evaluation: Evaluation):
     return tf.saved_model.load(path_utils.serving_model_path(evaluation.model_uri))
 
 
-def eval_split_files(evaluation: Evaluation) -> List[str]:
+def eval_split_files(evaluation: Evaluation) -> list[str]:
     if not evaluation.examples_uri:
         raise FileNotFoundError(f"Evaluation {evaluation.uri} has no examples input in MLMD.")
     files = sorted(tf.io.gfile.glob(os.path.join(evaluation.examples_uri, "Split-eval", "*")))
@@ -29,7 +28,7 @@ def eval_split_files(evaluation: Evaluation) -> List[str]:
     return files
 
 
-def eval_records(evaluation: Evaluation, limit: int) -> List[bytes]:
+def eval_records(evaluation: Evaluation, limit: int) -> list[bytes]:
     """The first ``limit`` serialized tf.Examples of the evaluated eval split."""
     files = eval_split_files(evaluation)
     compression = "GZIP" if files[0].endswith(".gz") else ""

@@ -10,7 +10,8 @@ import json
 import logging
 import math
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,8 +65,8 @@ def _metric_text(metric: str, value: float, signed: bool = False) -> str:
     return f"{value:{'+' if signed else ''}.{decimals}f}"
 
 
-def html_table(frame: pd.DataFrame, table_id: str, row_classes: Optional[Sequence[str]] = None,
-               text_columns: Optional[Sequence[str]] = None) -> str:
+def html_table(frame: pd.DataFrame, table_id: str, row_classes: Sequence[str] | None = None,
+               text_columns: Sequence[str] | None = None) -> str:
     """A plain, escaped HTML table; text columns (default: non-numeric ones) left-aligned."""
     if text_columns is None:
         text_columns = [c for c in frame.columns if frame[c].dtype == object]
@@ -89,7 +90,7 @@ def _json_number(value: Any) -> Any:
 
 
 def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.DataFrame,
-                validation: Dict[str, Any]) -> Dict[str, Any]:
+                validation: dict[str, Any]) -> dict[str, Any]:
     """What ``report.json`` holds: machine-readable metrics for CI and dashboards."""
     per_slice = {row["slice"]: {k: _json_number(v) for k, v in row.items() if k not in ("slice", "feature")}
                  for _, row in slices.iterrows()}
@@ -126,7 +127,7 @@ def _header(evaluation: Evaluation) -> str:
             f'<table class="meta">{rows}</table>')
 
 
-def _validation_section(validation: Dict[str, Any], checks: pd.DataFrame) -> str:
+def _validation_section(validation: dict[str, Any], checks: pd.DataFrame) -> str:
     headline = {True: "Blessed: every threshold passed.", False: "NOT blessed. Failed:"}.get(
         validation["blessed"], validation["text"])
     body = f"<p>{html.escape(headline)}</p>"
@@ -160,7 +161,7 @@ def _pictures_html(evaluation: Evaluation) -> str:
     return "".join(f"<h3>{html.escape(title)}</h3>{_img(figure, title)}" for title, figure in figures.items())
 
 
-def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
+def render_html(evaluation: Evaluation) -> tuple[str, dict[str, Any]]:
     """The report page and its JSON data."""
     slices = slice_metrics_frame(evaluation)
     key = slices.attrs["key_metric"]
@@ -198,7 +199,7 @@ def render_html(evaluation: Evaluation) -> Tuple[str, Dict[str, Any]]:
     return page, report_data(evaluation, slices, comparison, validation)
 
 
-def write_report(output_dir: str, to_path: str, pipeline_name: Optional[str] = None) -> str:
+def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None) -> str:
     """Write the HTML report of the latest evaluation, and its metrics as JSON beside it.
 
     The JSON goes to ``to_path`` with a ``.json`` suffix (``report.html`` -> ``report.json``).

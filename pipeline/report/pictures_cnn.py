@@ -4,7 +4,6 @@ The mistakes come from running the candidate's ``serving_default`` on eval examp
 they show what the evaluated model does, pushed or not.
 """
 import math
-from typing import Dict, Tuple
 
 import numpy as np
 import pandas as pd
@@ -17,7 +16,7 @@ from pipeline.report.inputs import candidate_model, dataset_manifest, eval_recor
 from pipeline.report.tables import confusion_matrix_frame
 
 
-def _image_shape(evaluation: Evaluation, model) -> Tuple[int, int, int]:
+def _image_shape(evaluation: Evaluation, model) -> tuple[int, int, int]:
     manifest = dataset_manifest(evaluation)
     if manifest is not None and manifest.image_shape:
         return tuple(int(v) for v in manifest.image_shape)
@@ -75,7 +74,7 @@ def plot_misclassified(examples: pd.DataFrame, max_images: int = 24, columns: in
     return figure
 
 
-def cnn_pictures(evaluation: Evaluation) -> Dict[str, Figure]:
+def cnn_pictures(evaluation: Evaluation) -> dict[str, Figure]:
     """Image classifier: where classes are confused, and what the mistakes look like."""
     return {
         "Confusion matrix": plot_confusion_matrix(confusion_matrix_frame(evaluation)),

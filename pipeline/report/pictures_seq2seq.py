@@ -3,7 +3,6 @@
 Both work off what the evaluation recorded (its slices, the candidate's ``generate``
 signature, the eval split), so they need no model code.
 """
-from typing import Dict
 
 import pandas as pd
 import tensorflow as tf
@@ -15,7 +14,7 @@ from pipeline.report.inputs import candidate_model, eval_records
 from pipeline.report.tables import slice_metrics_frame
 
 
-def seq2seq_pictures(evaluation: Evaluation) -> Dict[str, Figure]:
+def seq2seq_pictures(evaluation: Evaluation) -> dict[str, Figure]:
     """Text model (stub, generic): the key metric by document, worst documents first.
 
     Works off whatever slices the evaluation has: the first slicing feature of the family

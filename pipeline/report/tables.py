@@ -7,7 +7,7 @@ with ``data/tfma_results.py``, the reader the run summary and the Pusher use too
 import logging
 import math
 import re
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -85,7 +85,7 @@ def style_slice_metrics(frame: pd.DataFrame):
     """pandas Styler of ``slice_metrics_frame`` with the worst slice(s) highlighted."""
     mask = worst_slices(frame)
 
-    def highlight(row: pd.Series) -> List[str]:
+    def highlight(row: pd.Series) -> list[str]:
         return ["background-color: #fde0dd; font-weight: bold" if mask[row.name] else ""] * len(row)
 
     return frame.style.apply(highlight, axis=1).format(precision=4).format(
@@ -110,7 +110,7 @@ def comparison_frame(evaluation: Evaluation, slice_: str = "overall") -> pd.Data
     return pd.DataFrame(rows, columns=columns)
 
 
-def class_names(evaluation: Evaluation) -> Optional[List[str]]:
+def class_names(evaluation: Evaluation) -> list[str] | None:
     """Class names in id order: the Transform vocabulary, else the data manifest."""
     vocabulary = evaluation.report_family.class_vocabulary
     if vocabulary and evaluation.transform_graph_uri:

@@ -4,7 +4,7 @@ Wording of failures is the run summary's (``data/tfma_results.py`` holds both), 
 terminal, the notebook and the HTML report say the same thing.
 """
 import math
-from typing import Any, Dict
+from typing import Any
 
 import pandas as pd
 import tensorflow_model_analysis as tfma
@@ -42,7 +42,7 @@ def validation_frame(evaluation: Evaluation) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["check", "value", "passed"])
 
 
-def validation_summary(evaluation: Evaluation) -> Dict[str, Any]:
+def validation_summary(evaluation: Evaluation) -> dict[str, Any]:
     """Blessed or not, and the failed thresholds in plain words (summary's wording)."""
     failures = tfma_results.validation_failures(evaluation.uri) if evaluation.blessed is False else []
     if evaluation.blessed is True:
