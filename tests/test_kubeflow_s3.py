@@ -16,7 +16,8 @@ from test_kubeflow_contract import compile_for_contract
 
 from pipeline.kubeflow_storage import s3_environment
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]  # two full runs, see test_kubeflow_contract.py
+# Two full runs, see test_kubeflow_contract.py.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 BUCKET = "mlpipeline"
 KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
