@@ -57,7 +57,7 @@ def test_pushed_model_carries_its_reference_scores(one_file_run):
     with open(os.path.join(latest_version_dir(config.serving_model_dir), "assets.extra", "references.json")) as handle:
         references = json.load(handle)
     assert references["metric"] == "sparse_top_k_categorical_accuracy"
-    assert (references["gate_reference"], references["margin"]) == ("bigram", 0.0)
+    assert (references["gate_reference"], references["margin"]) == ("bigram", -1.0)  # RUN_ARGS --gate-margin
     assert references["references"] == {"unigram": measured["unigram_top5"], "bigram": measured["bigram_top5"]}
     assert all(0 < value < 1 for value in references["references"].values())
 
