@@ -41,7 +41,9 @@ def key_metric(evaluation: Evaluation, metric_names: Sequence[str]) -> str:
     preferred = evaluation.report_family.key_metric
     if preferred in metric_names:
         return preferred
-    candidates = [m for m in metric_names if "accuracy" in m] or [m for m in metric_names if m != COUNT_METRIC]
+    # Plain accuracy first: balanced accuracy is its imbalance-aware companion, not the key.
+    candidates = ([m for m in metric_names if "accuracy" in m and "balanced" not in m]
+                  or [m for m in metric_names if "accuracy" in m] or [m for m in metric_names if m != COUNT_METRIC])
     if not candidates:
         raise ValueError(f"Evaluation {evaluation.uri} has no metric to rank slices by.")
     return candidates[0]
