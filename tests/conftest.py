@@ -1,6 +1,7 @@
 """Shared fixtures. ``stackenv`` first: it must set TF_USE_LEGACY_KERAS before TensorFlow loads."""
 import functools
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,15 @@ def run_cli(*args, cwd=None, timeout=900, env=None):
     """Run ``python -m pipeline ...`` in a subprocess, as a user would; returns CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or PROJECT_ROOT,
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def free_ports(count: int = 1) -> list[int]:
+    """``count`` distinct localhost ports free right now (held together, so they differ)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("localhost", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -7,7 +7,6 @@ WorkerFailure paragraph within a bounded time. Bad TF_CONFIGs are ConfigErrors n
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,19 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PROJECT_ROOT, run_cli
+from conftest import PROJECT_ROOT, free_ports, run_cli
 
 JOB = PROJECT_ROOT / "tests" / "multi_worker_job.py"
 
-
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _write_split(rows, path: Path) -> str:
@@ -58,7 +48,7 @@ def transformed_digits(cnn_transform, tmp_path_factory):
 def _start_workers(data, root: Path, train_steps: int, epochs: int):
     from models.common.training import TrainingSettings
 
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=epochs,
                                 family={"image_shape": [8, 8, 1]})

@@ -7,19 +7,12 @@ run in bounded time with the paragraph naming --environment_config.
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import PROJECT_ROOT, run_cli
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+from conftest import PROJECT_ROOT, free_ports, run_cli
 
 
 def _portable_args(port):
@@ -30,7 +23,7 @@ def _portable_args(port):
 @pytest.fixture
 def project_pool():
     """`python -m pipeline beam-pool` with a PATH that has no virtualenv on it."""
-    port = _free_port()
+    [port] = free_ports()
     env = dict(os.environ, PATH="/usr/bin:/bin", PYTHONPATH=str(PROJECT_ROOT))
     pool = subprocess.Popen([sys.executable, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=PROJECT_ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -55,7 +48,7 @@ def test_portable_runner_with_external_pool_runs_the_whole_pipeline(project_pool
 
 def test_portable_pool_that_cannot_start_workers_fails_fast(tmp_path):
     """A raw worker_pool_main whose PATH has no `python` with apache_beam: the old hang."""
-    port = _free_port()
+    [port] = free_ports()
     pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
                              f"--service_port={port}"], env=dict(os.environ, PATH="/nonexistent"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -73,7 +66,7 @@ def test_portable_pool_that_cannot_start_workers_fails_fast(tmp_path):
 
 
 def test_portable_unreachable_pool_names_the_setting(tmp_path):
-    port = _free_port()  # nothing listens
+    [port] = free_ports()  # nothing listens
     result = run_cli("run", "--output", tmp_path / "out", *_portable_args(port), timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "--environment_config" in result.stderr and "did not answer" in result.stderr
