@@ -38,7 +38,7 @@ def write_references(saved_model_dir: str, metric: str, references: Mapping[str,
     if gate_reference not in references:
         raise ValueError(f"gate reference {gate_reference!r} is not one of {sorted(references)}")
     payload: dict[str, Any] = {"metric": metric, "gate_reference": gate_reference, "margin": float(margin),
-                               "references": {k: round(float(v), 6) for k, v in references.items()}}
+                               "references": {k: float(v) for k, v in references.items()}}
     payload.update(extra or {})
     path = references_path(saved_model_dir)
     tf.io.gfile.makedirs(os.path.dirname(path))

@@ -4,7 +4,7 @@
 ``units``, ``dropout``, ``cell`` ("lstm" or "gru"), ``lr_schedule`` ("constant" or
 "cosine"). Vocabulary and sequence lengths come from the Transform output, so they cannot
 disagree with the data. The n-gram reference scores go into the export as
-``assets.extra/references.json`` (``references_document``), for the blessing gate.
+``assets.extra/references.json`` (``models/common/references.py``), for the blessing gate.
 """
 import json
 import logging
@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
+from models.common import references
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
@@ -31,7 +32,6 @@ log = logging.getLogger(__package__)  # "models.seq2seq"
 MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant"}
 BASELINES_FILE = "baselines.json"
-REFERENCES_FILE = os.path.join("assets.extra", "references.json")
 
 
 def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,25 +81,8 @@ def run_fn(fn_args: FnArgs) -> None:
     settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, tf_transform_output, target)
-        write_references(target, reference, settings.gate_margin)
-
-
-def references_document(reference: Mapping[str, Any], margin: float = 0.0) -> dict[str, Any]:
-    """The n-gram scores in the format the blessing gate reads (shared with the image family)."""
-    return {
-        "metric": GATE_METRIC,
-        "gate_reference": "bigram",
-        "margin": margin,
-        "references": {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
-        "eval_examples": reference["eval_examples"],
-    }
-
-
-def write_references(export_dir: str, reference: Mapping[str, Any], margin: float = 0.0) -> str:
-    """``assets.extra/references.json`` in the SavedModel: the reference scores travel with the
-    model they were measured for (same train/eval split, same tokens), so a gate can compare."""
-    path = os.path.join(export_dir, REFERENCES_FILE)
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(references_document(reference, margin), indent=2, sort_keys=True) + "\n")
-    return path
+        # The n-gram scores travel with the model they were measured for (same split, same
+        # tokens), in the format the blessing gate reads (models/common/references.py).
+        references.write_references(
+            target, GATE_METRIC, {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
+            "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
