@@ -41,4 +41,6 @@ def test_base_model_run_end_to_end_and_served(tmp_path, digits_examples):
     assert all(abs(sum(p["probabilities"]) - 1) < 1e-4 for p in answer["predictions"])
     images = np.stack([r["image"] for r in rows]).reshape(-1, 8, 8, 1).tolist()
     again = predict(model, {"signature_name": "predict_image", "instances": images})
-    assert [p["class_ids"] for p in again["predictions"]] == [p["class_ids"] for p in answer["predictions"]]
+    # Probabilities, not argmax: a 20-step head can leave two classes within float rounding.
+    np.testing.assert_allclose([p["probabilities"] for p in again["predictions"]],
+                               [p["probabilities"] for p in answer["predictions"]], atol=1e-5)
