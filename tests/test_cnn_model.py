@@ -103,3 +103,21 @@ def test_export_carries_tf_serving_warmup_requests_that_run(cnn_transform, digit
     for name, inputs in requests:  # what TF Serving does before the version takes traffic
         outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
         assert outputs["probabilities"].shape == (1, len(digits_dataset.classes)), name
+
+
+def test_served_predictions_are_not_augmented(cnn_transform, digits_examples, digits_dataset, tmp_path):
+    """Random augmentation layers default to training=True outside fit(): the export must not."""
+    from models.cnn.hparams import CnnHyperparameters
+
+    tft_output, _ = cnn_transform
+    hparams = CnnHyperparameters(augment=("translate", "zoom", "contrast"))
+    model = build_cnn(digits_dataset.image_shape, len(digits_dataset.classes), hparams=hparams)
+    export_dir = str(tmp_path / "export")
+    export.export_serving_model(model, tft_output, export_dir, digits_dataset.image_shape)
+    loaded = tf.saved_model.load(export_dir)
+    h, w, c = digits_dataset.image_shape
+    images = tf.constant(np.stack([r[features.IMAGE] for r in digits_examples[:16]])
+                         .reshape(-1, h, w, c).astype("float32"))
+    first = loaded.signatures[export.PREDICT_IMAGE_SIGNATURE](images=images)["probabilities"].numpy()
+    again = loaded.signatures[export.PREDICT_IMAGE_SIGNATURE](images=images)["probabilities"].numpy()
+    np.testing.assert_array_equal(first, again)

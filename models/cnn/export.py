@@ -25,7 +25,9 @@ def _output_fn(model: tf.keras.Model, class_names: Sequence[str]):
 
     def outputs(transformed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         # A CNN from scratch reads the standardised pixels, one on a base model [0, 1] pixels.
-        probabilities = model({name: transformed[name] for name in model.input_names})
+        # training=False explicitly: Keras' random augmentation layers default to training=True
+        # when called outside fit(), so without it every served prediction would be augmented.
+        probabilities = model({name: transformed[name] for name in model.input_names}, training=False)
         class_ids = tf.argmax(probabilities, axis=-1)
         return {
             "probabilities": probabilities,

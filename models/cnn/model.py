@@ -2,8 +2,8 @@
 
 The input is the Transform output: pixels standardised per pixel with the train split's
 mean and spread (models/cnn/preprocessing.py), flattened. Augmentation layers sit after
-the reshape and act only when Keras trains (``training=True``); at inference they are the
-identity, so the exported signatures behave exactly as without them.
+the reshape and act only when Keras trains (``training=True``); the export calls the model
+with ``training=False`` (they default to True outside ``fit``), so serving is deterministic.
 """
 import math
 from collections.abc import Sequence
