@@ -27,6 +27,7 @@ PUSHER_MARK = "tfx Pusher Executor._MarkPushed / _MarkNotPushed"
 EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
 KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
 MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* class attributes"
+HUB_ESTIMATOR_STUB = "tensorflow_hub 0.15 imports tf.compat.v1.estimator (gone in TF 2.16)"
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -330,6 +331,36 @@ def with_default_pipeline_root(pipeline_job: dict[str, Any], pipeline_root: str)
     spec = dict(pipeline_job["pipelineSpec"])
     spec["defaultPipelineRoot"] = pipeline_root
     return spec
+
+
+# --------------------------------------------------------------------------- tensorflow_hub
+
+def import_tensorflow_hub() -> Any:
+    """``tensorflow_hub``, importable under TF 2.16.
+
+    Hook HUB_ESTIMATOR_STUB: tensorflow_hub 0.15 imports ``tf.compat.v1.estimator`` at package
+    import (only for its Estimator exporter, unused here) and TF 2.16 no longer ships
+    Estimator. A stub naming the two attributes hub's module body reads lets the package
+    load; it is installed only when that import is missing. Drop with tensorflow_hub >= 0.16,
+    which has no Estimator code.
+    """
+    import sys
+    import types
+
+    try:
+        import tensorflow_hub as hub
+        return hub
+    except ImportError as error:
+        if "estimator" not in str(error):
+            raise
+    stub = types.ModuleType("tensorflow.compat.v1.estimator")
+    stub.Exporter = object
+    stub.ModeKeys = types.SimpleNamespace(PREDICT="infer", TRAIN="train", EVAL="eval")
+    sys.modules["tensorflow.compat.v1.estimator"] = stub
+    for name in [n for n in sys.modules if n == "tensorflow_hub" or n.startswith("tensorflow_hub.")]:
+        del sys.modules[name]  # the half-imported package
+    import tensorflow_hub as hub
+    return hub
 
 
 # --------------------------------------------------------------------------- lazy base classes

@@ -187,3 +187,15 @@ def test_multi_worker_health_hook_sets_the_strategy_waits():
     finally:
         for name, value in before.items():
             setattr(extended, name, value)
+
+
+def test_tensorflow_hub_imports_and_loads_a_module_as_a_keras_layer(tmp_path):
+    import tensorflow as tf
+
+    hub = compat.import_tensorflow_hub()
+    assert hasattr(hub, "KerasLayer") and hasattr(hub, "load"), _broken(compat.HUB_ESTIMATOR_STUB, dir(hub))
+    module_dir = str(tmp_path / "extractor")
+    tf.saved_model.save(tf.keras.Sequential([tf.keras.Input((4, 4, 3)), tf.keras.layers.GlobalAveragePooling2D()]),
+                        module_dir)
+    features = hub.KerasLayer(module_dir)(tf.ones([2, 4, 4, 3]))
+    assert features.shape == (2, 3), _broken(compat.HUB_ESTIMATOR_STUB, features.shape)

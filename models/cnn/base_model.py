@@ -99,31 +99,10 @@ def _not_extractor(handle: str, why: str) -> str:
 
 
 def import_hub():
-    """``tensorflow_hub``, importable under TF 2.16.
+    """``tensorflow_hub``, importable under TF 2.16 (see stackenv.compat.import_tensorflow_hub)."""
+    from stackenv import compat
 
-    tensorflow_hub 0.15 imports ``tf.compat.v1.estimator`` at package import (only for its
-    Estimator exporter, unused here), and TF 2.16 no longer ships Estimator. A stub that
-    names the two attributes hub's module body reads lets the package load; it is installed
-    only when that import is missing. (A private-API hook: move to the project's
-    compatibility module; drop with tensorflow_hub >= 0.16, which has no Estimator code.)
-    """
-    import sys
-    import types
-
-    try:
-        import tensorflow_hub as hub
-        return hub
-    except ImportError as error:
-        if "estimator" not in str(error):
-            raise
-    stub = types.ModuleType("tensorflow.compat.v1.estimator")
-    stub.Exporter = object
-    stub.ModeKeys = types.SimpleNamespace(PREDICT="infer", TRAIN="train", EVAL="eval")
-    sys.modules["tensorflow.compat.v1.estimator"] = stub
-    for name in [n for n in sys.modules if n == "tensorflow_hub" or n.startswith("tensorflow_hub.")]:
-        del sys.modules[name]  # the half-imported package
-    import tensorflow_hub as hub
-    return hub
+    return compat.import_tensorflow_hub()
 
 
 def feature_extractor(info: BaseModelInfo, trainable: bool = False):
