@@ -39,7 +39,10 @@ def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
         for artifacts in execution.outputs.values():
             assert all(tf.io.gfile.exists(a.uri) for a in artifacts)
     assert "Top-5 next-word accuracy (overall): " in result.stdout
-    assert "Reference predictors on the same eval data: bigram top-5 " in result.stdout
+    # One references line (from the model's references.json), not a second one from baselines.json.
+    assert result.stdout.count("Reference predictors") == 1
+    assert "Reference predictors (top-5 next-word accuracy on the same eval split): unigram 0." in result.stdout
+    assert ", bigram 0." in result.stdout
     assert "Blessed: yes" in result.stdout
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
 
