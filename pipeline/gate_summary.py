@@ -51,12 +51,21 @@ def training_line(training: dict[str, Any] | None) -> str | None:
             f"held-out train examples), {weights}")
 
 
-def references_line(payload: dict[str, Any] | None, label: str) -> str | None:
-    if not payload:
-        return None
+def references_lines(payload: dict[str, Any] | None, label: str, overall: float | None = None) -> list[str]:
+    """The reference predictors' scores, one line, and a warning when the model beats none of them.
+
+    The one place the summary names the references (read from the model's references.json,
+    so a cached run prints the same line); the gate may still pass with a negative margin.
+    """
+    if not payload or not payload.get("references"):
+        return []
     ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
     values = ", ".join(f"{name} {value:.4f}" for name, value in ordered)
-    return f"Reference predictors ({label.lower()} on the same eval split): {values}"
+    out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
+    if overall is not None and overall <= ordered[-1][1]:
+        out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
+                   f"({ordered[-1][0]} {ordered[-1][1]:.4f}); train longer.")
+    return out
 
 
 def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -> list[str]:
@@ -78,8 +87,9 @@ def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -
 def lines(model_uri: str | None, evaluation_uri: str | None, overall: float | None,
           label: str) -> list[str]:
     extras = read_model_extras(model_uri)
-    out = [references_line(extras.get("references"), label), training_line(extras.get("training"))]
-    return [line for line in out if line] + gate_lines(read_gate(evaluation_uri), overall, label)
+    training = training_line(extras.get("training"))
+    return (references_lines(extras.get("references"), label, overall) + ([training] if training else [])
+            + gate_lines(read_gate(evaluation_uri), overall, label))
 
 
 def value_bound(evaluation_uri: str | None, floor: float) -> str:

@@ -4,7 +4,6 @@ Everything here is read back from MLMD and the artifacts the components wrote, s
 summary is also correct for a run that was fully served from cache.
 """
 import dataclasses
-import json
 import os
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
@@ -17,9 +16,6 @@ from data.tfrecords import DatasetManifest
 from pipeline import gate_summary, graph, mlmd
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
-
-# Written by a Trainer run_fn into its model_run dir: reference predictors on the same eval data.
-REFERENCES_FILE = "baselines.json"
 
 
 class RecordCountMismatch(ProjectError):
@@ -36,7 +32,6 @@ class RunSummary:
     num_input_examples: int
     metric_name: str
     metric_label: str = "Accuracy"
-    references: dict[str, float] = dataclasses.field(default_factory=dict)
     overall: SliceMetric | None = None
     baseline_overall: SliceMetric | None = None
     slices: list[SliceMetric] = dataclasses.field(default_factory=list)
@@ -75,20 +70,13 @@ def split_counts_from_statistics(statistics_uri: str) -> dict[str, int]:
     return counts
 
 
-def _read_references(model_run_uri: str | None) -> dict[str, float]:
-    path = os.path.join(model_run_uri or "", REFERENCES_FILE)
-    if not model_run_uri or not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as handle:
-        return {k: v for k, v in json.load(handle).items() if k.endswith("top5")}
-
-
-def _split_warnings(statistics_uri: str, splits: list[str]) -> list[str]:
-    """A class the eval split lacks is blessed unmeasured: say so (components/split_check.py)."""
+def _split_warnings(statistics_uri: str, splits: list[str], slicing_features: tuple[str, ...] = (),
+                    split_feature: str | None = None) -> list[str]:
+    """A class or slice the eval split lacks is blessed unmeasured: say so (components/split_check.py)."""
     from components.split_check import SplitError, check_splits, read_split_facts
 
     try:
-        return check_splits(read_split_facts(statistics_uri, splits))
+        return check_splits(read_split_facts(statistics_uri, splits, slicing_features), split_feature)
     except SplitError as error:  # the validator stopped that run already; keep the summary going
         return [error.paragraph]
 
@@ -100,13 +88,14 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     components = sorted(run.values(), key=lambda c: c.execution.id)
     metric_name = family.gate_metric
     summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
-                         family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
+                         family.gate_metric_label)
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
-        summary.warnings = _split_warnings(statistics_uri, list(summary.split_counts))
+        summary.warnings = _split_warnings(statistics_uri, list(summary.split_counts), family.slicing_features,
+                                           family.split_feature)
     evaluation_uri = _uri(run.get(graph.EVALUATOR), "evaluation")
     if evaluation_uri:
         summary.evaluation_uri = evaluation_uri
@@ -153,12 +142,6 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
-    if summary.references:
-        lines.append("Reference predictors on the same eval data: " + ", ".join(
-            f"{name.replace('_top5', '')} top-5 {value:.4f}" for name, value in sorted(summary.references.items())))
-        best = max(summary.references.values())
-        if summary.overall and summary.overall.value <= best:
-            lines.append("  WARNING: the model does not beat the best reference predictor; train longer.")
     lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
                                     summary.overall.value if summary.overall else None, summary.metric_label))
     if summary.baseline_overall:

@@ -39,7 +39,10 @@ def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
         for artifacts in execution.outputs.values():
             assert all(tf.io.gfile.exists(a.uri) for a in artifacts)
     assert "Top-5 next-word accuracy (overall): " in result.stdout
-    assert "Reference predictors on the same eval data: bigram top-5 " in result.stdout
+    # One references line (from the model's references.json), not a second one from baselines.json.
+    assert result.stdout.count("Reference predictors") == 1
+    assert "Reference predictors (top-5 next-word accuracy on the same eval split): unigram 0." in result.stdout
+    assert ", bigram 0." in result.stdout
     assert "Blessed: yes" in result.stdout
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
 
@@ -84,3 +87,37 @@ def test_serving_default_answers_tf_serving_rest(seq2seq_run):
     answer = predict(model, {"instances": [{"b64": base64.b64encode(example).decode()}]})
     (prediction,) = answer["predictions"]
     assert abs(sum(prediction["probabilities"]) - 1) < 1e-3
+
+
+def test_report_shows_perplexity_per_slice_and_samples_per_held_out_document(seq2seq_run, tmp_path):
+    """The HTML report of a text run: perplexity by document and position, and per held-out document
+    greedy continuations of held-out prompts beside the 30 words that really follow them."""
+    import html
+    import json
+    import re
+
+    from pipeline import report
+
+    config, _, run = seq2seq_run
+    path = report.write_report(config.output_dir, str(tmp_path / "report.html"))
+    page = open(path, encoding="utf-8").read()
+    for feature in ("document", "position"):
+        assert f'alt="perplexity by {feature} (lower is better)"' in page
+    assert "Could not" not in page
+    data = json.loads(open(str(tmp_path / "report.json"), encoding="utf-8").read())
+    assert data["overall"]["perplexity"] > 1 and all(v["perplexity"] > 1 for v in data["slices"].values())
+    assert data["data_warnings"] == []   # whole documents held out: not a missing slice
+
+    table = page[page.index('<table id="generations"'):]
+    table = table[:table.index("</table>")]
+    assert re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table) == ["document", "prompt", "generated", "actual"]
+    rows = [[html.unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    held_out = {n[len("document="):] for n in (m.slice_name for m in slice_metrics(uri, "perplexity"))
+                if n.startswith("document=")}
+    documents = [row[0] for row in rows]
+    assert set(documents) <= held_out and len(set(documents)) == min(8, len(held_out))
+    assert all(documents.count(d) <= 2 for d in documents)
+    assert all(len(actual.split()) == 30 for *_, actual in rows)
+    assert all(len(generated.split()) == 40 for _, _, generated, _ in rows)   # greedy, no stop condition

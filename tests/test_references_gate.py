@@ -128,3 +128,14 @@ def test_the_gate_is_generic_across_families(tmp_path):
               for m in spec.metrics if reference_gate.metric_name(m) == metric for t in m.per_slice_thresholds]
     assert bounds == [pytest.approx(0.36)]
     assert reference_gate.read_gate(str(tmp_path / "e"))["gate_reference"] == "bigram"
+
+
+def test_references_are_one_summary_line_with_a_warning_when_none_is_beaten():
+    payload = {"references": {"unigram": 0.21, "bigram": 0.41}, "gate_reference": "bigram", "margin": 0.0}
+    label = "Top-5 next-word accuracy"
+    assert gate_summary.references_lines(payload, label, 0.45) == [
+        "Reference predictors (top-5 next-word accuracy on the same eval split): unigram 0.2100, bigram 0.4100"]
+    [_, warning] = gate_summary.references_lines(payload, label, 0.40)
+    assert warning == ("  WARNING: the model (0.4000) does not beat the best reference predictor (bigram 0.4100); "
+                       "train longer.")
+    assert gate_summary.references_lines(None, label, 0.4) == []

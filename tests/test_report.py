@@ -258,3 +258,27 @@ def test_family_samples_section_follows_the_family_table(evaluation):
     page, _ = report.render_html(as_text_model)
     # The CNN candidate has no `generate` signature: the section says so instead of failing the report.
     assert 'id="generations"' in page and "Could not generate samples" in page
+
+
+def test_report_shows_the_classes_and_slices_it_could_not_evaluate(evaluation, tmp_path):
+    """The run summary's missing-eval-slice warning is in the HTML and JSON too (read from StatisticsGen's output)."""
+    import dataclasses
+
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+
+    from pipeline.report.data_warnings import split_warnings
+
+    assert evaluation.statistics_uri and Path(evaluation.statistics_uri, "Split-eval").is_dir()  # found via MLMD
+    assert split_warnings(evaluation) == []   # the digits cover every class and brightness bucket
+    frames = {"train": pd.DataFrame({"label": ["0", "1", "1"], "brightness": ["dark", "bright", "dark"]}),
+              "eval": pd.DataFrame({"label": ["0"], "brightness": ["dark"]})}
+    for split, frame in frames.items():
+        (tmp_path / f"Split-{split}").mkdir()
+        (tmp_path / f"Split-{split}" / "FeatureStats.pb").write_bytes(
+            tfdv.generate_statistics_from_dataframe(frame).SerializeToString())
+    page, data = report.render_html(dataclasses.replace(evaluation, statistics_uri=str(tmp_path)))
+    assert 'id="data-warnings"' in page
+    assert "class(es) [&#x27;1&#x27;] have no example in the eval split" in page
+    assert "brightness=bright (1 train) have no example in the eval split" in page
+    assert len(data["data_warnings"]) == 2

@@ -38,6 +38,7 @@ class Evaluation:
     transform_graph_uri: str | None
     data_dir: str | None           # prepared data (manifest.json) that ExampleGen read
     pushed_path: str | None        # where the Pusher put this model, if it was pushed
+    statistics_uri: str | None = None  # StatisticsGen's statistics of the evaluated examples
 
     @property
     def report_family(self) -> ReportFamily:
@@ -80,6 +81,17 @@ def _producer(store, artifacts, key: str):
     return producers[0] if producers else None
 
 
+def _statistics_uri(store, examples) -> str | None:
+    """The statistics StatisticsGen computed from these examples (the newest, if several)."""
+    if not examples:
+        return None
+    for consumer in sorted(mlmd.linked_executions(store, examples[0].id, mlmd.INPUTS), key=lambda e: -e.id):
+        uri = mlmd.first_uri(mlmd.artifacts_by_key(store, consumer.id), "statistics")
+        if uri:
+            return uri
+    return None
+
+
 def _evaluation(store, pipeline_name: str, execution) -> Evaluation | None:
     """Follow the Evaluator execution's lineage; None if it wrote no evaluation."""
     outputs = mlmd.artifacts_by_key(store, execution.id)
@@ -106,6 +118,7 @@ def _evaluation(store, pipeline_name: str, execution) -> Evaluation | None:
         transform_graph_uri=transform_graph,
         data_dir=mlmd.custom_property(example_gen, "input_base") if example_gen is not None else None,
         pushed_path=_pushed_path(store, blessing) if blessing is not None else None,
+        statistics_uri=_statistics_uri(store, inputs.get("examples")),
     )
 
 

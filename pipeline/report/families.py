@@ -18,6 +18,7 @@ class ReportFamily:
     higher_is_better: bool = True
     samples: str | None = None           # dotted path: Evaluation -> DataFrame of text columns
     samples_title: str = "Samples"
+    split_feature: str | None = None     # held out whole by the split (text documents)
 
 
 GENERIC = ReportFamily(name="generic", key_metric="accuracy", slicing_features=())
@@ -32,7 +33,8 @@ def get_report_family(name: str) -> ReportFamily:
         return dataclasses.replace(GENERIC, name=name)
     return ReportFamily(name=family.name, key_metric=family.gate_metric, slicing_features=family.slicing_features,
                         pictures=family.report_pictures, class_vocabulary=family.class_vocabulary,
-                        samples=family.report_samples, samples_title=family.report_samples_title)
+                        samples=family.report_samples, samples_title=family.report_samples_title,
+                        split_feature=family.split_feature)
 
 
 def resolve(dotted_path: str) -> Callable:

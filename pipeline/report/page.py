@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from data.tfma_results import COUNT_METRIC
+from pipeline.report.data_warnings import split_warnings
 from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation
 from pipeline.report.figures import figure_png, plot_slice_metric
 from pipeline.report.pictures import family_pictures, family_samples
@@ -90,7 +91,7 @@ def _json_number(value: Any) -> Any:
 
 
 def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.DataFrame,
-                validation: dict[str, Any]) -> dict[str, Any]:
+                validation: dict[str, Any], warnings: Sequence[str] = ()) -> dict[str, Any]:
     """What ``report.json`` holds: machine-readable metrics for CI and dashboards."""
     per_slice = {row["slice"]: {k: _json_number(v) for k, v in row.items() if k not in ("slice", "feature")}
                  for _, row in slices.iterrows()}
@@ -107,6 +108,7 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
         "blessed": evaluation.blessed,
         "validation_failures": validation["failures"],
         "pushed_path": evaluation.pushed_path,
+        "data_warnings": list(warnings),
     }
 
 
@@ -125,6 +127,15 @@ def _header(evaluation: Evaluation) -> str:
     return (f'<h1>Model evaluation: {html.escape(evaluation.pipeline_name)} '
             f'<span id="blessing" class="badge {badge_class}">{badge_text}</span></h1>'
             f'<table class="meta">{rows}</table>')
+
+
+def _warnings_section(warnings: Sequence[str]) -> str:
+    """Classes and slices the evaluation could not measure (the run summary's WARNING lines)."""
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    note = '<p class="note">Read from the StatisticsGen output of the evaluated examples.</p>'
+    return _section("Not evaluated", f'<ul class="error">{items}</ul>{note}', "data-warnings")
 
 
 def _validation_section(validation: dict[str, Any], checks: pd.DataFrame) -> str:
@@ -169,8 +180,10 @@ def render_html(evaluation: Evaluation) -> tuple[str, dict[str, Any]]:
     validation = validation_summary(evaluation)
     worst = worst_slices(slices)
     per_class = per_class_frame(evaluation)
+    warnings = split_warnings(evaluation)
     body = [
         _header(evaluation),
+        _warnings_section(warnings),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
         _section(f"Metrics per slice (worst {key} first)",
@@ -196,7 +209,7 @@ def render_html(evaluation: Evaluation) -> tuple[str, dict[str, Any]]:
             f"<style>{_CSS}</style></head><body>{''.join(body)}"
             f'<p class="note">Generated {datetime.datetime.now():%Y-%m-%d %H:%M:%S} by pipeline/report/ '
             "from ML Metadata and the TFMA output.</p></body></html>\n")
-    return page, report_data(evaluation, slices, comparison, validation)
+    return page, report_data(evaluation, slices, comparison, validation, warnings)
 
 
 def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None) -> str:
