@@ -63,6 +63,10 @@ def command_compile(args: argparse.Namespace) -> int:
     from pipeline.kubeflow_storage import check_pipeline_root
 
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
+    if config.warm_start:
+        raise ConfigError("--warm-start", "works in local runs only: its Resolver (TFX's latest-blessed-model "
+                          "query) compiles for Kubeflow V2 to a step that only Vertex AI Pipelines runs, so an "
+                          "open-source KFP cluster could not start the pipeline. Compile without --warm-start.")
     settings = StepSettings(
         cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
@@ -152,15 +156,35 @@ def command_generate(args: argparse.Namespace) -> int:
 
 
 def command_deploy(args: argparse.Namespace) -> int:
+    if args.list_schedules or args.delete_schedule:
+        return _schedules(args)
+    if not args.package:
+        raise ConfigError("--package", "is required to deploy: pass the pipeline YAML that `python -m pipeline "
+                                       "compile` wrote (or use --list-schedules / --delete-schedule ID).")
     from pipeline.kubeflow_deploy import deploy
 
     result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
                     run=args.run, namespace=args.namespace, run_name=args.run_name,
                     pipeline_root=args.pipeline_root, service_account=args.service_account,
                     enable_caching=None if args.cache is None else args.cache == "on",
-                    wait_timeout=args.wait_timeout if args.wait else None)
+                    wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule)
     if not (args.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
+    return 0
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow_connection import check_health, normalize_host, resolve_token
+    from pipeline.kubeflow_deploy import connect
+    from pipeline.kubeflow_schedule import delete_schedule, list_schedules
+
+    host, token = normalize_host(args.host), resolve_token(None)
+    check_health(host, timeout=10.0, token=token)
+    client = connect(host, namespace=args.namespace, token=token)
+    if args.delete_schedule:
+        print(delete_schedule(client, host, args.delete_schedule))
+    else:
+        print("\n".join(list_schedules(client, host, args.namespace)))
     return 0
 
 
