@@ -149,6 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_arguments(compile_)
     _add_step_settings_arguments(compile_)
 
+    tfjob = commands.add_parser("tfjob", help="write a Kubeflow TFJob that trains on N workers",
+                                description="Write a Kubeflow Training Operator TFJob manifest (Chief + Workers, "
+                                "TF_CONFIG set by the operator) whose pods run the Trainer's run_fn under "
+                                "MultiWorkerMirroredStrategy on the Transform outputs of a pipeline run, with the "
+                                "Trainer settings this pipeline would use. Apply it with kubectl apply -f.")
+    _add_data_arguments(tfjob)
+    tfjob.add_argument("--output", default="output", help="where the data is prepared to read its shape "
+                       "(default: %(default)s)")
+    _add_pipeline_arguments(tfjob)
+    tfjob.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
+    tfjob.add_argument("--workers", type=int, default=2, help="training processes, the chief included "
+                       "(default: %(default)s)")
+    tfjob.add_argument("--transformed-examples", required=True, metavar="URI",
+                       help="a Transform run's transformed_examples artifact (holding Split-train/, Split-eval/)")
+    tfjob.add_argument("--transform-graph", required=True, metavar="URI", help="the same run's transform_graph")
+    tfjob.add_argument("--model-dir", required=True, metavar="URI",
+                       help="where the chief writes the model (URI/Format-Serving) and logs (URI/model_run)")
+    tfjob.add_argument("--name", default="trainer", help="TFJob name (default: %(default)s)")
+    tfjob.add_argument("--namespace", default="kubeflow", help="(default: %(default)s)")
+    tfjob.add_argument("--service-account", default=None, help="Kubernetes service account of the pods")
+    tfjob.add_argument("--cpu", default=None, help="CPU request and limit per worker, e.g. 4")
+    tfjob.add_argument("--memory", default=None, help="memory request and limit per worker, e.g. 8Gi")
+    tfjob.add_argument("--to", default="kubeflow/tfjob.yaml", help="manifest path (default: %(default)s)")
+
     predict = commands.add_parser("predict", help="classify image files with a pushed model",
                                   description="Classify images through the pushed model's predict_image signature.")
     predict.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "

@@ -82,6 +82,22 @@ def command_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_tfjob(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest, trainer_job, write_manifest
+
+    settings = TFJobSettings(image=args.image, transformed_examples=args.transformed_examples,
+                             transform_graph=args.transform_graph, model_dir=args.model_dir, workers=args.workers,
+                             name=args.name, namespace=args.namespace, service_account=args.service_account,
+                             cpu=args.cpu, memory=args.memory)
+    settings.check()  # before the data is prepared
+    config = config_from_args(args)
+    path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
+    print(path)
+    log.info("TFJob %s: 1 chief + %d worker(s) of %s. Start: kubectl apply -f %s; follow: kubectl get tfjob %s -n %s",
+             settings.name, settings.workers - 1, args.image, path, settings.name, settings.namespace)
+    return 0
+
+
 def command_run(args: argparse.Namespace) -> int:
     from pipeline.preflight import check_run
     from pipeline.run_lock import exclusive_run
@@ -242,7 +258,7 @@ def command_tensorboard(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": command_run, "beam-pool": command_beam_pool, "tensorboard": command_tensorboard,
-            "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
+            "prepare": command_prepare, "compile": command_compile, "tfjob": command_tfjob, "deploy": command_deploy,
             "predict": command_predict, "generate": command_generate, "report": command_report,
             "models": command_models, "rollback": command_rollback}
 

@@ -2,12 +2,13 @@
 
 The CNN side runs on a real export (the family's own ``export_serving_model`` over a real
 Transform output); the seq2seq side checks the subclassed model, which Keras cannot clone.
-The two-run pipeline check (Resolver -> Trainer.base_model -> summary) is in
-test_warm_start_pipeline.py.
+The two-run pipeline check (Resolver -> Trainer.base_model -> summary) reuses the session's
+two-run fixture (tests/pipeline_runs.py), whose second run asks for --warm-start.
 """
 import numpy as np
 import pytest
 import tensorflow as tf
+from pipeline_runs import PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401 (fixture)
 
 from models.cnn import export, features
 from models.cnn.hparams import CnnHyperparameters
@@ -116,3 +117,21 @@ def test_seq2seq_subclassed_model_warm_starts(tmp_path):
     other = WarmStarter(True, str(tmp_path / "s"), {**identity, "vocabulary_sha256": "def"}, lambda _: None)
     assert not _equal(other.build(build).get_weights(), served.get_weights())
     assert "vocabulary_sha256 differs" in other.decision.note
+
+
+def test_second_pipeline_run_warm_starts_from_the_first_blessed_model(cnn_run_with_baseline):
+    """Resolver -> Trainer.base_model -> run_fn, read back through MLMD (shared two-run fixture)."""
+    from pipeline import graph, mlmd, warm_start
+
+    store = mlmd.open_output_store(str(cnn_run_with_baseline))
+    first, second = mlmd.node_executions(store, PIPELINE_NAME, graph.TRAINER)[-2:]
+    first_model = mlmd.artifacts_by_key(store, first.id)["model"][0]
+    inputs = mlmd.artifacts_by_key(store, second.id, mlmd.INPUTS)
+    assert [a.id for a in inputs["base_model"]] == [first_model.id]
+    second_model = mlmd.artifacts_by_key(store, second.id)["model"][0]
+    record = read_record(second_model.uri + "/Format-Serving")
+    assert record["warm_start"] == {"requested": True, "source": first_model.uri + "/Format-Serving",
+                                    "note": "weights restored"}
+    line = warm_start.summary_line(second_model.uri, store)
+    assert line.startswith("Warm start: yes, from the latest blessed model (served version ")
+    assert read_record(first_model.uri + "/Format-Serving")["warm_start"]["requested"] is False
