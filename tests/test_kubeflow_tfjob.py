@@ -191,3 +191,33 @@ def test_schema_file_is_the_trimmed_v1_crd() -> None:
     assert Path(PROJECT_ROOT / "scripts" / "trim_tfjob_crd.py").is_file()
     replica = SCHEMA["openAPIV3Schema"]["properties"]["spec"]["properties"]["tfReplicaSpecs"]["additionalProperties"]
     assert {"replicas", "restartPolicy", "template"} <= set(replica["properties"])
+
+
+@pytest.mark.slow
+def test_multi_worker_pod_command_trains_and_the_chief_exports(generated: dict, cnn_transform, tmp_path) -> None:
+    """The manifest's own command and job, on local copies of its inputs, under an operator TF_CONFIG."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import free_ports
+    from test_multi_worker import _write_split
+
+    output, rows = cnn_transform
+    examples = tmp_path / "transformed_examples"
+    for split, part in (("train", rows[:240]), ("eval", rows[240:])):
+        (examples / f"Split-{split}").mkdir(parents=True)
+        _write_split(part, examples / f"Split-{split}" / "data.gz")
+    container = generated["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    job = json.loads(container["args"][1])
+    job.update(transformed_examples=str(examples), transform_graph=output._transform_output_dir,  # noqa: SLF001
+               serving_model_dir=str(tmp_path / "model" / "Format-Serving"),
+               model_run_dir=str(tmp_path / "model" / "model_run"), train_steps=20, eval_steps=2)
+    chief = json.loads(operator_tf_config(tfjob_manifest(job, TFJobSettings(
+        image="i", transformed_examples=EXAMPLES, transform_graph=GRAPH, model_dir="gs://b/m", workers=1)), "Chief", 0))
+    chief["cluster"]["chief"] = [f"localhost:{free_ports(1)[0]}"]  # the pod's service address, here
+    command = [sys.executable if part == "python" else part for part in container["command"]]
+    result = subprocess.run([*command, "--job", json.dumps(job)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=600, env=dict(os.environ, TF_CONFIG=json.dumps(chief)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
