@@ -10,6 +10,8 @@ bounded subsample read from the start of the files.
 
 ``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
 extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
+``TrainingSettings.warm_start`` (``--warm-start``): start from TFX's ``base_model`` (the latest
+blessed model) when its recorded identity and weight shapes match (models/common/warm_start.py).
 ``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
 (models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner would set).
 """
