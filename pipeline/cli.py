@@ -63,10 +63,6 @@ def command_compile(args: argparse.Namespace) -> int:
     from pipeline.kubeflow_storage import check_pipeline_root
 
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
-    if config.warm_start:
-        raise ConfigError("--warm-start", "works in local runs only: its Resolver (TFX's latest-blessed-model "
-                          "query) compiles for Kubeflow V2 to a step that only Vertex AI Pipelines runs, so an "
-                          "open-source KFP cluster could not start the pipeline. Compile without --warm-start.")
     settings = StepSettings(
         cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,

@@ -9,7 +9,7 @@ trains from scratch. The Resolver reads MLMD of this pipeline only, so another
 
 Local runs only: on Kubeflow V2 this Resolver compiles to a ``resolver.outputArtifactQueries``
 step that only Vertex AI Pipelines implements (the reason the Evaluator reads its baseline
-from the serving directory instead, components/evaluator.py), so ``compile`` refuses it.
+from the serving directory instead, components/evaluator.py), so ``compile`` has no ``--warm-start``.
 """
 import os
 

@@ -5,6 +5,8 @@ Transform output); the seq2seq side checks the subclassed model, which Keras can
 The two-run pipeline check (Resolver -> Trainer.base_model -> summary) reuses the session's
 two-run fixture (tests/pipeline_runs.py), whose second run asks for --warm-start.
 """
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -135,3 +137,20 @@ def test_second_pipeline_run_warm_starts_from_the_first_blessed_model(cnn_run_wi
     line = warm_start.summary_line(second_model.uri, store)
     assert line.startswith("Warm start: yes, from the latest blessed model (served version ")
     assert read_record(first_model.uri + "/Format-Serving")["warm_start"]["requested"] is False
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_graph_feeds_the_latest_blessed_model_to_trainer_base_model_only_when_asked(digits_dataset, tmp_path, warm):
+    from pipeline import graph
+    from pipeline.config import PipelineConfig
+    from pipeline.warm_start import RESOLVER
+
+    config = PipelineConfig(model="cnn", output_dir=str(tmp_path), warm_start=warm)
+    nodes = {node.id: node for node in graph.create_pipeline(config, digits_dataset).components}
+    trainer = nodes[graph.TRAINER]
+    assert (RESOLVER in nodes) is warm
+    assert ("base_model" in trainer.inputs) is warm
+    if warm:
+        assert trainer.inputs["base_model"].producer_component_id == RESOLVER
+        assert nodes[RESOLVER].exec_properties["strategy_class"].endswith("LatestBlessedModelStrategy")
+    assert json.loads(trainer.exec_properties["custom_config"])["training"]["warm_start"] is warm
