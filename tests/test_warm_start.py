@@ -152,5 +152,5 @@ def test_graph_feeds_the_latest_blessed_model_to_trainer_base_model_only_when_as
     assert ("base_model" in trainer.inputs) is warm
     if warm:
         assert trainer.inputs["base_model"].producer_component_id == RESOLVER
-        assert nodes[RESOLVER].exec_properties["strategy_class"].endswith("LatestBlessedModelStrategy")
+        assert nodes[RESOLVER].exec_properties["resolver_class"].__name__ == "LatestBlessedModelStrategy"
     assert json.loads(trainer.exec_properties["custom_config"])["training"]["warm_start"] is warm
