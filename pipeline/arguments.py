@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the data changed on purpose: re-infer the schema from it (instead of validating "
                      "against the pinned one) and pin the new one after the run")
     _add_pipeline_arguments(run)
+    run.add_argument("--warm-start", action="store_true",
+                     help="start training from the latest blessed model of this pipeline when it fits (same "
+                     "family, input shape and classes or vocabulary); otherwise train from scratch and say why")
 
     prepare = commands.add_parser("prepare", help="only convert a data source to TFRecords",
                                   description="Convert a data source to the TFRecords the pipeline reads and "
@@ -145,6 +148,30 @@ def build_parser() -> argparse.ArgumentParser:
                           "(e.g. the one `run` pinned under output/schema/); default: infer it every run")
     _add_pipeline_arguments(compile_)
     _add_step_settings_arguments(compile_)
+
+    tfjob = commands.add_parser("tfjob", help="write a Kubeflow TFJob that trains on N workers",
+                                description="Write a Kubeflow Training Operator TFJob manifest (Chief + Workers, "
+                                "TF_CONFIG set by the operator) whose pods run the Trainer's run_fn under "
+                                "MultiWorkerMirroredStrategy on the Transform outputs of a pipeline run, with the "
+                                "Trainer settings this pipeline would use. Apply it with kubectl apply -f.")
+    _add_data_arguments(tfjob)
+    tfjob.add_argument("--output", default="output", help="where the data is prepared to read its shape "
+                       "(default: %(default)s)")
+    _add_pipeline_arguments(tfjob)
+    tfjob.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
+    tfjob.add_argument("--workers", type=int, default=2, help="training processes, the chief included "
+                       "(default: %(default)s)")
+    tfjob.add_argument("--transformed-examples", required=True, metavar="URI",
+                       help="a Transform run's transformed_examples artifact (holding Split-train/, Split-eval/)")
+    tfjob.add_argument("--transform-graph", required=True, metavar="URI", help="the same run's transform_graph")
+    tfjob.add_argument("--model-dir", required=True, metavar="URI",
+                       help="where the chief writes the model (URI/Format-Serving) and logs (URI/model_run)")
+    tfjob.add_argument("--name", default="trainer", help="TFJob name (default: %(default)s)")
+    tfjob.add_argument("--namespace", default="kubeflow", help="(default: %(default)s)")
+    tfjob.add_argument("--service-account", default=None, help="Kubernetes service account of the pods")
+    tfjob.add_argument("--cpu", default=None, help="CPU request and limit per worker, e.g. 4")
+    tfjob.add_argument("--memory", default=None, help="memory request and limit per worker, e.g. 8Gi")
+    tfjob.add_argument("--to", default="kubeflow/tfjob.yaml", help="manifest path (default: %(default)s)")
 
     predict = commands.add_parser("predict", help="classify image files with a pushed model",
                                   description="Classify images through the pushed model's predict_image signature.")
@@ -174,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "that version.")
     deploy_.add_argument("--host", required=True, help="KFP UI/API URL, e.g. http://localhost:8080 after "
                          "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80`")
-    deploy_.add_argument("--package", required=True, help="compiled pipeline YAML")
+    deploy_.add_argument("--package", default=None, help="compiled pipeline YAML (needed unless --list-schedules "
+                         "or --delete-schedule)")
     deploy_.add_argument("--pipeline-name", default=None, help="default: the package's pipelineInfo.name")
     deploy_.add_argument("--experiment", default="Default",
                          help="experiment for --run, created if missing (default: %(default)s)")
@@ -191,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "state, exit non-zero unless it succeeds")
     deploy_.add_argument("--wait-timeout", type=float, default=3600.0,
                          help="seconds --wait follows the run at most (default: %(default)s)")
+    deploy_.add_argument("--schedule", default=None, metavar="CRON",
+                         help="also create a recurring run of the uploaded version (continuous training), in "
+                         "--experiment: six cron fields, seconds first, e.g. '0 0 2 * * *' (02:00 daily), or @daily")
+    deploy_.add_argument("--list-schedules", action="store_true", help="list the recurring runs and exit")
+    deploy_.add_argument("--delete-schedule", default=None, metavar="ID", help="delete a recurring run and exit")
 
     report = commands.add_parser("report", help="write an HTML report of the latest evaluation", description=(
         "Find the latest evaluation of a run through ML Metadata and write a self-contained HTML report "
@@ -272,6 +305,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         seed=args.seed, xla=args.xla, profile=args.profile,
         min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
         base_model=getattr(args, "base_model", None),
+        warm_start=getattr(args, "warm_start", False),
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),

@@ -78,6 +78,22 @@ def command_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_tfjob(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest, trainer_job, write_manifest
+
+    settings = TFJobSettings(image=args.image, transformed_examples=args.transformed_examples,
+                             transform_graph=args.transform_graph, model_dir=args.model_dir, workers=args.workers,
+                             name=args.name, namespace=args.namespace, service_account=args.service_account,
+                             cpu=args.cpu, memory=args.memory)
+    settings.check()  # before the data is prepared
+    config = config_from_args(args)
+    path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
+    print(path)
+    log.info("TFJob %s: 1 chief + %d worker(s) of %s. Start: kubectl apply -f %s; follow: kubectl get tfjob %s -n %s",
+             settings.name, settings.workers - 1, args.image, path, settings.name, settings.namespace)
+    return 0
+
+
 def command_run(args: argparse.Namespace) -> int:
     from pipeline.preflight import check_run
     from pipeline.run_lock import exclusive_run
@@ -152,15 +168,35 @@ def command_generate(args: argparse.Namespace) -> int:
 
 
 def command_deploy(args: argparse.Namespace) -> int:
+    if args.list_schedules or args.delete_schedule:
+        return _schedules(args)
+    if not args.package:
+        raise ConfigError("--package", "is required to deploy: pass the pipeline YAML that `python -m pipeline "
+                                       "compile` wrote (or use --list-schedules / --delete-schedule ID).")
     from pipeline.kubeflow_deploy import deploy
 
     result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
                     run=args.run, namespace=args.namespace, run_name=args.run_name,
                     pipeline_root=args.pipeline_root, service_account=args.service_account,
                     enable_caching=None if args.cache is None else args.cache == "on",
-                    wait_timeout=args.wait_timeout if args.wait else None)
+                    wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule)
     if not (args.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
+    return 0
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow_connection import check_health, normalize_host, resolve_token
+    from pipeline.kubeflow_deploy import connect
+    from pipeline.kubeflow_schedule import delete_schedule, list_schedules
+
+    host, token = normalize_host(args.host), resolve_token(None)
+    check_health(host, timeout=10.0, token=token)
+    client = connect(host, namespace=args.namespace, token=token)
+    if args.delete_schedule:
+        print(delete_schedule(client, host, args.delete_schedule))
+    else:
+        print("\n".join(list_schedules(client, host, args.namespace)))
     return 0
 
 
@@ -218,7 +254,7 @@ def command_tensorboard(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": command_run, "beam-pool": command_beam_pool, "tensorboard": command_tensorboard,
-            "prepare": command_prepare, "compile": command_compile, "deploy": command_deploy,
+            "prepare": command_prepare, "compile": command_compile, "tfjob": command_tfjob, "deploy": command_deploy,
             "predict": command_predict, "generate": command_generate, "report": command_report,
             "models": command_models, "rollback": command_rollback}
 

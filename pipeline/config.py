@@ -80,6 +80,7 @@ class PipelineConfig:
     max_regression: float = 0.01         # tolerated absolute drop vs. the served model
     gate_margin: float = 0.01            # must beat the gate reference predictor by this (references.json)
     base_model: str | None = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
+    warm_start: bool = False          # Trainer starts from the latest blessed model (pipeline/warm_start.py)
 
     # Transform's pre-/post-transform statistics: ~5 s per run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.

@@ -20,6 +20,7 @@ from data.tfrecords import DatasetManifest
 from models.common.training import TrainingSettings
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILY_KEY, get_family
+from pipeline.warm_start import latest_blessed_model_resolver
 
 # Component ids, used by the runners' progress log and the run summary.
 EXAMPLE_GEN = "ImportExampleGen"
@@ -103,10 +104,14 @@ def create_pipeline(
         explicit_steps=config.train_steps is not None,
         base_model=config.base_model or "",
         data_service=config.data_service,
+        warm_start=config.warm_start,
         family=family.trainer_config(config, dataset),
     )
+    # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
+    warm_start = latest_blessed_model_resolver() if config.warm_start else None
     trainer = Trainer(
         run_fn=family.run_fn,
+        base_model=warm_start.outputs["model"] if warm_start else None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
@@ -134,7 +139,7 @@ def create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
-                                transform, trainer, evaluator, pusher) if c is not None],
+                                transform, warm_start, trainer, evaluator, pusher) if c is not None],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

@@ -33,6 +33,7 @@ from pipeline.kubeflow_connection import (
     normalize_host,
     resolve_token,
 )
+from pipeline.kubeflow_schedule import check_cron, create_schedule
 from pipeline.kubeflow_storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
 from pipeline.kubeflow_wait import follow_run
 
@@ -58,6 +59,8 @@ class DeployResult:
     version_name: str = ""
     experiment_id: str | None = None
     pipeline_url: str | None = None
+    recurring_run_id: str | None = None
+    schedule: str | None = None
 
     def summary(self) -> str:
         """Human-readable lines for the CLI."""
@@ -70,6 +73,10 @@ class DeployResult:
             lines.append(f"Started run {self.run_id} in experiment {self.experiment_id}")
             if self.run_url:
                 lines.append(f"Run: {self.run_url}")
+        if self.recurring_run_id:
+            lines.append(f"Scheduled recurring run {self.recurring_run_id} ({self.schedule}) in experiment "
+                         f"{self.experiment_id}; list: deploy --list-schedules, stop: deploy --delete-schedule "
+                         f"{self.recurring_run_id}")
         return "\n".join(lines)
 
 
@@ -185,6 +192,24 @@ def _yaml_named(package_path: str, enable_caching: bool | None = None) -> Iterat
 # --------------------------------------------------------------------------- deploy
 
 
+def connect(host: str, *, namespace: str | None = None, token: str | None = None, cookies: str | None = None,
+            timeout: float = 10.0, api_timeout: float = 300.0,
+            client_factory: Callable[..., Any] = kfp.Client) -> Any:
+    """A kfp client for ``host`` whose every HTTP call is bounded (stackenv/compat.py)."""
+    kwargs: dict[str, Any] = {"host": host}
+    if namespace:
+        kwargs["namespace"] = namespace
+    if token:
+        kwargs["existing_token"] = token
+    if cookies:
+        kwargs["cookies"] = cookies
+    with api_errors(host, "connecting the kfp client"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
+        client = client_factory(**kwargs)
+    bound_client_io(client, timeout, api_timeout)
+    return client
+
+
 def _utc_stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
 
@@ -202,7 +227,7 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
            cookies: str | None = None, timeout: float = 10.0,
            api_timeout: float = 300.0, enable_caching: bool | None = None,
            service_account: str | None = None, wait_timeout: float | None = None,
-           say: Callable[[str], None] = print) -> DeployResult:
+           schedule: str | None = None, say: Callable[[str], None] = print) -> DeployResult:
     """Upload ``package_path`` to KFP at ``host`` as a new pipeline or a new version; maybe run it.
 
     Pipelines are looked up and uploaded as shared pipelines (what ``kfp.Client.get_pipeline_id``
@@ -213,33 +238,27 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     ``enable_caching`` (True/False) overrides every step's caching in the uploaded version:
     kfp 2.5's ``run_pipeline(enable_caching=...)`` ignores it for a run of an uploaded version.
     ``service_account`` runs the pods under that Kubernetes service account. With
-    ``wait_timeout`` the run is followed until it ends (pipeline/kubeflow_wait.py).
-    Raises DeployError for anything the user can fix.
+    ``wait_timeout`` the run is followed until it ends (pipeline/kubeflow_wait.py). With
+    ``schedule`` (a cron, checked before anything is sent: pipeline/kubeflow_schedule.py) a
+    recurring run of the uploaded version is created in ``experiment``.
+    Raises DeployError (ConfigError for a bad schedule) for anything the user can fix.
     """
+    cron = check_cron(schedule) if schedule is not None else None
     spec = load_pipeline_spec(package_path)
-    root = run_pipeline_root(spec, package_path, pipeline_root, run)
+    root = run_pipeline_root(spec, package_path, pipeline_root, run or bool(cron))
     name = (pipeline_name or "").strip() or default_pipeline_name(spec, package_path)
     host = normalize_host(host)
     token = resolve_token(existing_token)
 
     health = check_health(host, timeout=timeout, token=token, cookies=cookies)
     multi_user = bool(health.get("multi_user"))
-    if run and multi_user and not namespace:
+    if (run or cron) and multi_user and not namespace:
         raise DeployError(
-            f"Kubeflow Pipelines at {host} runs in multi-user mode, so a run needs a namespace: pass "
+            f"Kubeflow Pipelines at {host} runs in multi-user mode, so a run or schedule needs a namespace: pass "
             "--namespace <your profile namespace> (e.g. kubeflow-user-example-com).")
 
-    kwargs: dict[str, Any] = {"host": host}
-    if namespace:
-        kwargs["namespace"] = namespace
-    if token:
-        kwargs["existing_token"] = token
-    if cookies:
-        kwargs["cookies"] = cookies
-    with api_errors(host, "connecting the kfp client"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
-        client = client_factory(**kwargs)
-    bound_client_io(client, timeout, api_timeout)
+    client = connect(host, namespace=namespace, token=token, cookies=cookies, timeout=timeout,
+                     api_timeout=api_timeout, client_factory=client_factory)
 
     with api_errors(host, f"looking up pipeline {name!r}"):
         pipeline_id = client.get_pipeline_id(name)
@@ -270,13 +289,22 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     result = DeployResult(pipeline_id=pipeline_id, version_id=version_id, created_pipeline=created,
                           pipeline_name=name, version_name=version,
                           pipeline_url=_ui_url(host, f"pipelines/details/{pipeline_id}/version/{version_id}"))
-    if not run:
+    if not run and not cron:
         return result
 
     where = f" in namespace {namespace!r}" if namespace else ""
     with api_errors(host, f"getting or creating experiment {experiment!r}{where}"):
         # create_experiment returns the existing experiment of that name in the namespace.
         result.experiment_id = client.create_experiment(experiment, namespace=namespace).experiment_id
+    if cron:
+        result.schedule = cron
+        result.recurring_run_id = create_schedule(
+            client, host, experiment_id=result.experiment_id, name=run_name or f"{name} every {cron}",
+            pipeline_id=pipeline_id, version_id=version_id, cron=cron, pipeline_root=root,
+            service_account=service_account)
+        log.info("Scheduled recurring run %s (%s)", result.recurring_run_id, cron)
+    if not run:
+        return result
     job_name = run_name or f"{name} {_utc_stamp()}"
     with api_errors(host, f"starting run {job_name!r} of pipeline {name!r}"):
         started = client.run_pipeline(result.experiment_id, job_name, pipeline_id=pipeline_id,

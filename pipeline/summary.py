@@ -13,7 +13,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
-from pipeline import gate_summary, graph, mlmd
+from pipeline import gate_summary, graph, mlmd, warm_start
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 
@@ -42,6 +42,7 @@ class RunSummary:
     split_description: str | None = None   # how the data preparation split (data/text_split.py)
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
+    warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
 
     @property
     def worst_slice(self) -> SliceMetric | None:
@@ -91,6 +92,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
                          family.gate_metric_label)
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
+    summary.warm_start = warm_start.summary_line(summary.model_uri, store)
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -144,6 +146,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
     lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
                                     summary.overall.value if summary.overall else None, summary.metric_label))
+    if summary.warm_start:
+        lines.append(summary.warm_start)
     if summary.baseline_overall:
         lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
     worst = summary.worst_slice

@@ -15,8 +15,9 @@ FIRST_RUN = ("--train-steps", "40", "--min-accuracy", "0.3", "--gate-margin", "-
 # A different seed retrains (the Evaluator's inputs change, so it re-runs and compares with
 # the served first model, giving real diffs), and an unreachable floor makes the gate fail,
 # so the not-blessed path is exercised for real. Transform stays cached. --profile: the
-# newest Trainer's logs hold a profiler trace for the tensorboard test.
-SECOND_RUN = ("--train-steps", "40", "--min-accuracy", "0.99", "--seed", "7", "--profile", "2,4")
+# newest Trainer's logs hold a profiler trace for the tensorboard test. --warm-start: it starts
+# from the first (blessed) model, which test_warm_start checks through MLMD.
+SECOND_RUN = ("--train-steps", "40", "--min-accuracy", "0.99", "--seed", "7", "--profile", "2,4", "--warm-start")
 
 
 def _run(output: Path, args) -> None:

@@ -61,6 +61,7 @@ class FakeKfp:
     versions: dict[str, list[dict]] = field(default_factory=dict)
     experiments: list[dict] = field(default_factory=list)
     runs: list[dict] = field(default_factory=list)
+    recurring_runs: list[dict] = field(default_factory=list)
     # What GET /runs/{id} answers, one entry per poll (the last one repeats): (run state, {task: state}).
     run_states: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)  # route or "*"
@@ -97,7 +98,11 @@ def _route(method: str, path: str) -> str:
         ("GET", f"{API}/experiments"): "list_experiments",
         ("POST", f"{API}/experiments"): "create_experiment",
         ("POST", f"{API}/runs"): "create_run",
+        ("POST", f"{API}/recurringruns"): "create_recurring_run",
+        ("GET", f"{API}/recurringruns"): "list_recurring_runs",
     }
+    if method == "DELETE" and re.fullmatch(f"{API}/recurringruns/[^/]+", path):
+        return "delete_recurring_run"
     if method == "GET" and re.fullmatch(f"{API}/pipelines/[^/]+/versions", path):
         return "list_versions"
     if method == "GET" and re.fullmatch(f"{API}/runs/[^/]+", path):
@@ -126,6 +131,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
 
     def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -251,6 +259,69 @@ class _Handler(BaseHTTPRequestHandler):
                                  or "minio://mlpipeline/v2/artifacts")
         self.fake.runs.append(run)
         return 200, run
+
+
+    def _create_recurring_run(self, record: Recorded) -> tuple[int, dict]:
+        """What toModelJob (backend src/apiserver/server/api_converter.go) checks, with its messages."""
+        body = record.json()
+        concurrency = int(body.get("max_concurrency") or 0)
+        if not 1 <= concurrency <= 10:
+            return 400, {"error_message": "Max concurrency of a recurring run must be at least 1 and at most 10. "
+                                          f"Received {concurrency}", "code": 3}
+        cron = ((body.get("trigger") or {}).get("cron_schedule") or {}).get("cron")
+        if cron is not None and not _robfig_v1_parses(cron):
+            return 400, {"error_message": "Schedule cron is not a supported format(https://godoc.org/github.com/"
+                                          f"robfig/cron). Error: {cron}", "code": 3}
+        reference = body.get("pipeline_version_reference") or {}
+        if reference.get("pipeline_id") not in self.fake.pipelines:
+            return 404, {"error_message": f"pipeline {reference.get('pipeline_id')} not found", "code": 5}
+        recurring = dict(body, recurring_run_id=str(uuid.uuid4()), created_at="2024-05-01T12:00:00Z",
+                         status="ENABLED" if body.get("mode") == "ENABLE" else "DISABLED")
+        self.fake.recurring_runs.insert(0, recurring)
+        return 200, recurring
+
+    def _list_recurring_runs(self, record: Recorded) -> tuple[int, dict]:
+        found = self.fake.recurring_runs
+        return 200, ({"recurringRuns": found, "total_size": len(found)} if found else {})
+
+    def _delete_recurring_run(self, record: Recorded) -> tuple[int, dict]:
+        run_id = record.path.split("/")[-1]
+        kept = [r for r in self.fake.recurring_runs if r["recurring_run_id"] != run_id]
+        if len(kept) == len(self.fake.recurring_runs):
+            return 404, {"error_message": f"Job {run_id} not found", "code": 5}
+        self.fake.recurring_runs[:] = kept
+        return 200, {}
+
+
+def _robfig_v1_parses(spec: str) -> bool:
+    """robfig/cron v1's ``Parse`` (parser.go): descriptors, or 5-6 fields seconds first (day of week
+    optional), each a list of ``*``/``?``/``a``/``a-b`` with ``/step``, names for month and weekday."""
+    if spec.startswith("@"):
+        return spec in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly") or \
+            bool(re.fullmatch(r"@every (\d+(ns|us|ms|s|m|h))+", spec))
+    fields = spec.split()
+    if len(fields) not in (5, 6):
+        return False
+    bounds = [(0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6)]
+    names = {4: "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), 5: "SUN MON TUE WED THU FRI SAT".split()}
+
+    def value(text: str, index: int) -> int | None:
+        if text.upper() in names.get(index, []):
+            return names[index].index(text.upper()) + bounds[index][0]
+        return int(text) if text.isdigit() else None
+
+    for index, field_ in enumerate(fields):
+        low, high = bounds[index]
+        for part in field_.split(","):
+            span, _, step = part.partition("/")
+            if step and not (step.isdigit() and int(step) > 0):
+                return False
+            if span in ("*", "?"):
+                continue
+            ends = [value(v, index) for v in span.split("-")]
+            if len(ends) > 2 or None in ends or not low <= ends[0] <= ends[-1] <= high:
+                return False
+    return True
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -613,3 +684,83 @@ def test_cli_wait_on_a_failed_run_exits_non_zero(kfp_server: FakeKfp, package: P
     assert "ended FAILED" in result.stderr and "Trainer failed" in result.stderr
     assert "kubectl logs" in result.stderr and "Traceback" not in result.stderr
     assert "  Trainer              FAILED" in result.stdout
+
+
+# --------------------------------------------------------------------------- recurring runs (continuous training)
+
+
+def test_schedule_creates_a_recurring_run_of_the_uploaded_version(kfp_server: FakeKfp, package: Path) -> None:
+    result = deploy(kfp_server.url, str(package), schedule="0 0 2 * * *", service_account="pipeline-runner")
+    assert result.recurring_run_id and result.run_id is None  # scheduled, nothing started now
+    [sent] = kfp_server.sent("POST", "/recurringruns")
+    body = sent.json()
+    # The request shape kfp 2.5.0's create_recurring_run builds (kfp/client/client.py).
+    assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
+    assert body["pipeline_version_reference"] == {"pipeline_id": result.pipeline_id,
+                                                  "pipeline_version_id": result.version_id}
+    assert body["experiment_id"] == result.experiment_id and body["mode"] == "ENABLE"
+    assert body["max_concurrency"] == "1" or body["max_concurrency"] == 1
+    assert body["no_catchup"] is True and body["service_account"] == "pipeline-runner"
+    assert body["runtime_config"]["pipeline_root"] == PACKAGE_ROOT
+    assert f"Scheduled recurring run {result.recurring_run_id} (0 0 2 * * *)" in result.summary()
+
+
+@pytest.mark.parametrize("cron, expected", [
+    ("0 2 * * *", "five fields"),                   # robfig would read it as every hour at minute 2
+    ("0 0 25 * * *", "the hour field '25' is outside 0-23"),
+    ("0 0 2 * * MON-XYZ", "'XYZ' is not a number"),
+    ("every day", "2 fields, not six"),
+    ("@fortnightly", "unknown descriptor"),
+    ("", "it is empty"),
+    ("0 */0 * * * *", "step '0'"),
+])
+def test_bad_cron_is_refused_before_anything_is_sent(kfp_server: FakeKfp, package: Path, cron: str,
+                                                     expected: str) -> None:
+    from stackenv.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        deploy(kfp_server.url, str(package), schedule=cron)
+    message = str(caught.value)
+    assert "--schedule" in message and expected in message and "seconds first" in message, message
+    assert "\n" not in message and kfp_server.requests == []
+
+
+@pytest.mark.parametrize("cron", ["0 0 2 * * *", "0 30 6 * * 1-5", "0 0 */6 * * ?", "@daily", "@every 6h",
+                                  "0 0 0 1 JAN,JUL *"])
+def test_every_cron_the_cli_accepts_the_api_accepts(cron: str) -> None:
+    from pipeline.kubeflow_schedule import check_cron
+
+    assert check_cron(cron) == cron and _robfig_v1_parses(cron)
+
+
+def test_fake_server_rejects_what_the_recurring_run_api_rejects(kfp_server: FakeKfp, package: Path) -> None:
+    from pipeline.kubeflow_deploy import connect
+
+    result = deploy(kfp_server.url, str(package))
+    client = connect(kfp_server.url)
+    experiment = client.create_experiment("Default").experiment_id
+    with pytest.raises(Exception, match="Schedule cron is not a supported format"):
+        client.create_recurring_run(experiment, "x", cron_expression="0 0 99 * * *",
+                                    pipeline_id=result.pipeline_id, version_id=result.version_id)
+    with pytest.raises(Exception, match="Max concurrency"):
+        client.create_recurring_run(experiment, "x", cron_expression="0 0 2 * * *", max_concurrency=11,
+                                    pipeline_id=result.pipeline_id, version_id=result.version_id)
+    assert kfp_server.recurring_runs == []
+
+
+def test_cli_schedule_list_and_delete(kfp_server: FakeKfp, package: Path, capsys: pytest.CaptureFixture) -> None:
+    from pipeline.cli import main
+
+    assert main(["deploy", "--host", kfp_server.url, "--package", str(package), "--schedule", "@daily"]) == 0
+    [recurring] = kfp_server.recurring_runs
+    assert f"Scheduled recurring run {recurring['recurring_run_id']} (@daily)" in capsys.readouterr().out
+    assert main(["deploy", "--host", kfp_server.url, "--list-schedules"]) == 0
+    listed = capsys.readouterr().out
+    assert recurring["recurring_run_id"] in listed and "@daily" in listed and "ENABLED" in listed
+    assert main(["deploy", "--host", kfp_server.url, "--delete-schedule", recurring["recurring_run_id"]]) == 0
+    assert kfp_server.recurring_runs == [] and "Deleted recurring run" in capsys.readouterr().out
+    assert main(["deploy", "--host", kfp_server.url, "--delete-schedule", "nope"]) != 0
+    assert "not found" in capsys.readouterr().err
+    assert main(["deploy", "--host", kfp_server.url, "--schedule", "0 2 * * *"]) != 0  # no --package
+    assert main(["deploy", "--host", kfp_server.url, "--package", str(package), "--schedule", "0 2 * * *"]) != 0
+    assert "five fields" in capsys.readouterr().err

@@ -10,6 +10,8 @@ bounded subsample read from the start of the files.
 
 ``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
 extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
+``TrainingSettings.warm_start`` (``--warm-start``): start from TFX's ``base_model`` (the latest
+blessed model) when its recorded identity and weight shapes match (models/common/warm_start.py).
 ``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
 (models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner would set).
 """
@@ -32,6 +34,7 @@ from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
 from models.common.multi_worker import export_dir
 from models.common.training import TrainingSettings
+from models.common.warm_start import write_record
 
 log = logging.getLogger(__name__)
 GATE_REFERENCE = "logistic_regression"
@@ -52,7 +55,16 @@ def run_fn(fn_args: FnArgs) -> None:
     base = base_model.describe(settings.base_model) if settings.base_model else None
     input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
 
+    class_names = [v.decode() for v in tf_transform_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
+    # What the weights are tied to: a later --warm-start reuses them only if all of it matches.
+    identity = {"family": "cnn", "image_shape": [int(v) for v in image_shape], "classes": class_names,
+                "base_model": settings.base_model}
+    warm = settings.warm_starter(fn_args, identity, log)
+
     def build():
+        return warm.build(build_fresh)
+
+    def build_fresh():
         with strategy.scope():
             if base:
                 return cnn_model.build_on_base_model(image_shape, num_classes, base, settings.learning_rate,
@@ -100,6 +112,7 @@ def run_fn(fn_args: FnArgs) -> None:
         export.export_serving_model(model, tf_transform_output, target, image_shape)
         references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin)
         _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
+        write_record(target, identity, warm.decision)
 
 
 def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):

@@ -24,6 +24,7 @@ class TrainingSettings:
     explicit_steps: bool = False  # --train-steps given: train exactly that budget (no minimum)
     base_model: str = ""          # --base-model: a pretrained feature extractor to build on (image families)
     data_service: str = ""        # "auto" or a tf.data service dispatcher (models/common/data_service.py)
+    warm_start: bool = False      # --warm-start: start from fn_args.base_model when it fits (warm_start.py)
     family: dict[str, Any] = dataclasses.field(default_factory=dict)  # family-specific
 
     def to_custom_config(self) -> dict[str, Any]:
@@ -36,6 +37,12 @@ class TrainingSettings:
         if unknown:
             raise ValueError(f"Unknown training settings {sorted(unknown)}")
         return cls(**values)
+
+    def warm_starter(self, fn_args, identity: dict[str, Any], logger):
+        """The run's warm-start decision maker (models/common/warm_start.py), fed TFX's base_model."""
+        from models.common.warm_start import WarmStarter
+
+        return WarmStarter(self.warm_start, getattr(fn_args, "base_model", None), identity, logger.info)
 
     def input_options(self) -> dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers

@@ -6,6 +6,7 @@
 disagree with the data. The n-gram reference scores go into the export as
 ``assets.extra/references.json`` (``models/common/references.py``), for the blessing gate.
 """
+import hashlib
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
 from models.common.training import TrainingSettings
+from models.common.warm_start import write_record
 from models.seq2seq import baselines, export, features
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -70,10 +72,21 @@ def run_fn(fn_args: FnArgs) -> None:
                                               global_batch, shuffle=False, repeat=True,
                                               **settings.input_options()))
     steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
-    with strategy.scope():
-        model = build_seq2seq(vocab_size, context_tokens, target_tokens,
-                              settings.learning_rate, jit_compile=settings.jit_compile,
-                              total_steps=steps_per_epoch * settings.epochs, **hyper)
+    # What the weights are tied to: a later --warm-start reuses them only if all of it matches
+    # (the same tokens must have the same ids, so the vocabulary itself, by digest).
+    vocabulary = tf_transform_output.vocabulary_by_name(features.VOCABULARY)
+    identity = {"family": "seq2seq", "context_tokens": int(context_tokens), "target_tokens": int(target_tokens),
+                "vocabulary_size": int(vocab_size),
+                "vocabulary_sha256": hashlib.sha256(b"\n".join(vocabulary)).hexdigest()}
+    warm = settings.warm_starter(fn_args, identity, log)
+
+    def build():
+        with strategy.scope():
+            return build_seq2seq(vocab_size, context_tokens, target_tokens,
+                                 settings.learning_rate, jit_compile=settings.jit_compile,
+                                 total_steps=steps_per_epoch * settings.epochs, **hyper)
+
+    model = warm.build(build)
     log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
              target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
@@ -86,3 +99,4 @@ def run_fn(fn_args: FnArgs) -> None:
         references.write_references(
             target, GATE_METRIC, {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
             "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
+        write_record(target, identity, warm.decision)

@@ -1,0 +1,119 @@
+"""A Kubeflow Training Operator ``TFJob`` that runs the Trainer's ``run_fn`` on N workers.
+
+``python -m pipeline tfjob`` writes kubeflow/tfjob.yaml (``kubectl apply -f`` it): one
+``Chief`` and N-1 ``Worker`` replicas of the pipeline image, each running
+``python -m pipeline.trainer_worker`` (pipeline/trainer_worker.py) with the same job: the
+transformed examples and transform graph of a pipeline run, and the Trainer settings the
+pipeline graph itself would give its Trainer (read from ``create_pipeline``, so the job
+cannot drift from a pipeline run), with strategy ``multi_worker``.
+
+What the operator does, read from kubeflow/training-operator v1.9.0: it requires a
+container named ``tensorflow`` with an image in every replica and at most one Chief
+(pkg/webhooks/tensorflow/tfjob_webhook.go); it creates a headless service per replica and
+sets ``TF_CONFIG`` in each pod to ``{"cluster": {"chief": [...], "worker": [...]}, "task":
+{"type": "worker", "index": i}, "environment": "cloud"}`` with addresses
+``<job>-<type>-<i>.<namespace>.svc:<port>``, the port being the container port named
+``tfjob-port`` or 2222 (pkg/controller.v1/tensorflow/tensorflow.go genTFConfigJSONStr).
+``models/common/multi_worker.py`` reads exactly that; the chief exports the model.
+
+``restartPolicy: Never``: a worker that dies fails the others within the bounded waits
+(``WorkerFailure``), so restarting one pod cannot resume the collective; re-apply the job.
+"""
+import dataclasses
+import json
+import re
+
+from stackenv.errors import ConfigError
+
+import yaml
+
+API_VERSION = "kubeflow.org/v1"
+KIND = "TFJob"
+CONTAINER = "tensorflow"      # the operator's TFJobDefaultContainerName
+PORT_NAME = "tfjob-port"      # TFJobDefaultPortName
+PORT = 2222                   # TFJobDefaultPort
+DEFAULT_PATH = "kubeflow/tfjob.yaml"
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TFJobSettings:
+    """Where the job runs and what it reads and writes (object-store URIs the pods can reach)."""
+
+    image: str
+    transformed_examples: str
+    transform_graph: str
+    model_dir: str
+    workers: int = 2
+    name: str = "trainer"
+    namespace: str = "kubeflow"
+    service_account: str | None = None
+    cpu: str | None = None
+    memory: str | None = None
+
+    def check(self) -> None:
+        if self.workers < 1:
+            raise ConfigError("--workers", f"must be >= 1 (the chief counts as one), got {self.workers}.")
+        if not _DNS_1035.match(self.name) or len(self.name) > 63:
+            raise ConfigError("--name", f"{self.name!r} is not a valid TFJob name: the operator requires a DNS-1035 "
+                              "label (lower-case letters, digits and '-', starting with a letter, at most 63), "
+                              "e.g. cnn-trainer.")
+        if not self.image.strip():
+            raise ConfigError("--image", "is empty; pass the pipeline image built from kubeflow/Dockerfile.")
+        for flag, uri in (("--transformed-examples", self.transformed_examples),
+                          ("--transform-graph", self.transform_graph), ("--model-dir", self.model_dir)):
+            if "://" not in uri:
+                raise ConfigError(flag, f"{uri!r} is a local path, which the TFJob's pods cannot read; pass an "
+                                  "object-store URI (gs://..., s3://...), e.g. the Transform outputs of a "
+                                  "Kubeflow run of this pipeline.")
+
+
+def trainer_job(config, dataset, settings: TFJobSettings) -> dict:
+    """The trainer_worker job: the pipeline graph's own Trainer settings, strategy multi_worker."""
+    from pipeline import graph
+
+    config.strategy = "multi_worker"
+    trainer = next(node for node in graph.create_pipeline(config, dataset).components if node.id == graph.TRAINER)
+    properties = trainer.exec_properties
+    model_dir = settings.model_dir.rstrip("/")
+    return {"run_fn": properties["run_fn"], "transformed_examples": settings.transformed_examples,
+            "transform_graph": settings.transform_graph, "serving_model_dir": f"{model_dir}/Format-Serving",
+            "model_run_dir": f"{model_dir}/model_run",
+            "train_steps": json.loads(properties["train_args"]).get("num_steps", 1),
+            "eval_steps": json.loads(properties["eval_args"]).get("num_steps", 1),
+            "custom_config": json.loads(properties["custom_config"])}
+
+
+def _replica(job: dict, settings: TFJobSettings, replicas: int) -> dict:
+    container = {"name": CONTAINER, "image": settings.image,
+                 "command": ["python", "-m", "pipeline.trainer_worker"],
+                 "args": ["--job", json.dumps(job, sort_keys=True)],
+                 "ports": [{"name": PORT_NAME, "containerPort": PORT}]}
+    limits = {k: v for k, v in (("cpu", settings.cpu), ("memory", settings.memory)) if v}
+    if limits:
+        container["resources"] = {"requests": dict(limits), "limits": dict(limits)}
+    pod = {"containers": [container]}
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    return {"replicas": replicas, "restartPolicy": "Never", "template": {"spec": pod}}
+
+
+def tfjob_manifest(job: dict, settings: TFJobSettings) -> dict:
+    settings.check()
+    replicas = {"Chief": _replica(job, settings, 1)}
+    if settings.workers > 1:
+        replicas["Worker"] = _replica(job, settings, settings.workers - 1)
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": settings.name, "namespace": settings.namespace},
+            "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas}}
+
+
+def write_manifest(manifest: dict, path: str) -> str:
+    import os
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write("# Generated by `python -m pipeline tfjob`; apply with `kubectl apply -f` "
+                     "(needs the Kubeflow Training Operator).\n")
+        yaml.safe_dump(manifest, handle, sort_keys=False)
+    return path

@@ -1,0 +1,56 @@
+"""One training worker of a TFJob pod: the family's real ``run_fn`` on a finished Transform's outputs.
+
+``python -m pipeline.trainer_worker --job JSON`` (the command kubeflow/tfjob.yaml gives every
+replica, pipeline/kubeflow_tfjob.py). JSON holds what TFX's Trainer executor would put into
+``FnArgs``: the transformed examples and transform graph URIs of a pipeline run, where the
+model goes, the step counts and the Trainer's ``custom_config`` (strategy ``multi_worker``).
+The training operator sets ``TF_CONFIG`` in each pod; ``models/common/multi_worker.py`` reads it,
+and the chief alone writes ``serving_model_dir``. A :class:`ProjectError` ends the pod with its
+paragraph and exit code, so ``kubectl logs`` shows the message, not a traceback.
+"""
+import argparse
+import json
+import os
+import sys
+
+import stackenv  # noqa: F401  (first: tf-keras before TensorFlow loads)
+from stackenv.errors import ProjectError
+
+#: Keys of the job JSON, all required.
+JOB_KEYS = ("run_fn", "transformed_examples", "transform_graph", "serving_model_dir", "model_run_dir",
+            "train_steps", "eval_steps", "custom_config")
+
+
+def fn_args(job: dict):
+    """The ``FnArgs`` TFX's Trainer executor builds for these artifacts (splits as Split-<name>/*)."""
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    missing = [key for key in JOB_KEYS if key not in job]
+    if missing:
+        raise ValueError(f"trainer_worker job lacks {missing}; regenerate it with `python -m pipeline tfjob`")
+    examples = job["transformed_examples"].rstrip("/")
+    return FnArgs(
+        train_files=[os.path.join(examples, "Split-train", "*")],
+        eval_files=[os.path.join(examples, "Split-eval", "*")],
+        transform_output=job["transform_graph"], transform_graph_path=job["transform_graph"],
+        serving_model_dir=job["serving_model_dir"], model_run_dir=job["model_run_dir"],
+        train_steps=int(job["train_steps"]), eval_steps=int(job["eval_steps"]),
+        custom_config=job["custom_config"], data_accessor=None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.trainer_worker")
+    parser.add_argument("--job", required=True, help="the job as JSON (written by `python -m pipeline tfjob`)")
+    job = json.loads(parser.parse_args(argv).job)
+    from pipeline.families import load_function
+
+    try:
+        load_function(job["run_fn"])(fn_args(job))
+    except ProjectError as error:
+        print(error.paragraph, file=sys.stderr)
+        return error.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
