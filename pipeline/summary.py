@@ -14,7 +14,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
-from pipeline import gate_summary, graph, mlmd
+from pipeline import gate_summary, graph, mlmd, tuning_summary
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 
@@ -47,6 +47,7 @@ class RunSummary:
     split_description: str | None = None   # how the data preparation split (data/text_split.py)
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
+    tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/tuning_summary.py
 
     @property
     def worst_slice(self) -> SliceMetric | None:
@@ -103,6 +104,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
                          family.gate_metric_label, _read_references(_uri(run.get(graph.TRAINER), "model_run")))
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
+    summary.tuning_lines = tuning_summary.lines(tuning_summary.read_search(run.get(graph.TUNER)),
+                                                run.get(graph.HYPERPARAMETERS_IMPORTER), family.gate_metric_label)
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -159,6 +162,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         best = max(summary.references.values())
         if summary.overall and summary.overall.value <= best:
             lines.append("  WARNING: the model does not beat the best reference predictor; train longer.")
+    lines.extend(summary.tuning_lines)
     lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
                                     summary.overall.value if summary.overall else None, summary.metric_label))
     if summary.baseline_overall:

@@ -124,6 +124,8 @@ class BudgetedTuner(base_tuner.BaseTuner):
         log.info("Untuned defaults: score %.4f", self.default_score)
 
     def search(self, *args, **kwargs):
+        # KerasTuner's own progress tables go to stdout; the trial log lines above say the same.
+        self.oracle.verbose = kwargs.pop("verbose", 0)
         if is_chief():  # serves trials to the workers until they are done
             return super().search(*args, **kwargs)
         from models.common.autograph import convert_tf_keras
