@@ -29,10 +29,9 @@ def test_tuner_compiles_into_the_spec_and_feeds_the_trainer(tmp_path):
     assert "Tuner" in tasks and "Tuner" in tasks["Trainer"]["dependentTasks"]
     trainer_input = tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]
     assert trainer_input == {"outputArtifactKey": "best_hyperparameters", "producerTask": "Tuner"}
-    executor = spec["deploymentSpec"]["executors"][tasks["Tuner"]["componentRef"]["name"].replace(
-        "comp-", "exec-")]["container"]
+    executor = spec["deploymentSpec"]["executors"]["Tuner_executor"]["container"]
     assert executor["command"][:3] == ["python", "-m", "pipeline.kubeflow_entrypoint"]
-    assert any("components.tuner.Executor" in arg for arg in executor["args"])
+    assert executor["args"][:2] == ["--executor_class_path", "components.tuner.Executor"]
     parameters = spec["components"][tasks["Tuner"]["componentRef"]["name"]]["inputDefinitions"]["parameters"]
     assert "tuner_fn" in parameters and "custom_config" in parameters
 
