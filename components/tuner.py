@@ -7,6 +7,10 @@ took, what the untuned defaults scored and whether the wall-time budget ended th
 this executor adds them (``seconds`` per trial row, and ``search.json`` beside it) from the
 attributes ``models/common/tuner.py``'s ``BudgetedTuner`` keeps. A tuner without them still
 runs: the extra fields are then empty.
+
+When the untuned defaults scored better than every trial, the best-hyperparameters file
+holds no values (``"untuned_defaults": true``), so the Trainer trains with its defaults
+instead of the best of a worse lot (seen on the text corpus: benchmarks/README.md, "Tuning").
 """
 import json
 import os
@@ -21,6 +25,7 @@ from tfx.utils import io_utils
 
 RESULTS_FILE = "tuner_results.json"   # TFX's name (tuner executor's _DEFAULT_TUNER_RESULTS_FILE_NAME)
 SEARCH_FILE = "search.json"
+BEST_FILE = "best_hyperparameters.txt"  # TFX's name (tuner executor's _DEFAULT_BEST_HP_FILE_NAME)
 
 
 class Executor(tuner_executor.Executor):
@@ -31,11 +36,13 @@ class Executor(tuner_executor.Executor):
         tuner = tuner_executor.search(input_dict, exec_properties, self._get_tmp_dir(), print_tuning_summary=False)
         tuner_executor.write_best_hyperparameters(tuner, output_dict)
         results_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TUNER_RESULTS_KEY])
-        write_search_record(tuner, results_dir)
+        best_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.BEST_HYPERPARAMETERS_KEY])
+        write_search_record(tuner, results_dir, best_dir)
 
 
-def write_search_record(tuner, results_dir: str) -> dict[str, Any]:
-    """Add each trial's seconds to TFX's rows and write ``search.json`` (see the module docstring)."""
+def write_search_record(tuner, results_dir: str, best_dir: str) -> dict[str, Any]:
+    """Add each trial's seconds to TFX's rows, write ``search.json``, and hand the Trainer the
+    untuned defaults when they beat every trial (see the module docstring)."""
     seconds = dict(getattr(tuner, "trial_seconds", {}) or {})
     path = os.path.join(results_dir, RESULTS_FILE)
     rows = json.loads(io_utils.read_string_file(path))
@@ -57,6 +64,12 @@ def write_search_record(tuner, results_dir: str) -> dict[str, Any]:
         "stopped_by_budget": bool(getattr(tuner, "stopped_by_budget", False)),
         "search_seconds": sum(seconds.values()) + (getattr(tuner, "default_seconds", None) or 0.0),
     }
+    record["defaults_won"] = bool(record["default_score"] is not None and record["best_score"] is not None
+                                  and record["default_score"] > record["best_score"])
+    if record["defaults_won"]:
+        best_path = os.path.join(best_dir, BEST_FILE)
+        config = json.loads(io_utils.read_string_file(best_path))
+        io_utils.write_string_file(best_path, json.dumps({**config, "values": {}, "untuned_defaults": True}))
     io_utils.write_string_file(os.path.join(results_dir, SEARCH_FILE), json.dumps(record, indent=2, sort_keys=True))
     return record
 

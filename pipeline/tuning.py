@@ -91,6 +91,8 @@ def read_hyperparameters(path: str, model: str) -> dict[str, Any]:
         raise ConfigError("--hyperparameters", f"{path} is not a JSON hyperparameters file ({error}). "
                                                f"{how}.") from None
     values = values_of(content) if isinstance(content, dict) else None
+    if not values and isinstance(content, dict) and content.get("untuned_defaults"):
+        return content  # a search whose untuned defaults won (components/tuner.py): train with the defaults
     if not values:
         raise ConfigError("--hyperparameters", f"{path} holds no hyperparameter values. "
                                                f"{how}.")

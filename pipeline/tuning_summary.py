@@ -52,7 +52,10 @@ def lines(search: dict[str, Any] | None, imported: mlmd.NodeExecution | None, me
     out = [f"Tuning: {search.get('trials_completed', 0)} trials ({algorithm}, {search.get('search_seconds', 0):.1f} s)"
            f"; scored by {metric_label.lower()} on held-out train examples"]
     best, default = search.get("best_score"), search.get("default_score")
-    if best is not None:
+    if search.get("defaults_won"):
+        out.append(f"  the untuned defaults scored best ({default:.4f}; best trial {search.get('best_trial')}: "
+                   f"{best:.4f}): trained with the defaults")
+    elif best is not None:
         versus = f" vs {default:.4f} with the untuned defaults" if default is not None else ""
         out.append(f"  best trial {search.get('best_trial')}: {best:.4f}{versus}; trained with "
                    + ", ".join(f"{k}={_value(v)}" for k, v in sorted((search.get("best_values") or {}).items())))

@@ -130,3 +130,32 @@ def test_budget_stops_the_search_with_the_best_trial_so_far(tmp_path):
     search.search()
     assert search.stopped_by_budget and 1 <= len(search.trial_seconds) < 50
     assert search.get_best_hyperparameters()[0].values  # the best so far is there for the Trainer
+
+
+@pytest.mark.parametrize("defaults_win", [False, True])
+def test_search_record_hands_the_trainer_the_defaults_when_they_win(tmp_path, defaults_win):
+    from components.tuner import write_search_record
+    from models.common import tuner
+    from pipeline.tuning_summary import lines
+
+    def score(values, steps):  # {} = the untuned defaults
+        return (2.0 if not values else 0.0) if defaults_win else _objective(values, steps) + (5.0 if values else 0.0)
+
+    search = tuner.BudgetedTuner(tuner.make_oracle(TuningSettings(trials=2), CNN_SPACE), score, steps=5,
+                                 default_values={}, directory=str(tmp_path / "work"))
+    search.search()
+    best_dir, results_dir = tmp_path / "best", tmp_path / "results"
+    best_dir.mkdir()
+    results_dir.mkdir()
+    best = search.get_best_hyperparameters()[0]
+    (best_dir / "best_hyperparameters.txt").write_text(json.dumps(best.get_config()))   # what TFX writes
+    trials = search.oracle.get_best_trials(2)
+    (results_dir / "tuner_results.json").write_text(json.dumps(
+        [{"trial_id": t.trial_id, "score": t.score, **t.hyperparameters.values} for t in trials]))
+    record = write_search_record(search, str(results_dir), str(best_dir))
+    written = json.loads((best_dir / "best_hyperparameters.txt").read_text())
+    assert record["defaults_won"] is defaults_win and record["trials_completed"] == 2
+    assert values_of(written) == ({} if defaults_win else best.values)
+    assert read_hyperparameters(str(best_dir), "cnn") == written  # reusable either way
+    summary = "\n".join(lines({**record, "best_file": "x"}, None, "Accuracy"))
+    assert ("trained with the defaults" in summary) is defaults_win

@@ -50,12 +50,14 @@ def trials_frame(search: dict[str, Any]) -> pd.DataFrame:
         settings = {k: v for k, v in trial.items() if k not in ("trial_id", "score", "seconds")}
         rows.append({"trial": trial["trial_id"], "score": trial["score"],
                      "seconds": trial.get("seconds") if trial.get("seconds") is not None else float("nan"),
-                     "best": "best" if trial["trial_id"] == search.get("best_trial") else "",
+                     "best": ("best" + ("" if search.get("defaults_won") else " (trained)")
+                              if trial["trial_id"] == search.get("best_trial") else ""),
                      "settings": ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                            for k, v in sorted(settings.items()))})
     if search.get("default_score") is not None:
         rows.append({"trial": "untuned defaults", "score": search["default_score"],
-                     "seconds": search.get("default_seconds") or float("nan"), "best": "",
+                     "seconds": search.get("default_seconds") or float("nan"),
+                     "best": "best (trained)" if search.get("defaults_won") else "",
                      "settings": "the family's defaults"})
     return pd.DataFrame(rows, columns=["trial", "score", "seconds", "best", "settings"])
 
@@ -65,7 +67,7 @@ def plot_trials(frame: pd.DataFrame) -> Figure:
     trials = frame[frame["trial"] != "untuned defaults"]
     figure = Figure(figsize=(7, 3))
     axes = figure.add_subplot()
-    colors = ["#d62728" if best else "#4c72b0" for best in trials["best"]]
+    colors = ["#d62728" if best else "#4c72b0" for best in trials["best"]]  # best trial in red
     axes.scatter(range(len(trials)), trials["score"], color=colors, zorder=3)
     axes.plot(range(len(trials)), trials["score"], color="#bbbbbb", zorder=2)
     defaults = frame.loc[frame["trial"] == "untuned defaults", "score"]
