@@ -39,6 +39,17 @@ def _best(run) -> dict:
     return json.loads((best_dir / "best_hyperparameters.txt").read_text())["values"]
 
 
+def _search(run) -> dict:
+    return json.loads((Path(run[graph.TUNER].outputs["tuner_results"][0].uri) / "search.json").read_text())
+
+
+def _searched_values(run) -> dict:
+    """The best trial's values: what the Trainer gets unless the untuned defaults won (then {})."""
+    search = _search(run)
+    assert _best(run) == ({} if search["defaults_won"] else search["best_values"])
+    return search["best_values"]
+
+
 @pytest.fixture(scope="module")
 def tuned_cnn(tmp_path_factory):
     output = tmp_path_factory.mktemp("tuned-cnn")
@@ -51,13 +62,15 @@ def tuned_cnn(tmp_path_factory):
 def test_best_trial_reaches_the_trainer(tuned_cnn):
     _, first, run, _, _ = tuned_cnn
     assert run[graph.TUNER].state == "COMPLETE"
-    best = _best(run)
-    assert set(best) == {"filters", "max_blocks", "dropout", "learning_rate", "augment_strength"}
-    training = _training(run)
-    assert training["tuned"] == best and training["learning_rate"] == pytest.approx(best["learning_rate"])
-    assert {k: training["hparams"][k] for k in best if k != "learning_rate"} == {
-        k: v for k, v in best.items() if k != "learning_rate"}
-    search = json.loads((Path(run[graph.TUNER].outputs["tuner_results"][0].uri) / "search.json").read_text())
+    searched = _searched_values(run)
+    assert set(searched) == {"filters", "max_blocks", "dropout", "learning_rate", "augment_strength"}
+    best, training = _best(run), _training(run)
+    assert training["tuned"] == best
+    if best:  # the best trial beat the untuned defaults: its values trained the model
+        assert training["learning_rate"] == pytest.approx(best["learning_rate"])
+        assert {k: training["hparams"][k] for k in best if k != "learning_rate"} == {
+            k: v for k, v in best.items() if k != "learning_rate"}
+    search = _search(run)
     assert search["trials_completed"] == 2 and search["default_score"] is not None
     assert "Tuning: 2 trials" in first.stdout and "untuned defaults" in first.stdout
     assert "--hyperparameters " in first.stdout
@@ -81,7 +94,10 @@ def test_models_lists_the_tuned_hyperparameters(tuned_cnn):
     output, _, run, _, _ = tuned_cnn
     listing = "\n".join(list_models(str(output / "serving" / "cnn")))
     best = _best(run)
-    assert "hyperparameters (tuned):" in listing and f"filters={best['filters']}" in listing
+    if best:
+        assert "hyperparameters (tuned):" in listing and f"filters={best['filters']}" in listing
+    else:
+        assert "hyperparameters: untuned defaults" in listing
 
 
 def test_report_section_lists_every_trial_of_the_models_search(tuned_cnn):
@@ -127,8 +143,7 @@ def test_seq2seq_search_reaches_the_trainer(tmp_path):
                   "--min-accuracy", "0.01", "--gate-margin", "-1", "--tune-trials", "2", "--tune-steps", "5",
                   "--tune-algorithm", "bayesian")
     run = _latest(output, "seq2seq")
-    best = _best(run)
-    assert set(best) == {"units", "embedding_dim", "dropout", "learning_rate", "cell"}
-    training = _training(run)
-    assert training["tuned"] == best and training["hparams"]["cell"] == best["cell"]
+    assert set(_searched_values(run)) == {"units", "embedding_dim", "dropout", "learning_rate", "cell"}
+    best, training = _best(run), _training(run)
+    assert training["tuned"] == best and training["hparams"]["cell"] == best.get("cell", "lstm")
     assert "Tuning: 2 trials" in result.stdout
