@@ -101,9 +101,28 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="multi_processing workers (default: CPU count, %(default)s)")
     parser.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
                         help="extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner")
+    _add_tuning_arguments(parser)
     parser.add_argument("--no-cache", action="store_true", help="re-run every component")
     parser.add_argument("--pipeline-name", default=None, help="default: <model>-pipeline")
     parser.add_argument("--serving-name", default=None, help="model name in the serving dir (default: --model)")
+
+
+def _add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
+    """Hyperparameter search through TFX's Tuner (pipeline/tuning.py); off by default."""
+    tuning = parser.add_argument_group("hyperparameter search (KerasTuner through TFX's Tuner)")
+    tuning.add_argument("--tune-trials", type=int, default=None, metavar="N",
+                        help="search N hyperparameter settings before training and train with the best "
+                        "(default: off, the family's defaults)")
+    tuning.add_argument("--tune-steps", type=int, default=None, metavar="N",
+                        help="training steps per trial, on a subsample of train (default: 200)")
+    tuning.add_argument("--tune-budget", type=float, default=None, metavar="MINUTES",
+                        help="stop the search after this wall time with the best trial so far (checked "
+                        "between trials; default: no limit)")
+    tuning.add_argument("--tune-algorithm", default=None, metavar="random|bayesian|hyperband",
+                        help="KerasTuner's search algorithm (default: random)")
+    tuning.add_argument("--hyperparameters", default=None, metavar="FILE",
+                        help="train with the best hyperparameters of an earlier search (its "
+                        "best_hyperparameters.txt, imported by TFX's Importer) instead of searching")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,4 +328,6 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),
+        tune_trials=args.tune_trials, tune_steps=args.tune_steps, tune_budget=args.tune_budget,
+        tune_algorithm=args.tune_algorithm, hyperparameters_file=args.hyperparameters,
     )

@@ -89,6 +89,14 @@ class PipelineConfig:
     # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies.
     schema_file: str | None = None    # None: SchemaGen infers the schema from the data
 
+    # Hyperparameter search (pipeline/tuning.py): None = off. Steps/budget/algorithm only
+    # with trials; --hyperparameters FILE reuses a past search instead.
+    tune_trials: int | None = None
+    tune_steps: int | None = None        # per trial (default pipeline.tuning.DEFAULT_STEPS)
+    tune_budget: float | None = None     # minutes of search wall time
+    tune_algorithm: str | None = None    # random (default), bayesian, hyperband
+    hyperparameters_file: str | None = None
+
     # Orchestration
     beam_mode: str = "auto"
     beam_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
@@ -124,6 +132,11 @@ class PipelineConfig:
             raise ConfigError("--max-regression", f"must be >= 0, got {self.max_regression}")
         if not -1.0 <= self.gate_margin <= 1.0:
             raise ConfigError("--gate-margin", f"must be in [-1, 1], got {self.gate_margin}")
+        from pipeline.tuning import check_options, read_hyperparameters
+
+        check_options(self)
+        if self.hyperparameters_file:
+            read_hyperparameters(self.hyperparameters_file, self.model)  # a bad file stops here, before any work
         if not _is_uri(self.output_dir):
             self.output_dir = os.path.abspath(self.output_dir)
         self.pipeline_name = self.pipeline_name or f"{self.model}-pipeline"

@@ -32,6 +32,8 @@ TRANSFORM = "Transform"
 TRAINER = "Trainer"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
+TUNER = "Tuner"
+HYPERPARAMETERS_IMPORTER = "HyperparametersImporter"
 
 
 def create_pipeline(
@@ -109,9 +111,12 @@ def create_pipeline(
     )
     # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
+    hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
+                                                     code_version)
     trainer = Trainer(
         run_fn=family.run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
+        hyperparameters=hyperparameters,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
@@ -139,8 +144,45 @@ def create_pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
-                                transform, warm_start, trainer, evaluator, pusher) if c is not None],
+                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher) if c is not None],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),
     )
+
+
+def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, settings: TrainingSettings,
+                     code_version: str):
+    """The Trainer's ``hyperparameters`` input and the nodes producing it: TFX's Tuner
+    (``--tune-trials``), TFX's Importer of a past search (``--hyperparameters``), or none."""
+    if config.tune_trials:
+        # Imported here: the Tuner loads KerasTuner (and Keras 3), which untuned runs never need.
+        from components.tuner import RecordingTuner
+        from models.common.search_space import TuningSettings
+        from pipeline.tuning import DEFAULT_STEPS
+
+        tuning = TuningSettings(trials=config.tune_trials, algorithm=config.tune_algorithm or "random",
+                                budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
+        tuner = RecordingTuner(
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            tuner_fn=family.tuner_fn,
+            train_args=trainer_pb2.TrainArgs(num_steps=config.tune_steps or DEFAULT_STEPS),
+            eval_args=trainer_pb2.EvalArgs(num_steps=1),
+            custom_config={**settings.to_custom_config(), **tuning.to_custom_config(),
+                           "code_version": code_version, FAMILY_KEY: family.name},
+        ).with_id(TUNER)
+        return tuner.outputs["best_hyperparameters"], [tuner]
+    if config.hyperparameters_file:
+        from tfx.dsl.components.common.importer import Importer
+        from tfx.types import standard_artifacts
+
+        from pipeline.tuning import stage_hyperparameters
+
+        importer = Importer(
+            source_uri=stage_hyperparameters(config.hyperparameters_file, config.model, config.output_dir),
+            artifact_type=standard_artifacts.HyperParameters,
+        ).with_id(HYPERPARAMETERS_IMPORTER)
+        return importer.outputs["result"], [importer]
+    return None, []

@@ -1,4 +1,5 @@
 """``models`` and ``rollback``: what is in a TF Serving model directory, and undoing a push."""
+import json
 import os
 
 from stackenv.errors import MissingInput, PathError
@@ -41,8 +42,30 @@ def list_models(base_dir: str) -> list[str]:
         if refs:  # what the model had to beat, on the same eval split (models/common/references.py)
             lines.append(f"{'':16}references: " + "  ".join(
                 f"{name}={value:.4f}" for name, value in refs["references"].items()))
+        trained_with = _hyperparameters_line(os.path.join(base_dir, str(version)))
+        if trained_with:
+            lines.append(f"{'':16}{trained_with}")
     lines.append("* = served (TF Serving's default policy serves the highest version)")
     return lines
+
+
+def _hyperparameters_line(version_dir: str) -> str | None:
+    """What a version was trained with, from its ``assets.extra/training.json`` (the Trainers write it)."""
+    import tensorflow as tf
+
+    path = os.path.join(version_dir, references.ASSETS_EXTRA, "training.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        training = json.load(handle)
+    tuned = training.get("tuned") or {}
+    shown = lambda values: ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"  # noqa: E731
+                                     for k, v in sorted(values.items()))
+    if tuned:
+        return f"hyperparameters (tuned): {shown(tuned)}"
+    if "learning_rate" in training:
+        return f"hyperparameters: untuned defaults (learning_rate={training['learning_rate']:.4g})"
+    return None
 
 
 def rollback(base_dir: str) -> str:

@@ -13,7 +13,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
-from pipeline import gate_summary, graph, mlmd, warm_start
+from pipeline import gate_summary, graph, mlmd, tuning_summary, warm_start
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
 
@@ -43,6 +43,7 @@ class RunSummary:
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
+    tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/tuning_summary.py
 
     @property
     def worst_slice(self) -> SliceMetric | None:
@@ -93,6 +94,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     summary.warm_start = warm_start.summary_line(summary.model_uri, store)
+    summary.tuning_lines = tuning_summary.lines(tuning_summary.read_search(run.get(graph.TUNER)),
+                                                run.get(graph.HYPERPARAMETERS_IMPORTER), family.gate_metric_label)
     statistics_uri = _uri(run.get(graph.STATISTICS_GEN), "statistics")
     if statistics_uri:
         summary.split_counts = split_counts_from_statistics(statistics_uri)
@@ -144,6 +147,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
+    lines.extend(summary.tuning_lines)
     lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
                                     summary.overall.value if summary.overall else None, summary.metric_label))
     if summary.warm_start:

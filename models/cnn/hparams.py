@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from models.common.search_space import Knob
+
 AUGMENTATIONS = ("translate", "zoom", "contrast", "flip")
 AUTO_AUGMENT = ("translate", "zoom")
 AUTO_AUGMENT_MIN_SIZE = 16
@@ -26,6 +28,10 @@ class CnnHyperparameters:
     # from AUTO_AUGMENT_MIN_SIZE pixels up (they helped on the 24-32 px glyphs and icons sets
     # and hurt the 8x8 digits: benchmarks/README.md), none below. Flips only on request.
     augment: tuple[str, ...] = ("auto",)
+    # How far the augmentation layers move, zoom (fraction of the image) and change contrast
+    # (twice this). None: 0.1 and "auto" as above; a number (a tuner's knob) also turns
+    # translate+zoom on at any size ("auto"), and 0 turns augmentation off.
+    augment_strength: float | None = None
     # Training regime (models/common/regime.py).
     min_steps: int = 1000          # optimizer steps before early stopping may stop (small sets)
     patience_steps: int = 300      # steps without improvement on the held-out part
@@ -44,6 +50,8 @@ class CnnHyperparameters:
             raise ValueError(f"class_weights must be one of {CLASS_WEIGHT_MODES}, not {self.class_weights!r}")
         if not 0.0 <= self.holdout_fraction < 0.5 or not 0.0 <= self.dropout < 1.0:
             raise ValueError("holdout_fraction must be in [0, 0.5) and dropout in [0, 1)")
+        if self.augment_strength is not None and not 0.0 <= self.augment_strength <= 0.5:
+            raise ValueError(f"augment_strength must be in [0, 0.5], got {self.augment_strength}")
         if min(self.filters, self.convs_per_block, self.max_blocks) < 1:
             raise ValueError("filters, convs_per_block and max_blocks must be >= 1")
 
@@ -63,6 +71,10 @@ class CnnHyperparameters:
 
     def augmentations(self, height: int, width: int) -> tuple[str, ...]:
         """The augmentation layers for images of this size ("auto" resolved)."""
+        if self.augment_strength is not None:
+            if self.augment_strength <= 0:
+                return ()
+            return AUTO_AUGMENT if self.augment == ("auto",) else self.augment
         if self.augment == ("auto",):
             return AUTO_AUGMENT if min(height, width) >= AUTO_AUGMENT_MIN_SIZE else ()
         return self.augment
@@ -71,3 +83,26 @@ class CnnHyperparameters:
         values = dataclasses.asdict(self)
         values["augment"] = list(self.augment)
         return values
+
+
+#: What ``--tune-trials`` searches (models/common/search_space.py): width, depth, dropout,
+#: learning rate (a TrainingSettings value: the Trainer applies it) and augmentation
+#: strength. Defaults are the untuned values above (learning rate: the family's default).
+LEARNING_RATE = "learning_rate"
+SEARCH_SPACE = (
+    Knob("filters", "choice", default=16, values=(8, 16, 32)),
+    Knob("max_blocks", "int", default=3, low=1, high=3),
+    Knob("dropout", "float", default=0.5, low=0.1, high=0.6, step=0.1),
+    Knob(LEARNING_RATE, "float", default=1e-3, low=3e-4, high=1e-2, log=True),
+    Knob("augment_strength", "choice", default=0.1, values=(0.0, 0.05, 0.1, 0.2)),
+)
+
+
+def with_tuned(hparams: CnnHyperparameters, values: Mapping[str, Any]) -> CnnHyperparameters:
+    """``hparams`` with a search's values (the learning rate is not a model setting: left out)."""
+    model_values = {k: v for k, v in values.items() if k != LEARNING_RATE}
+    known = {f.name for f in dataclasses.fields(CnnHyperparameters)}
+    unknown = set(model_values) - known
+    if unknown:
+        raise ValueError(f"Unknown CNN hyperparameters {sorted(unknown)}; known: {sorted(known)}")
+    return dataclasses.replace(hparams, **model_values)

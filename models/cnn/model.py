@@ -19,13 +19,15 @@ def conv_block_count(height: int, width: int, max_blocks: int = 3) -> int:
     return max(1, min(max_blocks, int(math.log2(max(2, min(height, width)))) - 1))
 
 
-def augmentation_layers(augment: Sequence[str], seed: int = 0) -> list:
-    """The training-only preprocessing layers for ``augment`` (see hparams.AUGMENTATIONS)."""
+def augmentation_layers(augment: Sequence[str], seed: int = 0, strength: float | None = None) -> list:
+    """The training-only preprocessing layers for ``augment`` (see hparams.AUGMENTATIONS);
+    ``strength`` (hparams.augment_strength, None: 0.1) is their shift/zoom factor."""
     layers = tf.keras.layers
+    factor = 0.1 if strength is None else float(strength)
     make = {
-        "translate": lambda: layers.RandomTranslation(0.1, 0.1, fill_mode="nearest", seed=seed),
-        "zoom": lambda: layers.RandomZoom(0.1, fill_mode="nearest", seed=seed + 1),
-        "contrast": lambda: layers.RandomContrast(0.2, seed=seed + 2),
+        "translate": lambda: layers.RandomTranslation(factor, factor, fill_mode="nearest", seed=seed),
+        "zoom": lambda: layers.RandomZoom(factor, fill_mode="nearest", seed=seed + 1),
+        "contrast": lambda: layers.RandomContrast(2 * factor, seed=seed + 2),
         "flip": lambda: layers.RandomFlip("horizontal", seed=seed + 3),
     }
     return [make[name]() for name in augment]
@@ -39,7 +41,7 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
     regularizer = tf.keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_XF)
     x = tf.keras.layers.Reshape((height, width, channels))(inputs)
-    for layer in augmentation_layers(hparams.augmentations(height, width)):
+    for layer in augmentation_layers(hparams.augmentations(height, width), strength=hparams.augment_strength):
         x = layer(x)
     filters = hparams.filters
     for _ in range(conv_block_count(height, width, hparams.max_blocks)):
@@ -78,7 +80,8 @@ def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, lear
         x = tf.keras.layers.Lambda(lambda images: images[..., :3])(x)
     if (height, width) != (base.height, base.width):
         x = tf.keras.layers.Resizing(base.height, base.width)(x)
-    for layer in augmentation_layers(hparams.augmentations(base.height, base.width)):
+    for layer in augmentation_layers(hparams.augmentations(base.height, base.width),
+                                     strength=hparams.augment_strength):
         x = layer(x)
     x = base_model.feature_extractor(base, trainable=False)(x)
     x = tf.keras.layers.Dropout(hparams.dropout)(x)

@@ -13,7 +13,9 @@ extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally f
 ``TrainingSettings.warm_start`` (``--warm-start``): start from TFX's ``base_model`` (the latest
 blessed model) when its recorded identity and weight shapes match (models/common/warm_start.py).
 ``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
-(models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner would set).
+(models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner sets). A Tuner's
+best values (TFX's ``hyperparameters`` channel, ``fn_args.hyperparameters``) override them
+and the learning rate; ``training.json`` records what was used.
 """
 import dataclasses
 import functools
@@ -28,11 +30,12 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.cnn import base_model, evaluation, export, features
 from models.cnn import model as cnn_model
-from models.cnn.hparams import CnnHyperparameters
+from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
 from models.common import references, regime
 from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
 from models.common.multi_worker import export_dir
+from models.common.search_space import values_of
 from models.common.training import TrainingSettings
 from models.common.warm_start import write_record
 
@@ -43,7 +46,10 @@ TRAINING_FILE = "training.json"
 
 def run_fn(fn_args: FnArgs) -> None:
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
-    hparams = CnnHyperparameters.from_family(settings.family)
+    tuned = values_of(fn_args.hyperparameters)
+    hparams = with_tuned(CnnHyperparameters.from_family(settings.family), tuned)
+    if LEARNING_RATE in tuned:
+        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
     image_shape = settings.family["image_shape"]
     tf.keras.utils.set_random_seed(settings.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
@@ -106,6 +112,8 @@ def run_fn(fn_args: FnArgs) -> None:
         settings.fit(model, data, held, fn_args, log)
         training = {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
     training["hparams"] = hparams.to_dict()
+    training["learning_rate"] = settings.learning_rate
+    training["tuned"] = tuned  # {} without a search: the values above are the defaults
     if base:
         training["base_model"] = dataclasses.asdict(base)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)

@@ -5,7 +5,11 @@
 "cosine"). Vocabulary and sequence lengths come from the Transform output, so they cannot
 disagree with the data. The n-gram reference scores go into the export as
 ``assets.extra/references.json`` (``models/common/references.py``), for the blessing gate.
+A Tuner's best values (TFX's ``hyperparameters`` channel, ``fn_args.hyperparameters``;
+search space: ``models/seq2seq/hparams.py``) override these settings and the learning rate;
+``assets.extra/training.json`` records what was used.
 """
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,10 +25,12 @@ from models.common import references
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
+from models.common.search_space import values_of
 from models.common.training import TrainingSettings
 from models.common.warm_start import write_record
 from models.seq2seq import baselines, export, features
 from models.seq2seq.evaluation import GATE_METRIC
+from models.seq2seq.hparams import LEARNING_RATE
 from models.seq2seq.model import build_seq2seq, teacher_forcing
 
 log = logging.getLogger(__package__)  # "models.seq2seq"
@@ -34,6 +40,7 @@ log = logging.getLogger(__package__)  # "models.seq2seq"
 MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant"}
 BASELINES_FILE = "baselines.json"
+TRAINING_FILE = "training.json"
 
 
 def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,7 +54,10 @@ def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_fn(fn_args: FnArgs) -> None:
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
-    hyper = model_settings(settings.family)
+    tuned = values_of(fn_args.hyperparameters)
+    hyper = model_settings({**settings.family, **{k: v for k, v in tuned.items() if k != LEARNING_RATE}})
+    if LEARNING_RATE in tuned:
+        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
     tf.keras.utils.set_random_seed(settings.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     vocab_size = (tf_transform_output.vocabulary_size_by_name(features.VOCABULARY)
@@ -100,3 +110,6 @@ def run_fn(fn_args: FnArgs) -> None:
             target, GATE_METRIC, {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
             "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
         write_record(target, identity, warm.decision)
+        training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned}
+        with tf.io.gfile.GFile(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), "w") as f:
+            f.write(json.dumps(training, indent=2, sort_keys=True) + "\n")

@@ -109,4 +109,6 @@ FAMILY = register(ModelFamily(
     report_pictures="pipeline.report.pictures_cnn.cnn_pictures",
     settings_type=ImageSettings,
     class_vocabulary="label",
+    tuner_fn="models.cnn.tuning.tuner_fn",
+    search_space="models.cnn.hparams.SEARCH_SPACE",
 ))

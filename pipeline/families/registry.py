@@ -109,6 +109,11 @@ class ModelFamily:
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
     report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
     report_samples_title: str = "Samples"       # the report's heading of that table
+    # Hyperparameter search (--tune-trials): dotted paths to the family's TFX tuner_fn and to
+    # its search space (a tuple of models.common.search_space.Knob, in a module that loads no
+    # TensorFlow: the CLI checks --hyperparameters files against it). None: not tunable.
+    tuner_fn: str | None = None
+    search_space: str | None = None
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()
@@ -131,6 +136,10 @@ class ModelFamily:
             return self.settings_type(**values)
         raise ConfigError("--model", f"settings of model family {self.name!r} must be a {self.settings_type.__name__} "
                          f"or a dict, got {type(values).__name__}.")
+
+    def knobs(self) -> tuple[Any, ...]:
+        """The family's search space (``search_space`` loaded); () when it has none."""
+        return tuple(load_function(self.search_space)) if self.search_space else ()
 
     def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
         """The function behind ``report_pictures`` (imports the report's plotting code)."""

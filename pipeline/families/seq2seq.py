@@ -91,4 +91,6 @@ FAMILY = register(ModelFamily(
     settings_type=TextSettings,
     report_samples="pipeline.report.pictures_seq2seq.sample_generations",
     report_samples_title="Sample generations (greedy, held-out documents)",
+    tuner_fn="models.seq2seq.tuning.tuner_fn",
+    search_space="models.seq2seq.hparams.SEARCH_SPACE",
 ))

@@ -172,8 +172,20 @@ def _pictures_html(evaluation: Evaluation) -> str:
     return "".join(f"<h3>{html.escape(title)}</h3>{_img(figure, title)}" for title, figure in figures.items())
 
 
-def render_html(evaluation: Evaluation) -> tuple[str, dict[str, Any]]:
-    """The report page and its JSON data."""
+def _trials_section(output_dir: str | None, evaluation: Evaluation) -> list[str]:
+    """The hyperparameter search behind the model (pipeline/report/trials.py), if there was one."""
+    from pipeline.report.trials import SECTION_ID, section_parts
+
+    parts = section_parts(output_dir, evaluation.model_uri) if output_dir else None
+    if parts is None:
+        return []
+    note, frame, figure = parts
+    body = f'<p class="note">{html.escape(note)}</p>' + html_table(frame, SECTION_ID) + _img(figure, "score by trial")
+    return [_section("Hyperparameter search (trials)", body, SECTION_ID + "-section")]
+
+
+def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The report page and its JSON data (``output_dir``: for the search's trials section)."""
     slices = slice_metrics_frame(evaluation)
     key = slices.attrs["key_metric"]
     comparison = comparison_frame(evaluation)
@@ -196,6 +208,7 @@ def render_html(evaluation: Evaluation) -> tuple[str, dict[str, Any]]:
                 "label slice (which takes the most likely class).</p>")
         body.append(_section("Per class (overall)", note + html_table(per_class, "per-class"), "classes"))
     body.append(_section(f"Family pictures ({evaluation.family})", _pictures_html(evaluation), "pictures"))
+    body.extend(_trials_section(output_dir, evaluation))
     family = evaluation.report_family
     if family.samples:
         try:
@@ -222,7 +235,7 @@ def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None
     if to_path.endswith(".json"):
         raise ReportError(f"{to_path}: the report is HTML (its JSON is written beside it); use a .html path.")
     evaluation = find_latest_evaluation(output_dir, pipeline_name)
-    page, data = render_html(evaluation)
+    page, data = render_html(evaluation, output_dir)
     os.makedirs(os.path.dirname(to_path), exist_ok=True)
     _write_atomically(to_path, page)
     _write_atomically(os.path.splitext(to_path)[0] + ".json", json.dumps(data, indent=2, allow_nan=False) + "\n")
