@@ -23,6 +23,7 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
+from components.data_facts import FACTS_EXTRA_KEY, attach_facts, with_facts_uri
 from components.ingest_config import read_settings, source_root
 from data.errors import DataError
 from data.images.sources import Listing, Unit, list_source, read_unit
@@ -85,6 +86,8 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
         classes = (facts | "Labels" >> beam.Map(lambda f: f[1]) | "Distinct" >> beam.Distinct()
                    | "ClassList" >> beam.combiners.ToList()
                    | "CheckClasses" >> beam.Map(_classes, listing.root))
+    exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
+        lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape)})
     return units | "ToExamples" >> beam.FlatMap(
         _examples, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
 
@@ -94,6 +97,14 @@ class ImageExampleGenExecutor(BaseExampleGenExecutor):
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
         return _ImagesToExamples
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
+
+    def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX's name)
+        splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+        attach_facts(splits, exec_properties, exec_properties.pop(FACTS_EXTRA_KEY))
+        return splits
 
 
 class ImageExampleGen(FileBasedExampleGen):

@@ -19,6 +19,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
+from components.data_facts import attach_facts, with_facts_uri
 from components.ingest_config import read_settings, source_root
 from data import text, text_split
 from data.text_ingest import DocumentRef, decide_split, list_documents, read_document, split_windows
@@ -70,8 +71,14 @@ class TextExampleGenExecutor(BaseExampleGenExecutor):
                  | "DecideSplit" >> beam.Map(decide_split, settings, f"text source {root}"))
         windows = documents | "Windows" >> beam.FlatMap(_windows, settings, beam.pvalue.AsSingleton(split))
         parts = windows | "BySplit" >> beam.Partition(lambda item, _: SPLITS.index(item[0]), len(SPLITS))
-        return {name: parts[i] | f"Example[{name}]" >> beam.Map(lambda item: item[1])
-                for i, name in enumerate(SPLITS)}
+        splits = {name: parts[i] | f"Example[{name}]" >> beam.Map(lambda item: item[1])
+                  for i, name in enumerate(SPLITS)}
+        attach_facts(splits, exec_properties, split | "TextFacts" >> beam.Map(
+            lambda chosen: {"kind": "text", "split": chosen.to_json()}))
+        return splits
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
 
 
 class TextExampleGen(FileBasedExampleGen):

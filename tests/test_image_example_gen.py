@@ -15,6 +15,7 @@ from example_gen_helpers import run_example_gen, run_import_example_gen
 from PIL import Image
 from tensorflow.train import Example
 
+from components.data_facts import read_facts
 from components.image_example_gen import ImageExampleGenExecutor
 from components.ingest_config import settings_config, source_root
 from data.errors import DataError
@@ -59,6 +60,10 @@ def _same_as_prepare(source: str | None, tmp_path: Path, **shape) -> dict[str, l
         assert len(new[split]) == len(old[split]) > 0, split
         # Parsed, not bytes: a map's serialization order is not fixed.
         assert _by_id(new[split]) == _by_id(old[split]), f"{split}: examples differ from the prepared ones"
+    # The whole-data facts the manifest held now come from the ExampleGen's Beam pipeline.
+    facts = read_facts(str(tmp_path / "new"))
+    assert facts["classes"] == manifest.classes and facts["image_shape"] == manifest.image_shape
+    assert facts["num_examples"] == manifest.num_examples == sum(facts["split_counts"].values())
     return new
 
 

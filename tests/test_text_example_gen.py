@@ -8,6 +8,7 @@ from example_gen_helpers import run_example_gen, run_import_example_gen
 from tensorflow.train import Example
 from tfx.proto import example_gen_pb2
 
+from components.data_facts import read_facts
 from components.ingest_config import WHOLE_FOLDER, settings_config
 from components.text_example_gen import TextExampleGenExecutor, input_config
 from data.errors import DataError
@@ -45,6 +46,8 @@ def _same_as_prepare(source: Path, tmp_path: Path) -> None:
     for split in ("train", "eval"):
         assert len(new[split]) == len(old[split]) > 0, split
         assert _ids(new[split]) == _ids(old[split]), split
+    facts = read_facts(str(tmp_path / "new"))
+    assert facts["split"] == manifest.extra["split"] and facts["num_examples"] == manifest.num_examples
 
 
 def test_folder_of_documents_matches_prepare(tmp_path: Path) -> None:
