@@ -129,3 +129,12 @@ def with_facts_uri(output_dict: dict, exec_properties: dict[str, Any]) -> dict[s
 
     examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
     return {**exec_properties, FACTS_URI_KEY: examples.uri}
+
+
+def pending_manifest(source: str | None):
+    """What a graph built without the data passes to the family's config functions: every
+    data-dependent value empty, so each becomes a slot the executors fill from the facts."""
+    from data.manifest import DatasetManifest, ImageFacts
+
+    return DatasetManifest(kind="pending", source=source or "", num_examples=0, fingerprint="", examples_dir="",
+                           image=ImageFacts(classes=[], class_counts={}, image_shape=[]))

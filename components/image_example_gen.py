@@ -26,7 +26,7 @@ from tfx.types import standard_component_specs
 from components.data_facts import FACTS_EXTRA_KEY, attach_facts, with_facts_uri
 from components.ingest_config import read_settings, source_root
 from data.errors import DataError
-from data.images.sources import Listing, Unit, list_source, read_unit
+from data.images.sources import BUNDLED_DIGITS, Listing, Unit, list_source, read_unit
 from data.images.writer import brightness_bucket, brightness_thresholds, image_mean, make_example
 
 
@@ -111,3 +111,25 @@ class ImageExampleGen(FileBasedExampleGen):
     """FileBasedExampleGen (driver: fingerprint and spans) with the image executor."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(ImageExampleGenExecutor)
+
+
+def image_example_gen(data: str | None, *, image_size: int | None, channels: int | None,
+                      train_buckets: int, eval_buckets: int, split_feature: str,
+                      span_pattern: str | None = None, spans: tuple[int, int] | None = None) -> ImageExampleGen:
+    """The ExampleGen for ``--data`` (None: the bundled digits), from the string alone."""
+    from tfx.proto import example_gen_pb2
+
+    from components.ingest_config import input_layout, range_config, settings_config
+
+    base, pattern = input_layout(data or BUNDLED_DIGITS, span_pattern)
+    return ImageExampleGen(
+        input_base=base,
+        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="all", pattern=pattern)]),
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
+            splits=[example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=train_buckets),
+                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=eval_buckets)],
+            # A stable id, so an example stays in its split when other features change.
+            partition_feature_name=split_feature)),
+        custom_config=settings_config(image_size=image_size, channels=channels),
+        range_config=range_config(spans),
+    )

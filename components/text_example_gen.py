@@ -85,3 +85,18 @@ class TextExampleGen(FileBasedExampleGen):
     """FileBasedExampleGen (driver: fingerprint and spans) with the text executor."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
+
+
+def text_example_gen(data: str | None, *, context_words: int, target_words: int,
+                     span_pattern: str | None = None, spans: tuple[int, int] | None = None) -> TextExampleGen:
+    """The ExampleGen for ``--data`` (None: the bundled pydoc corpus), from the string alone."""
+    from components.ingest_config import input_layout, range_config, settings_config
+    from data.text_ingest import BUNDLED_TOPICS
+
+    base, pattern = input_layout(data or BUNDLED_TOPICS, span_pattern)
+    return TextExampleGen(
+        input_base=base,
+        input_config=input_config(pattern),
+        custom_config=settings_config(context_words=context_words, target_words=target_words),
+        range_config=range_config(spans),
+    )

@@ -62,6 +62,11 @@ class PipelineConfig:
     family_settings: Any = None
     train_buckets: int = 4               # hash split train:eval = 4:1 (on example_id / document)
     eval_buckets: int = 1
+    # Ingestion: "example-gen" reads --data inside the pipeline (components/*_example_gen.py);
+    # "prepare" converts it before the run and the pipeline imports the TFRecords (data/prepare.py).
+    ingest: str = "example-gen"
+    span_pattern: str | None = None       # e.g. "span-{SPAN}": span folders inside --data
+    spans: tuple[int, int] | None = None  # inclusive span range; None: the newest span
 
     # Training (None: the model family's default, ModelFamily.defaults)
     epochs: int | None = None

@@ -109,6 +109,9 @@ class ModelFamily:
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
     report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
     report_samples_title: str = "Samples"       # the report's heading of that table
+    # (config) -> the ExampleGen reading config.data inside the pipeline (components/); None:
+    # the family has no in-pipeline reader and always uses prepare_data.
+    example_gen: Callable[[PipelineConfig], Any] | None = None
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()
