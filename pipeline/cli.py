@@ -74,7 +74,7 @@ def command_compile(args: argparse.Namespace) -> int:
     print(package)
     log.info("Compiled %s for image %s, pipeline root %s, data %s. Deploy: python -m pipeline deploy "
              "--host URL --package %s --run", config.pipeline_name, args.image, config.pipeline_root,
-             dataset.examples_dir, package)
+             dataset.examples_dir if dataset else config.data or "bundled (read by the ExampleGen)", package)
     return 0
 
 
