@@ -45,7 +45,7 @@ def _ingest(data: Path, out: Path, **kwargs):
         metadata_connection_config=sqlite_metadata_connection_config(metadata)))
     execution = mlmd.latest_node_execution(mlmd.open_store(mlmd.sqlite_config(metadata)), "ingest", "ImportExampleGen")
     examples = execution.outputs["examples"][0]
-    return execution, read_facts(examples.uri), examples.properties["span"].int_value
+    return execution, read_facts(examples.uri), examples.custom_properties["span"].int_value
 
 
 def test_unchanged_folder_is_cached_and_a_changed_one_is_not(tmp_path: Path) -> None:
