@@ -100,7 +100,7 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
     log.info("Schema: %s", f"validating against the pinned {config.schema_file}" if config.schema_file
              else "inferred from this data")
     # example-gen: the pipeline reads the data itself; its facts come back from the run.
-    dataset = _prepare(config) if config.ingest == "prepare" else None
+    dataset = None if config.ingests_in_pipeline() else _prepare(config)
 
     from pipeline.local_runner import ingested_dataset, run_local
 

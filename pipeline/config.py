@@ -162,6 +162,10 @@ class PipelineConfig:
     def train_fraction(self) -> float:
         return self.train_buckets / (self.train_buckets + self.eval_buckets)
 
+    def ingests_in_pipeline(self) -> bool:
+        """The pipeline's ExampleGen reads --data (no prepare step): the default, for families that have one."""
+        return self.ingest != "prepare" and get_family(self.model).example_gen is not None
+
     def resolved_train_steps(self, num_examples: int) -> int:
         """--train-steps, or epochs x (estimated train examples / batch size)."""
         if self.train_steps:

@@ -55,7 +55,7 @@ def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManif
     """
     import tensorflow as tf
 
-    if config.ingest != "prepare":
+    if config.ingests_in_pipeline():
         return None
     if config.data:
         manifest_path = os.path.join(config.data, MANIFEST_NAME)
