@@ -25,6 +25,7 @@ from tfx.types import standard_component_specs
 
 from components.data_facts import FACTS_EXTRA_KEY, attach_facts, with_facts_uri
 from components.ingest_config import read_settings, source_root
+from components.ingest_driver import TreeFingerprintDriver
 from data.errors import DataError
 from data.images.sources import BUNDLED_DIGITS, Listing, Unit, list_source, read_unit
 from data.images.writer import brightness_bucket, brightness_thresholds, image_mean, make_example
@@ -111,6 +112,7 @@ class ImageExampleGen(FileBasedExampleGen):
     """FileBasedExampleGen (driver: fingerprint and spans) with the image executor."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(ImageExampleGenExecutor)
+    DRIVER_CLASS = TreeFingerprintDriver
 
 
 def image_example_gen(data: str | None, *, image_size: int | None, channels: int | None,

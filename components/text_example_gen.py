@@ -21,6 +21,7 @@ from tfx.utils import proto_utils
 
 from components.data_facts import attach_facts, with_facts_uri
 from components.ingest_config import read_settings, source_root
+from components.ingest_driver import TreeFingerprintDriver
 from data import text, text_split
 from data.text_ingest import DocumentRef, decide_split, list_documents, read_document, split_windows
 
@@ -85,6 +86,7 @@ class TextExampleGen(FileBasedExampleGen):
     """FileBasedExampleGen (driver: fingerprint and spans) with the text executor."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
+    DRIVER_CLASS = TreeFingerprintDriver
 
 
 def text_example_gen(data: str | None, *, context_words: int, target_words: int,

@@ -7,6 +7,7 @@ whole pipeline on the new path runs in tests/test_e2e_cnn.py and the Kubeflow co
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -58,6 +59,16 @@ def test_unchanged_folder_is_cached_and_a_changed_one_is_not(tmp_path: Path) -> 
     _images(data, {"bird": 2}, seed=1)
     changed, facts, _ = _ingest(data, tmp_path)
     assert not changed.cached and facts["classes"] == ["bird", "cat", "dog"] and facts["num_examples"] == 8
+    # An image replaced in place, deep in a class folder: the folder's own mtime does not change.
+    (data / "cat" / "deep").mkdir()
+    for folder in (data / "cat", data / "cat" / "deep"):
+        os.utime(folder, (1, 1))
+    _ingest(data, tmp_path)
+    Image.new("RGB", (6, 6), (9, 9, 9)).save(data / "cat" / "deep" / "x.png")
+    for folder in (data / "cat", data / "cat" / "deep"):
+        os.utime(folder, (1, 1))  # what TFX's own fingerprint stats is unchanged
+    edited, facts, _ = _ingest(data, tmp_path)
+    assert not edited.cached and facts["num_examples"] == 9
 
 
 def test_newest_span_by_default_and_an_older_one_on_request(tmp_path: Path) -> None:
