@@ -108,6 +108,7 @@ class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
         exec_properties = dict(exec_properties)
+        _fill_class_count(input_dict, exec_properties)
         _gate_on_references(input_dict, output_dict, exec_properties)
         served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")
         if served is None:
@@ -143,6 +144,17 @@ def _name_baseline_by_path(blessing: types.Artifact, served: str) -> None:
     blessing.set_string_custom_property(BASELINE_MODEL_URI_KEY, served)
     if blessing.has_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY):
         blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, served)
+
+
+def _fill_class_count(input_dict, exec_properties) -> None:
+    """A graph compiled without the data leaves the class count to the ExampleGen's facts."""
+    from components.data_facts import fill_eval_config, read_facts
+
+    key = standard_component_specs.EVAL_CONFIG_KEY
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    facts = read_facts(examples[0].uri) if examples and exec_properties.get(key) else None
+    if facts:
+        exec_properties[key] = fill_eval_config(exec_properties[key], facts)
 
 
 def _gate_on_references(input_dict, output_dict, exec_properties) -> None:

@@ -23,6 +23,8 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
+from components.facts_steps import with_graph_facts
+
 RESULTS_FILE = "tuner_results.json"   # TFX's name (tuner executor's _DEFAULT_TUNER_RESULTS_FILE_NAME)
 SEARCH_FILE = "search.json"
 BEST_FILE = "best_hyperparameters.txt"  # TFX's name (tuner executor's _DEFAULT_BEST_HP_FILE_NAME)
@@ -33,6 +35,8 @@ class Executor(tuner_executor.Executor):
            exec_properties: dict[str, Any]) -> None:
         if tuner_executor.get_tune_args(exec_properties):
             raise ValueError("TuneArgs is not supported by this Tuner's Executor.")
+        # A graph compiled without reading the data left the image shape etc. empty (facts_steps.py).
+        exec_properties, _ = with_graph_facts(input_dict, exec_properties)
         tuner = tuner_executor.search(input_dict, exec_properties, self._get_tmp_dir(), print_tuning_summary=False)
         tuner_executor.write_best_hyperparameters(tuner, output_dict)
         results_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TUNER_RESULTS_KEY])

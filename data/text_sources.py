@@ -137,27 +137,33 @@ def _plan_files(root: Path, files: list[Path], settings: dict) -> SourcePlan[Cor
     )
 
 
-def _read_text(path: Path) -> str:
-    """The file's text; DataError for unreadable, binary or non-UTF-8 files."""
+def _read_text(path: Path | str) -> str:
+    """The file's text (a local path or a ``tf.io.gfile`` URI); DataError for unreadable,
+    binary or non-UTF-8 files."""
+    import tensorflow as tf
+
+    name = os.path.basename(str(path))
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        with tf.io.gfile.GFile(str(path), "rb") as handle:
+            data = handle.read()
+    except (OSError, tf.errors.OpError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else exc.message
         raise DataError(
-            f"Cannot read text file {path} ({exc.strerror}). Check that it exists and is "
+            f"Cannot read text file {path} ({reason}). Check that it exists and is "
             "readable by the user running the pipeline."
         ) from exc
     if b"\x00" in data:
         raise DataError(
             f"File {path} looks binary (it contains NUL bytes), not UTF-8 text. Remove it "
             "from the text folder; UTF-16 text must be converted to UTF-8 first (e.g. "
-            f"iconv -f UTF-16 -t UTF-8 {path.name})."
+            f"iconv -f UTF-16 -t UTF-8 {name})."
         )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(
             f"Text file {path} is not valid UTF-8 (byte {exc.start}: {exc.reason}). Convert "
-            f"it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8 {path.name} > converted.txt, if it "
+            f"it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8 {name} > converted.txt, if it "
             "is Latin-1."
         ) from exc
 

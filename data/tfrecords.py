@@ -123,7 +123,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[bytes]:
     except tf.errors.OpError as exc:
         detail = re.sub(r"\{\{[^}]*\}\}\s*", "", exc.message).split("[Op:")[0].strip()
         raise _corrupt(path, compressed, detail) from exc
-    size = _gzip_size(path) if compressed else os.path.getsize(path)
+    size = _gzip_size(path) if compressed else tf.io.gfile.stat(path).length
     if size != consumed:
         raise _corrupt(path, compressed, f"{size - consumed} bytes after the last whole record")
 
@@ -132,7 +132,7 @@ def _gzip_size(path: str) -> int:
     """Decompressed size of a GZIP file; raises DataError if the stream is truncated."""
     size = 0
     try:
-        with gzip.open(path, "rb") as stream:
+        with tf.io.gfile.GFile(path, "rb") as raw, gzip.open(raw, "rb") as stream:
             while chunk := stream.read(1 << 20):
                 size += len(chunk)
     except (OSError, EOFError, zlib.error) as exc:
@@ -144,9 +144,9 @@ def _corrupt(path: str, compressed: bool, detail: str) -> DataError:
     hint = ""
     if not compressed:
         try:
-            with open(path, "rb") as f:
+            with tf.io.gfile.GFile(path, "rb") as f:
                 looks_gzip = f.read(2) == b"\x1f\x8b"
-        except OSError:
+        except (OSError, tf.errors.OpError):
             looks_gzip = False
         hint = (
             " It looks GZIP-compressed: rename it to end in .gz so it is read as such."

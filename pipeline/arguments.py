@@ -101,6 +101,15 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="multi_processing workers (default: CPU count, %(default)s)")
     parser.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
                         help="extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner")
+    parser.add_argument("--ingest", choices=("example-gen", "prepare"), default=d("ingest"),
+                        help="example-gen: the pipeline's ExampleGen reads --data (local, gs://, s3://; "
+                        "compile reads nothing); prepare: convert it locally first, then import the "
+                        "TFRecords (default: %(default)s)")
+    parser.add_argument("--span-pattern", default=None, metavar="PATTERN",
+                        help="span folders inside --data, e.g. 'span-{SPAN}': the newest span is read "
+                        "unless --spans says otherwise (example-gen ingestion)")
+    parser.add_argument("--spans", type=_span_range, default=None, metavar="A-B",
+                        help="read spans A to B (inclusive) of --span-pattern instead of the newest")
     _add_tuning_arguments(parser)
     parser.add_argument("--no-cache", action="store_true", help="re-run every component")
     parser.add_argument("--pipeline-name", default=None, help="default: <model>-pipeline")
@@ -310,6 +319,13 @@ def _family_settings(args: argparse.Namespace) -> dict[str, object]:
             if hasattr(args, dest)}
 
 
+def _span_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    if not (first.strip().isdigit() and (last or first).strip().isdigit()) or int(first) > int(last or first):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a span range: use A-B with A <= B, e.g. 1-1 or 3-5")
+    return int(first), int(last or first)
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     output_dir = getattr(args, "pipeline_root", None) or args.output
     data = dict(model=args.model, data=args.data, output_dir=output_dir, family_settings=_family_settings(args))
@@ -328,6 +344,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         beam_mode=args.beam_mode, beam_workers=args.beam_workers, beam_args=list(args.beam_arg),
         transform_statistics=args.transform_statistics,
         enable_cache=not args.no_cache, schema_file=getattr(args, "schema", None),
+        ingest=args.ingest, span_pattern=args.span_pattern, spans=args.spans,
         tune_trials=args.tune_trials, tune_steps=args.tune_steps, tune_budget=args.tune_budget,
         tune_algorithm=args.tune_algorithm, hyperparameters_file=args.hyperparameters,
     )

@@ -74,7 +74,7 @@ def command_compile(args: argparse.Namespace) -> int:
     print(package)
     log.info("Compiled %s for image %s, pipeline root %s, data %s. Deploy: python -m pipeline deploy "
              "--host URL --package %s --run", config.pipeline_name, args.image, config.pipeline_root,
-             dataset.examples_dir, package)
+             dataset.examples_dir if dataset else config.data or "bundled (read by the ExampleGen)", package)
     return 0
 
 
@@ -115,12 +115,13 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
         config.schema_file = schema_pin.pinned_schema(config)
     log.info("Schema: %s", f"validating against the pinned {config.schema_file}" if config.schema_file
              else "inferred from this data")
-    dataset = _prepare(config)
+    # example-gen: the pipeline reads the data itself; its facts come back from the run.
+    dataset = None if config.ingests_in_pipeline() else _prepare(config)
 
-    from pipeline.local_runner import run_local
+    from pipeline.local_runner import ingested_dataset, run_local
 
     run_local(config, dataset)  # a failure is reported by main(): one paragraph, traceback to a file
-    result = run_summary.collect(config, dataset)
+    result = run_summary.collect(config, dataset or ingested_dataset(config))
     if config.schema_file is None:
         _pin_inferred_schema(config, result)
     print(run_summary.format_summary(result, config, time.monotonic() - started))

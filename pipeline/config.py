@@ -62,6 +62,11 @@ class PipelineConfig:
     family_settings: Any = None
     train_buckets: int = 4               # hash split train:eval = 4:1 (on example_id / document)
     eval_buckets: int = 1
+    # Ingestion: "example-gen" reads --data inside the pipeline (components/*_example_gen.py);
+    # "prepare" converts it before the run and the pipeline imports the TFRecords (data/prepare.py).
+    ingest: str = "example-gen"
+    span_pattern: str | None = None       # e.g. "span-{SPAN}": span folders inside --data
+    spans: tuple[int, int] | None = None  # inclusive span range; None: the newest span
 
     # Training (None: the model family's default, ModelFamily.defaults)
     epochs: int | None = None
@@ -170,6 +175,10 @@ class PipelineConfig:
 
     def train_fraction(self) -> float:
         return self.train_buckets / (self.train_buckets + self.eval_buckets)
+
+    def ingests_in_pipeline(self) -> bool:
+        """The pipeline's ExampleGen reads --data (no prepare step): the default, for families that have one."""
+        return self.ingest != "prepare" and get_family(self.model).example_gen is not None
 
     def resolved_train_steps(self, num_examples: int) -> int:
         """--train-steps, or epochs x (estimated train examples / batch size)."""

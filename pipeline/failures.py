@@ -8,6 +8,7 @@ part that says what happened) and the path of the saved traceback.
 """
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -33,10 +34,16 @@ def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     known = _known(cause)
     root = known or _root_cause(cause)
     text = known.paragraph if known else (str(root).strip().splitlines() or [""])[0]
+    text = _BEAM_STEP.sub("", text)  # a check inside a Beam step (the ExampleGen's readers) gets Beam's suffix
     where = f"Component {failed.node_id} failed" if failed is not None else "The pipeline failed"
     log_path = _save_traceback(error, logs_dir)
+    # Bad input found inside a step (e.g. a broken image read by the ExampleGen) keeps its own exit code.
     return (f"{where}: {type(root).__name__}: {text}\n"
-            f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).", EXIT_PIPELINE_FAILED)
+            f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).",
+            known.exit_code if known else EXIT_PIPELINE_FAILED)
+
+
+_BEAM_STEP = re.compile(r"(\s*\[while running '[^']*'\])+$")
 
 
 def _known(error: BaseException) -> ProjectError | None:

@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform), ~5 s of every run, cached ones included (benchmarks/).
-from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen, Trainer, Transform
+from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 
+from components.data_facts import pending_manifest
 from components.evaluator import ServedBaselineEvaluator
+from components.facts_steps import FactsTrainer, FactsTransform
 from components.pusher import AtomicPusher
 from components.validator import SplitCheckingExampleValidator, StrictExampleValidator
 from data.tfrecords import DatasetManifest
@@ -38,7 +40,7 @@ HYPERPARAMETERS_IMPORTER = "HyperparametersImporter"
 
 def create_pipeline(
     config: PipelineConfig,
-    dataset: DatasetManifest,
+    dataset: DatasetManifest | None,
     *,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = (),
@@ -46,8 +48,15 @@ def create_pipeline(
     family = get_family(config.model)
     code_version = family.code_version()
 
-    split_patterns = dataset.extra.get("split_patterns")
-    if split_patterns:
+    split_patterns = dataset.extra.get("split_patterns") if dataset is not None else None
+    if dataset is None:
+        # Ingestion inside the pipeline: the ExampleGen reads --data (any tf.io.gfile URI) and
+        # computes the whole-data facts the steps below fill their empty slots from
+        # (components/data_facts.py); nothing here reads the data.
+        example_gen = family.example_gen(config).with_id(EXAMPLE_GEN)
+        dataset = pending_manifest(config.data)
+        train_steps, eval_steps = config.train_steps or 0, config.eval_steps or 0
+    elif split_patterns:
         # The data preparation already split (data/text_split.py): read its splits as they are.
         example_gen = ImportExampleGen(
             input_base=dataset.examples_dir,
@@ -69,6 +78,9 @@ def create_pipeline(
                 partition_feature_name=family.split_feature,
             )),
         )
+    if dataset.kind != "pending":
+        train_steps = config.resolved_train_steps(dataset.num_examples)
+        eval_steps = config.resolved_eval_steps(dataset.num_examples)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     # The schema Transform and Trainer parse data with: inferred, deterministic, so cached.
     schema_gen = SchemaGen(
@@ -86,13 +98,13 @@ def create_pipeline(
         example_validator = SplitCheckingExampleValidator(
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     example_validator = example_validator.with_id(EXAMPLE_VALIDATOR)
-    transform = Transform(
+    transform = FactsTransform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
         disable_statistics=not config.transform_statistics,
         custom_config={**family.transform_config(config, dataset), "code_version": code_version},
-    )
+    ).with_id(TRANSFORM)
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
     settings = TrainingSettings(
         strategy=config.strategy,
@@ -113,19 +125,19 @@ def create_pipeline(
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
     hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
                                                      code_version)
-    trainer = Trainer(
+    trainer = FactsTrainer(
         run_fn=family.run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
         hyperparameters=hyperparameters,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=trainer_pb2.TrainArgs(num_steps=config.resolved_train_steps(dataset.num_examples)),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.resolved_eval_steps(dataset.num_examples)),
+        train_args=trainer_pb2.TrainArgs(num_steps=train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
         # The family is recorded explicitly (an MLMD exec property), so the report and the
         # summary read it instead of guessing it from run_fn.
         custom_config={**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name},
-    )
+    ).with_id(TRAINER)
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
     # not TFX's latest-blessed-model Resolver).
     evaluator = ServedBaselineEvaluator(

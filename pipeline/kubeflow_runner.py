@@ -43,16 +43,20 @@ def default_package_path(config: PipelineConfig) -> str:
     return os.path.join("kubeflow", f"{config.pipeline_name}.yaml")
 
 
-def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManifest:
-    """The dataset as the cluster will read it.
+def dataset_for_cluster(config: PipelineConfig, prepare_locally) -> DatasetManifest | None:
+    """The dataset as the cluster will read it; None with ``--ingest example-gen`` (the default):
+    the spec carries the ``--data`` URI and the pipeline's ExampleGen reads it on the cluster, so
+    nothing is read here.
 
-    ``--data`` must name a prepared dataset directory (it holds ``manifest.json``), local
+    With ``--ingest prepare``, ``--data`` must name a prepared dataset directory (it holds ``manifest.json``), local
     or on object storage; without ``--data`` the bundled default baked into the image is
     used: it is prepared locally only to read its manifest (preparation is deterministic,
     so the image holds the same files under the same fingerprint).
     """
     import tensorflow as tf
 
+    if config.ingests_in_pipeline():
+        return None
     if config.data:
         manifest_path = os.path.join(config.data, MANIFEST_NAME)
         if not tf.io.gfile.exists(manifest_path):
@@ -77,13 +81,13 @@ def kfp_pipeline_root(config: PipelineConfig) -> str:
     return f"{config.output_dir.rstrip('/')}/tfx"
 
 
-def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest, image: str,
+def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, image: str,
                      package_path: str | None = None, settings: StepSettings | None = None) -> str:
     """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
     Kubernetes platform spec as a second document when ``settings`` need one."""
     package_path = package_path or default_package_path(config)
     pipeline = create_pipeline(config, dataset,
-                               beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples))
+                               beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples if dataset else 0))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))

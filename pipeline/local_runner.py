@@ -53,10 +53,13 @@ def reporting_runner() -> beam_dag_runner.BeamDagRunner:
     return compat.HookedBeamDagRunner(_ReportingNodeDoFn)
 
 
-def run_local(config: PipelineConfig, dataset: DatasetManifest,
+def run_local(config: PipelineConfig, dataset: DatasetManifest | None,
               runner: beam_dag_runner.BeamDagRunner | None = None) -> None:
-    """Build the graph for local execution and run it to completion (or raise)."""
-    beam_args = config.beam_pipeline_args(dataset.num_examples)
+    """Build the graph for local execution and run it to completion (or raise).
+
+    ``dataset`` None: the pipeline's ExampleGen reads ``config.data`` (its size is not known
+    before the run, so ``--beam-mode auto`` stays in_memory)."""
+    beam_args = config.beam_pipeline_args(dataset.num_examples if dataset is not None else 0)
     log.info("Beam pipeline args: %s", " ".join(beam_args))
     pipeline = create_pipeline(
         config, dataset,
@@ -64,3 +67,15 @@ def run_local(config: PipelineConfig, dataset: DatasetManifest,
         beam_pipeline_args=beam_args,
     )
     (runner or reporting_runner()).run(pipeline)
+
+
+def ingested_dataset(config: PipelineConfig) -> DatasetManifest:
+    """The facts the latest run's ExampleGen computed (components/data_facts.py), as a manifest."""
+    from components.data_facts import manifest_from_facts, pending_manifest, read_facts
+    from pipeline.graph import EXAMPLE_GEN
+
+    store = mlmd.open_store(sqlite_metadata_connection_config(config.metadata_path))
+    execution = mlmd.latest_node_execution(store, config.pipeline_name, EXAMPLE_GEN)
+    uri = mlmd.first_uri(execution.outputs, "examples") if execution is not None else None
+    facts = read_facts(uri) if uri else None
+    return manifest_from_facts(facts, config.data or "bundled") if facts else pending_manifest(config.data)

@@ -15,7 +15,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline
-from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, dataset_for_cluster
+from pipeline.kubeflow_runner import dataset_for_cluster
 
 IMAGE = "registry.example.com/tfx-project:test"
 ENTRYPOINT = ["python", "-m", "pipeline.kubeflow_entrypoint"]  # wraps TFX's kubeflow_v2_run_executor
@@ -77,7 +77,8 @@ def test_parameters_are_compiled_in(compiled):
     tasks = spec["root"]["dag"]["tasks"]
     params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()}
               for t, body in tasks.items()}
-    assert params["ImportExampleGen"]["input_base"].startswith(IMAGE_DATA_ROOT + "/")
+    # The ExampleGen reads the bundled data inside the step (nothing read or baked in at compile time).
+    assert params["ImportExampleGen"]["input_base"].startswith("bundled:")
     trainer_config = json.loads(params["Trainer"]["custom_config"])
     assert trainer_config["code_version"] == FAMILIES[model].code_version()
     assert json.loads(params["Trainer"]["train_args"])["num_steps"] == 20
@@ -109,7 +110,8 @@ def test_compile_refuses_roots_a_pod_cannot_write(tmp_path, root, expected):
 
 
 def test_compile_rejects_unprepared_data(tmp_path):
-    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--data", tmp_path)
+    # Only the prepare path reads a manifest at compile time (the default reads nothing).
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--data", tmp_path, "--ingest", "prepare")
     assert result.returncode == 2
     assert "not a prepared dataset" in result.stderr and "python -m pipeline prepare" in result.stderr
 

@@ -44,20 +44,17 @@ def _small_corpus(directory) -> str:
 def compile_for_contract(model: str, tmp_path, root: str = None) -> tuple:
     """Compile through the project's compiler (default: a local root); returns (spec, config, image_paths).
 
-    cnn reads the bundled data "baked into the image" (mapped to a local preparation);
-    seq2seq a prepared dataset passed as --data, as a user of their own data would.
+    cnn reads the bundled digits inside its ExampleGen step; seq2seq a corpus folder passed as
+    --data, as a user of their own data would (both read by the step, nothing at compile time).
     """
     root = root or str(tmp_path / "root")
     image_paths = {}
     data = None
     if model == "seq2seq":
-        prepared = FAMILIES[model].prepare_data(PipelineConfig(
-            model=model, data=_small_corpus(tmp_path / "corpus"), output_dir=str(tmp_path / "prep"),
-            family_settings=SETTINGS[model]["family_settings"]))
-        data = prepared.examples_dir
+        data = _small_corpus(tmp_path / "corpus")  # read by the pipeline's own ExampleGen, as a bucket would be
     config = PipelineConfig(model=model, output_dir=root, data=data, **SETTINGS[model])
     dataset = dataset_for_cluster(config, FAMILIES[model].prepare_data)
-    if data is None:
+    if data is None and dataset is not None:  # --ingest prepare: the bundled data baked into the image
         local = FAMILIES[model].prepare_data(PipelineConfig(model=model, output_dir=str(tmp_path / "image")))
         image_paths = {IMAGE_DATA_ROOT: os.path.dirname(local.examples_dir)}
     package = compile_pipeline(config, dataset, IMAGE, str(tmp_path / f"{model}.yaml"))

@@ -55,9 +55,11 @@ class _CifarUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _unpickle_cifar(path: Path, keys: tuple[bytes, ...]) -> dict:
+def _unpickle_cifar(path: Path | str, keys: tuple[bytes, ...]) -> dict:
+    import tensorflow as tf  # any tf.io.gfile URI (gs://, s3://) as well as a local path
+
     try:
-        with open(path, "rb") as f:
+        with tf.io.gfile.GFile(str(path), "rb") as f:
             obj = _CifarUnpickler(f, encoding="bytes").load()
         missing = [k.decode() for k in keys if k not in obj]
         if missing:
@@ -112,7 +114,7 @@ def plan_cifar(folder: Path, image_size: int | None, channels: int | None) -> So
     )
 
 
-def _read_cifar_batch(path: Path, num_classes: int) -> tuple[np.ndarray, list[int]]:
+def _read_cifar_batch(path: Path | str, num_classes: int) -> tuple[np.ndarray, list[int]]:
     """-> (N, 32, 32, 3) uint8 HWC images and integer labels."""
     batch = _unpickle_cifar(path, (b"data", b"labels"))
     data = np.asarray(batch[b"data"])

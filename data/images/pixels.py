@@ -30,9 +30,12 @@ def load_image_array(path: str | os.PathLike, size: int | tuple[int, int],
     return load_image_file(Path(path), (int(height), int(width), int(channels)))
 
 
-def load_image_file(path: Path, shape: tuple[int, int, int]) -> np.ndarray:
+def load_image_file(path: Path | str, shape: tuple[int, int, int]) -> np.ndarray:
+    """Decode one image file (a local path or any ``tf.io.gfile`` URI, e.g. ``gs://``)."""
+    import tensorflow as tf  # here: predict on a local file does not need TensorFlow's start-up
+
     try:
-        with Image.open(path) as img:
+        with tf.io.gfile.GFile(str(path), "rb") as handle, Image.open(handle) as img:
             img.load()  # Decode now: truncated files fail here, not later.
             return to_array(ImageOps.exif_transpose(img), shape)
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ...

@@ -127,14 +127,17 @@ def _parse_record(example: tf.train.Example, path: Path, index: int
     return name, example_id, pixels.astype(np.uint8)
 
 
-def _source_shape(base: Path, length: int, image_size: int | None,
+def _source_shape(base: Path | str, length: int, image_size: int | None,
                   channels: int | None) -> tuple[int, int, int]:
-    """[H, W, C] of TFRecord images: manifest.json beside them, else the flags, else inferred."""
-    manifest_path = base / MANIFEST_NAME
-    if manifest_path.is_file():
+    """[H, W, C] of TFRecord images: manifest.json beside them, else the flags, else inferred.
+
+    ``base`` may be any ``tf.io.gfile`` URI (the ExampleGen reads buckets too)."""
+    manifest_path = f"{str(base).rstrip('/')}/{MANIFEST_NAME}"
+    if tf.io.gfile.exists(manifest_path) and not tf.io.gfile.isdir(manifest_path):
         try:
-            shape = [int(v) for v in stored_image_shape(json.loads(manifest_path.read_text()))]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            with tf.io.gfile.GFile(manifest_path) as handle:
+                shape = [int(v) for v in stored_image_shape(json.loads(handle.read()))]
+        except (OSError, tf.errors.OpError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DataError(
                 f"{manifest_path} has no valid image_shape ({exc}). Fix or delete it; "
                 "without it the shape is inferred or taken from --image-size/--channels."

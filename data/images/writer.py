@@ -41,7 +41,7 @@ def convert(images: ImageSet) -> Conversion:
         raise DataError("The image source holds no images, so there is nothing to train on. Check --data: "
                         "a folder needs one sub-folder of PNG/JPEG images per class.")
     means = _mean_intensities(images.pixels)
-    thresholds = [float(t) for t in np.quantile(means, [1 / 3, 2 / 3])]
+    thresholds = brightness_thresholds(means)
     buckets = np.where(means <= thresholds[0], 0, np.where(means <= thresholds[1], 1, 2))
     counts = collections.Counter(images.labels)
     return Conversion(
@@ -59,6 +59,25 @@ def convert(images: ImageSet) -> Conversion:
             },
         },
     )
+
+
+def brightness_thresholds(means) -> list[float]:
+    """The 1/3 and 2/3 quantiles of the per-image means: the brightness tertiles' bounds.
+
+    Shared by this converter and the ExampleGen's Beam combiner, so both slice alike.
+    """
+    return [float(t) for t in np.quantile(np.asarray(means, dtype=np.float64), [1 / 3, 2 / 3])]
+
+
+def brightness_bucket(mean: float, thresholds: list[float]) -> str:
+    """``dark`` / ``medium`` / ``bright`` for an image of this mean pixel value."""
+    index = 0 if mean <= thresholds[0] else 1 if mean <= thresholds[1] else 2
+    return features.BRIGHTNESS_BUCKETS[index]
+
+
+def image_mean(pixels: np.ndarray) -> float:
+    """Mean pixel value of one image, computed as :func:`_mean_intensities` does for a block."""
+    return float(np.asarray(pixels).reshape(1, -1).mean(axis=1)[0])
 
 
 def _mean_intensities(pixels: np.ndarray, chunk: int = 4096) -> np.ndarray:

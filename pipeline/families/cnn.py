@@ -60,6 +60,15 @@ def prepare_images(config: PipelineConfig) -> DatasetManifest:
     return dataset
 
 
+def image_example_gen(config: PipelineConfig):
+    from components.image_example_gen import image_example_gen
+
+    settings = config.family_settings
+    return image_example_gen(config.data, image_size=settings.image_size, channels=settings.channels,
+                             train_buckets=config.train_buckets, eval_buckets=config.eval_buckets,
+                             split_feature="example_id", span_pattern=config.span_pattern, spans=config.spans)
+
+
 def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     return {"class_names": list(dataset.classes)}
 
@@ -99,6 +108,7 @@ FAMILY = register(ModelFamily(
     preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
     run_fn="models.cnn.trainer.run_fn",
     prepare_data=prepare_images,
+    example_gen=image_example_gen,
     transform_config=_transform_config,
     trainer_config=_trainer_config,
     eval_config=_eval_config,

@@ -114,6 +114,9 @@ class ModelFamily:
     # TensorFlow: the CLI checks --hyperparameters files against it). None: not tunable.
     tuner_fn: str | None = None
     search_space: str | None = None
+    # (config) -> the ExampleGen reading config.data inside the pipeline (components/); None:
+    # the family has no in-pipeline reader and always uses prepare_data.
+    example_gen: Callable[[PipelineConfig], Any] | None = None
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()

@@ -45,6 +45,14 @@ def prepare_text(config: PipelineConfig) -> DatasetManifest:
                                 target_words=settings.target_words)
 
 
+def text_example_gen(config: PipelineConfig):
+    from components.text_example_gen import text_example_gen
+
+    settings = config.family_settings
+    return text_example_gen(config.data, context_words=settings.context_words, target_words=settings.target_words,
+                            span_pattern=config.span_pattern, spans=config.spans)
+
+
 def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     # Token windows are wider than word windows: punctuation becomes tokens of its own.
     settings = config.family_settings
@@ -79,6 +87,7 @@ FAMILY = register(ModelFamily(
     preprocessing_fn="models.seq2seq.preprocessing.preprocessing_fn",
     run_fn="models.seq2seq.trainer.run_fn",
     prepare_data=prepare_text,
+    example_gen=text_example_gen,
     transform_config=_transform_config,
     trainer_config=lambda config, dataset: {},
     eval_config=_eval_config,

@@ -1,0 +1,104 @@
+"""ExampleGen for text sources (a .txt file, a folder of them, the bundled pydoc corpus).
+
+Why not ExampleGen's hash split: windows of one text overlap, so the split is decided
+from the whole corpus (``data/text_split.py``). The executor therefore overrides
+``GenerateExamplesByBeam``: a first pass counts each document's windows, a combiner
+decides the split, a second pass writes each window into its split (gap windows
+dropped), exactly as the prepare step did. The input config has the two splits with the
+same pattern, so TFX's driver fingerprints (and span-resolves) the source for both.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import apache_beam as beam
+from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.dsl.components.base import executor_spec
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
+
+from components.data_facts import attach_facts, with_facts_uri
+from components.ingest_config import read_settings, source_root
+from components.ingest_driver import TreeFingerprintDriver
+from data import text, text_split
+from data.text_ingest import DocumentRef, decide_split, list_documents, read_document, split_windows
+
+SPLITS = (text_split.TRAIN, text_split.EVAL)
+
+
+def input_config(pattern: str) -> example_gen_pb2.Input:
+    """Both splits read the same source; the executor decides which window goes where."""
+    return example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name=name, pattern=pattern)
+                                         for name in SPLITS])
+
+
+def _settings(exec_properties: dict[str, Any]) -> dict[str, int]:
+    values = read_settings(exec_properties)
+    return {"context_words": int(values.get("context_words", text.DEFAULT_CONTEXT_WORDS)),
+            "target_words": int(values.get("target_words", text.DEFAULT_TARGET_WORDS)),
+            "stride": int(values.get("stride", text.DEFAULT_STRIDE))}
+
+
+def _count(ref: DocumentRef, settings: dict):
+    document = read_document(ref, settings)
+    if document is not None:
+        yield document.doc_id, text.window_count(len(document.words), **settings), len(document.words)
+
+
+def _windows(ref: DocumentRef, settings: dict, split: text_split.CorpusSplit):
+    document = read_document(ref, settings)
+    if document is not None:
+        yield from split_windows(document, settings, split)
+
+
+class TextExampleGenExecutor(BaseExampleGenExecutor):
+    """Reads a text source through ``tf.io.gfile`` with Beam; the corpus decides the split."""
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
+        raise NotImplementedError("the split is decided in GenerateExamplesByBeam")
+
+    def GenerateExamplesByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (TFX's name)
+                               exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:
+        config = example_gen_pb2.Input()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
+        root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], config.splits[0].pattern)
+        settings = _settings(exec_properties)
+        refs = list_documents(root)
+        documents = pipeline | "Documents" >> beam.Create(refs) | "Spread" >> beam.Reshuffle()
+        split = (documents | "CountWindows" >> beam.FlatMap(_count, settings)
+                 | "AllCounts" >> beam.combiners.ToList()
+                 | "DecideSplit" >> beam.Map(decide_split, settings, f"text source {root}"))
+        windows = documents | "Windows" >> beam.FlatMap(_windows, settings, beam.pvalue.AsSingleton(split))
+        parts = windows | "BySplit" >> beam.Partition(lambda item, _: SPLITS.index(item[0]), len(SPLITS))
+        splits = {name: parts[i] | f"Example[{name}]" >> beam.Map(lambda item: item[1])
+                  for i, name in enumerate(SPLITS)}
+        attach_facts(splits, exec_properties, split | "TextFacts" >> beam.Map(
+            lambda chosen: {"kind": "text", "split": chosen.to_json()}))
+        return splits
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
+
+
+class TextExampleGen(FileBasedExampleGen):
+    """FileBasedExampleGen (driver: fingerprint and spans) with the text executor."""
+
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
+    DRIVER_CLASS = TreeFingerprintDriver
+
+
+def text_example_gen(data: str | None, *, context_words: int, target_words: int,
+                     span_pattern: str | None = None, spans: tuple[int, int] | None = None) -> TextExampleGen:
+    """The ExampleGen for ``--data`` (None: the bundled pydoc corpus), from the string alone."""
+    from components.ingest_config import input_layout, range_config, settings_config
+    from data.text_ingest import BUNDLED_TOPICS
+
+    base, pattern = input_layout(data or BUNDLED_TOPICS, span_pattern)
+    return TextExampleGen(
+        input_base=base,
+        input_config=input_config(pattern),
+        custom_config=settings_config(context_words=context_words, target_words=target_words),
+        range_config=range_config(spans),
+    )

@@ -1,0 +1,224 @@
+"""Image sources as units of work for a Beam pipeline: listing, then one reader per unit.
+
+The prepare step (``data.images``) loads a whole source in one process; the ExampleGen
+(``components/image_example_gen.py``) needs the same sources cut into independent units
+(an image file, a CIFAR batch, a TFRecord file) that Beam workers read in parallel, and
+it needs them through ``tf.io.gfile``, so a ``gs://`` or ``s3://`` folder reads like a
+local one. The listing here is cheap (names only) and raises the same paragraphs as
+the prepare step; the per-unit readers call the shared pixel conversion (``pixels``),
+CIFAR and TFRecord checks, so both paths produce the same examples.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from data.errors import DataError
+from data.images import cifar, records
+from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE, IGNORED_DIRS, IMAGE_SUFFIXES
+from data.images.pixels import MODES, convert_all, convert_array, load_image_file
+from data.tfrecords import is_tfrecord_path, iter_file_examples
+
+#: ``input_base`` of the bundled digits: no file to read, so nothing machine-specific in the spec.
+BUNDLED_DIGITS = "bundled:digits"
+
+#: One decoded image: (pixels HWC uint8, class name, example id).
+Image = tuple[np.ndarray, str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One independently readable piece of a source."""
+
+    kind: str   # "digits", "folder", "cifar", "tfrecord"
+    uri: str    # the file to read ("" for the bundled digits)
+    label: str = ""        # folder: the class name
+    example_id: str = ""   # folder: the path relative to the root; tfrecord: the file's relative path
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """What a source holds, known from names alone (plus one record for a TFRecord shape)."""
+
+    kind: str
+    root: str
+    shape: tuple[int, int, int]          # output shape of every image
+    units: tuple[Unit, ...]
+    classes: tuple[str, ...] | None      # None: only known after reading (TFRecords)
+    class_names: tuple[str, ...] = ()    # CIFAR: label index -> name, as in batches.meta
+    native_shape: tuple[int, int, int] | None = None  # TFRecords: the stored shape
+
+
+def join(root: str, name: str) -> str:
+    return root.rstrip("/") + "/" + name.strip("/")
+
+
+def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]:
+    """Sorted children of ``root`` (any gfile URI) without hidden entries and ``ignored`` names."""
+    try:
+        names = sorted({n.rstrip("/") for n in tf.io.gfile.listdir(root)})
+    except tf.errors.OpError as exc:
+        raise DataError(
+            f"Cannot list folder {root} ({exc.message}). Check that it exists and is readable by "
+            "the user (or service account) running the pipeline."
+        ) from exc
+    return [n for n in names if not n.startswith(".") and n not in ignored]
+
+
+def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset()) -> list[str]:
+    """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
+    ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted."""
+    found, subdirs = [], []
+    for name in visible_names(root):
+        path = join(root, name)
+        if tf.io.gfile.isdir(path):
+            if name not in ignored:
+                subdirs.append(path)
+        elif name.lower().endswith(suffixes):
+            found.append(path)
+    for sub in subdirs:
+        found += find_files(sub, suffixes, ignored)
+    return found
+
+
+def list_source(root: str, image_size: int | None, channels: int | None) -> Listing:
+    """Detect the kind of source at ``root`` and list its units; DataError for bad input."""
+    if root == BUNDLED_DIGITS:
+        return Listing("digits", root, (image_size or 8, image_size or 8, channels or 1),
+                       (Unit("digits", ""),), None)
+    if not tf.io.gfile.exists(root):
+        raise DataError(
+            f"Data source {root} does not exist. Give the path of a folder with one "
+            "sub-folder of images per class, a CIFAR-10 python batch folder, or TFRecord "
+            "files, or leave the source out to use the bundled digits data set."
+        )
+    if not tf.io.gfile.isdir(root):
+        if is_tfrecord_path(root):
+            return _list_tfrecords(root.rsplit("/", 1)[0], [root], image_size, channels)
+        raise DataError(
+            f"Data source {root} is a file but not a TFRecord file (expected a name ending "
+            "in .tfrecord, .tfrecords or .tfrecord.gz). For images, pass the folder that holds "
+            "one sub-folder per class rather than a single file."
+        )
+    names = visible_names(root, IGNORED_DIRS)
+    for candidate in (root, join(root, "cifar-10-batches-py")):
+        batches = _cifar_batches(candidate) if tf.io.gfile.isdir(candidate) else []
+        if batches and tf.io.gfile.exists(join(candidate, "batches.meta")):
+            return _list_cifar(candidate, batches, image_size, channels)
+    if any(cifar.CIFAR_BATCH_RE.match(n) for n in names):
+        raise DataError(
+            f"Folder {root} holds CIFAR-10 batch files but no batches.meta (which has the "
+            "class names). Copy batches.meta from the CIFAR-10 python archive into it."
+        )
+    tfrecords = [join(root, n) for n in names if is_tfrecord_path(n) and not tf.io.gfile.isdir(join(root, n))]
+    if tfrecords:
+        return _list_tfrecords(root, tfrecords, image_size, channels)
+    return _list_folder(root, names, image_size, channels)
+
+
+def _list_folder(root: str, names: list[str], image_size: int | None, channels: int | None) -> Listing:
+    class_dirs = [n for n in names if tf.io.gfile.isdir(join(root, n))]
+    if not class_dirs:
+        if any(n.lower().endswith(IMAGE_SUFFIXES) for n in names):
+            raise DataError(
+                f"Folder {root} holds images directly, but images must be grouped in one "
+                "sub-folder per class (e.g. cats/ and dogs/), the sub-folder name being the "
+                "class name. Move each image into the sub-folder of its class."
+            )
+        what = "is empty" if not names else "has no class sub-folders"
+        raise DataError(
+            f"Image folder {root} {what}. Put the images in one sub-folder per class (e.g. "
+            f"{root}/cats/*.png and {root}/dogs/*.png), with at least two classes."
+        )
+    units = []
+    for name in class_dirs:
+        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS)
+        if not images:
+            raise DataError(
+                f"Class folder {join(root, name)} contains no images (files ending in "
+                f"{', '.join(IMAGE_SUFFIXES)}). Add images of class '{name}' to "
+                "it, or remove the folder if it is not a class."
+            )
+        units += [Unit("folder", path, name, path[len(root.rstrip("/")) + 1:]) for path in images]
+    if len(class_dirs) < 2:
+        raise DataError(
+            f"Image folder {root} has only one class ('{class_dirs[0]}'), but a "
+            "classifier needs at least two. Add a sub-folder of images for each other class."
+        )
+    size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
+    return Listing("folder", root, (size, size, ch), tuple(units), tuple(class_dirs))
+
+
+def _cifar_batches(folder: str) -> list[str]:
+    found = [(m, n) for n in visible_names(folder) if (m := cifar.CIFAR_BATCH_RE.match(n))]
+    found.sort(key=lambda mn: (mn[0].group(2) is None, int(mn[0].group(2) or 0)))
+    return [join(folder, n) for _, n in found]
+
+
+def _list_cifar(folder: str, batches: list[str], image_size: int | None, channels: int | None) -> Listing:
+    meta = join(folder, "batches.meta")
+    names = [n.decode() if isinstance(n, bytes) else str(n)
+             for n in cifar._unpickle_cifar(meta, (b"label_names",))[b"label_names"]]
+    if len(set(names)) != len(names) or not names:
+        raise DataError(
+            f"CIFAR-10 file {meta} has empty or repeated label names {names}; "
+            "each class needs a distinct name. Re-extract the CIFAR-10 archive."
+        )
+    size, ch = image_size or 32, channels or 3
+    return Listing("cifar", folder, (size, size, ch), tuple(Unit("cifar", b) for b in batches),
+                   tuple(sorted(names)), class_names=tuple(names))
+
+
+def _list_tfrecords(base: str, files: list[str], image_size: int | None, channels: int | None) -> Listing:
+    """The stored shape comes from the first record (every record is checked against it when read)."""
+    first = next(iter(iter_file_examples(files[0])), None)
+    if first is None:
+        raise DataError(
+            f"The TFRecord files in {base} hold no records. Write the examples again, or "
+            "point the source at the folder that holds the real data."
+        )
+    _, _, pixels = records._parse_record(first, files[0], 0)
+    native = records._source_shape(base, len(pixels), image_size, channels)
+    target = (image_size or native[0], image_size or native[1], channels or native[2])
+    if target != native and native[2] not in MODES:
+        raise DataError(
+            f"Images in {base} have {native[2]} channels, which cannot be resized or "
+            "converted. Leave out --image-size and --channels to keep them as they are."
+        )
+    units = tuple(Unit("tfrecord", f, example_id=f[len(base.rstrip("/")) + 1:]) for f in files)
+    return Listing("tfrecord", base, target, units, None, native_shape=native)
+
+
+def read_unit(unit: Unit, listing: Listing) -> Iterator[Image]:
+    """The images of one unit, converted to ``listing.shape`` exactly as the prepare step does."""
+    if unit.kind == "folder":
+        yield load_image_file(unit.uri, listing.shape), unit.label, unit.example_id
+    elif unit.kind == "cifar":
+        data, labels = cifar._read_cifar_batch(unit.uri, len(listing.class_names))
+        pixels = convert_all(data, listing.shape)
+        name = unit.uri.rsplit("/", 1)[-1]
+        for i, label in enumerate(labels):
+            yield pixels[i], listing.class_names[label], f"cifar/{name}/{i}"
+    elif unit.kind == "tfrecord":
+        length = math.prod(listing.native_shape)
+        for index, example in enumerate(iter_file_examples(unit.uri)):
+            label, example_id, pixels = records._parse_record(example, unit.uri, index)
+            if len(pixels) != length:
+                raise DataError(
+                    f"Record {index} of TFRecord file {unit.uri} has an image of {len(pixels)} "
+                    f"values, but earlier records have {length}. All images must have the "
+                    "same shape: resize them to one size before writing the TFRecords."
+                )
+            image = convert_array(pixels.reshape(listing.native_shape), listing.shape)
+            yield image, label, example_id or f"{unit.example_id}/{index}"
+    else:
+        from data.images.digits import plan_digits
+
+        size, _, ch = listing.shape
+        images = plan_digits(size, ch).load(None)
+        for i, label in enumerate(images.labels):
+            yield images.pixels[i], label, images.ids[i]
