@@ -17,7 +17,7 @@ import tensorflow as tf
 from data import text, text_split
 from data.errors import DataError
 from data.images.sources import find_files
-from data.text_sources import TEXT_SUFFIX, Document, _read_text
+from data.text_sources import TEXT_SUFFIX, Document, _read_text, too_short
 
 #: ``input_base`` of the bundled corpus (CPython's pydoc topics): nothing machine-specific in the spec.
 BUNDLED_TOPICS = "bundled:pydoc-topics"
@@ -64,13 +64,7 @@ def read_document(ref: DocumentRef, settings: dict) -> Document | None:
         return Document(ref.doc_id, words, f"pydoc topic {ref.doc_id!r}") if len(words) >= span else None
     words = _read_text(ref.uri).split()
     if len(words) < span:
-        what = "is empty" if not words else f"has only {len(words)} words"
-        raise DataError(
-            f"Text file {ref.uri} {what}, too few for one window of "
-            f"{settings['context_words']} context + {settings['target_words']} target "
-            f"words ({span} words). Remove or merge the file, or lower "
-            "--context-words / --target-words."
-        )
+        raise too_short(ref.uri, len(words), settings)
     return Document(ref.doc_id, words, ref.uri)
 
 

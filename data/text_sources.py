@@ -116,13 +116,7 @@ def _plan_files(root: Path, files: list[Path], settings: dict) -> SourcePlan[Cor
         for path in files:
             words = _read_text(path).split()
             if len(words) < span:
-                what = "is empty" if not words else f"has only {len(words)} words"
-                raise DataError(
-                    f"Text file {path} {what}, too few for one window of "
-                    f"{settings['context_words']} context + {settings['target_words']} target "
-                    f"words ({span} words). Remove or merge the file, or lower "
-                    "--context-words / --target-words."
-                )
+                raise too_short(path, len(words), settings)
             docs.append(Document(path.relative_to(base).as_posix(), words, str(path)))
         return Corpus(docs, [])
 
@@ -135,6 +129,16 @@ def _plan_files(root: Path, files: list[Path], settings: dict) -> SourcePlan[Cor
         load=load,
         extra={"source_path": str(root)},
     )
+
+
+def too_short(path: Path | str, words: int, settings: dict) -> DataError:
+    """The paragraph for a user's text file shorter than one context + target window."""
+    what = "is empty" if not words else f"has only {words} words"
+    return DataError(
+        f"Text file {path} {what}, too few for one window of {settings['context_words']} "
+        f"context + {settings['target_words']} target words "
+        f"({settings['context_words'] + settings['target_words']} words). Remove or merge the "
+        "file, or lower --context-words / --target-words.")
 
 
 def _read_text(path: Path | str) -> str:

@@ -25,15 +25,21 @@ def _read_json(path: str) -> Any:
         return json.load(handle)
 
 
+def read_search_results(results_uri: str) -> dict[str, Any] | None:
+    """``search.json`` of a Tuner's ``tuner_results`` folder with its trial rows; None without one."""
+    search = _read_json(os.path.join(results_uri, SEARCH_FILE))
+    if search is not None:
+        search["trials"] = _read_json(os.path.join(results_uri, RESULTS_FILE)) or []
+    return search
+
+
 def read_search(tuner: mlmd.NodeExecution | None) -> dict[str, Any] | None:
     """``search.json`` with the trials (``tuner_results.json`` rows) and the best file's path."""
     if tuner is None or not tuner.outputs.get("tuner_results"):
         return None
-    results_uri = tuner.outputs["tuner_results"][0].uri
-    search = _read_json(os.path.join(results_uri, SEARCH_FILE))
+    search = read_search_results(tuner.outputs["tuner_results"][0].uri)
     if search is None:
         return None
-    search["trials"] = _read_json(os.path.join(results_uri, RESULTS_FILE)) or []
     if tuner.outputs.get("best_hyperparameters"):
         search["best_file"] = os.path.join(tuner.outputs["best_hyperparameters"][0].uri, BEST_FILE)
     return search

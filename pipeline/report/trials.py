@@ -6,24 +6,15 @@ candidate Model -> the Trainer that produced it -> its ``hyperparameters`` input
 Tuner that produced that -> the Tuner's results (``components/tuner.py``). A model trained
 without a search (or with ``--hyperparameters FILE``) gets no section.
 """
-import json
-import os
 from typing import Any
 
 import pandas as pd
-import tensorflow as tf
 from matplotlib.figure import Figure
 
 from pipeline import mlmd
+from pipeline.tuning_summary import read_search_results
 
 SECTION_ID = "tuning-trials"
-
-
-def _read_json(path: str) -> Any:
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as handle:
-        return json.load(handle)
 
 
 def search_of_model(store, model_uri: str | None) -> dict[str, Any] | None:
@@ -35,9 +26,8 @@ def search_of_model(store, model_uri: str | None) -> dict[str, Any] | None:
             for hyperparameters in mlmd.artifacts_by_key(store, trainer.id, mlmd.INPUTS).get("hyperparameters", []):
                 for tuner in mlmd.linked_executions(store, hyperparameters.id, mlmd.OUTPUTS):
                     results_uri = mlmd.first_uri(mlmd.artifacts_by_key(store, tuner.id), "tuner_results")
-                    search = _read_json(os.path.join(results_uri, "search.json")) if results_uri else None
+                    search = read_search_results(results_uri) if results_uri else None
                     if search is not None:
-                        search["trials"] = _read_json(os.path.join(results_uri, "tuner_results.json")) or []
                         return search
     return None
 
