@@ -14,7 +14,7 @@ import tempfile
 import time
 import traceback
 
-from stackenv.errors import EXIT_PIPELINE_FAILED, PathError, ProjectError, find_in_chain, path_error
+from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, PathError, ProjectError, find_in_chain, path_error
 
 
 def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
@@ -32,12 +32,15 @@ def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
             return f"error: {known.paragraph}", known.exit_code
     cause = failed.cause if failed is not None else error
     known = _known(cause)
+    if known is not None and known.exit_code == EXIT_USER_ERROR:
+        # Bad input found inside a step (the ExampleGen reading --data) reads as it did when
+        # the check ran before the pipeline: the paragraph alone; Beam's step name is noise.
+        return f"error: {_BEAM_STEP.sub('', known.paragraph)}", known.exit_code
     root = known or _root_cause(cause)
     text = known.paragraph if known else (str(root).strip().splitlines() or [""])[0]
-    text = _BEAM_STEP.sub("", text)  # a check inside a Beam step (the ExampleGen's readers) gets Beam's suffix
+    text = _BEAM_STEP.sub("", text)  # a check inside a Beam step gets Beam's suffix
     where = f"Component {failed.node_id} failed" if failed is not None else "The pipeline failed"
     log_path = _save_traceback(error, logs_dir)
-    # Bad input found inside a step (e.g. a broken image read by the ExampleGen) keeps its own exit code.
     return (f"{where}: {type(root).__name__}: {text}\n"
             f"Full traceback: {log_path} (re-run with -v for TFX/Beam logs).",
             known.exit_code if known else EXIT_PIPELINE_FAILED)

@@ -48,21 +48,28 @@ def prepare_images(config: PipelineConfig) -> DatasetManifest:
     settings = config.family_settings
     dataset = prepare_image_dataset(config.data, config.data_cache_dir,
                                     image_size=settings.image_size, channels=settings.channels)
-    if config.base_model:  # checked before TFX starts; a remote handle is resolved by the Trainer
-        from data.errors import DataError
-        from models.cnn.base_model import BaseModelError, describe, is_remote
-
-        try:
-            if not is_remote(config.base_model):
-                describe(config.base_model)
-        except BaseModelError as error:
-            raise DataError(str(error)) from error
+    _check_base_model(config)
     return dataset
+
+
+def _check_base_model(config: PipelineConfig) -> None:
+    """A local --base-model is checked before TFX starts; a remote handle is resolved by the Trainer."""
+    if not config.base_model:
+        return
+    from data.errors import DataError
+    from models.cnn.base_model import BaseModelError, describe, is_remote
+
+    try:
+        if not is_remote(config.base_model):
+            describe(config.base_model)
+    except BaseModelError as error:
+        raise DataError(str(error)) from error
 
 
 def image_example_gen(config: PipelineConfig):
     from components.image_example_gen import image_example_gen
 
+    _check_base_model(config)  # the graph is built before anything runs
     settings = config.family_settings
     return image_example_gen(config.data, image_size=settings.image_size, channels=settings.channels,
                              train_buckets=config.train_buckets, eval_buckets=config.eval_buckets,
