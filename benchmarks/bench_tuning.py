@@ -10,6 +10,7 @@ held-out train examples.
     .venv/bin/python benchmarks/bench_tuning.py                    # digits + default text corpus
     .venv/bin/python benchmarks/bench_tuning.py --quick            # smoke: 2 trials, few steps
     .venv/bin/python benchmarks/bench_tuning.py --images ~/pets    # + an image folder
+    .venv/bin/python benchmarks/bench_tuning.py --images ~/pets --sets images   # that folder only
 
 Results: benchmarks/README.md ("Tuning").
 """
@@ -60,6 +61,8 @@ def main(argv=None) -> None:
     parser.add_argument("--train-steps", type=int, default=1000, help="both runs train exactly this many steps")
     parser.add_argument("--algorithm", default="random")
     parser.add_argument("--images", default=None, help="an image folder to add (one sub-folder per class)")
+    parser.add_argument("--sets", default="digits,text,images",
+                        help="which of digits, text, images (the --images folder) to run")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args(argv)
@@ -68,9 +71,11 @@ def main(argv=None) -> None:
     machine = machine_info()
     print_header(NAME, machine, args.quick)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench-tuning-"))
-    sets = [("digits", "cnn", None), ("python-reference", "seq2seq", None)]
-    if args.images:
-        sets.insert(1, (Path(args.images).name, "cnn", args.images))
+    chosen = set(args.sets.split(","))
+    sets = [(name, model, data) for key, name, model, data in (
+        ("digits", "digits", "cnn", None),
+        ("images", Path(args.images).name if args.images else "", "cnn", args.images),
+        ("text", "python-reference", "seq2seq", None)) if key in chosen and (key != "images" or args.images)]
     results = []
     for name, model, data in sets:
         output = work / name
