@@ -75,7 +75,7 @@ class TextExampleGenExecutor(BaseExampleGenExecutor):
         splits = {name: parts[i] | f"Example[{name}]" >> beam.Map(lambda item: item[1])
                   for i, name in enumerate(SPLITS)}
         attach_facts(splits, exec_properties, split | "TextFacts" >> beam.Map(
-            lambda chosen: {"kind": "text", "split": chosen.to_json()}))
+            lambda chosen: {"kind": "text", "split": chosen.to_json(), "stride": settings["stride"]}))
         return splits
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
