@@ -95,8 +95,8 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DirectRunner mode; auto = multi_processing from 50k examples on machines "
                         "with 3+ cores, else in_memory (default: %(default)s)")
     parser.add_argument("--transform-statistics", action="store_true",
-                        help="let Transform compute pre-/post-transform statistics for TFDV (~5 s more "
-                        "per run; off by default since StatisticsGen already describes the input)")
+                        help="let Transform compute pre-/post-transform statistics for TFDV (a longer "
+                        "Transform; off by default since StatisticsGen already describes the input)")
     parser.add_argument("--beam-workers", type=int, default=os.cpu_count() or 1,
                         help="multi_processing workers (default: CPU count, %(default)s)")
     parser.add_argument("--beam-arg", action="append", default=[], metavar="ARG",

@@ -10,10 +10,10 @@ from stackenv.errors import ConfigError
 from pipeline.families import DEFAULT_MODEL, get_family
 
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
-# Below this many examples, multi_processing's worker start-up (~10 s per Beam
-# component, measured) costs more than the parallelism gains.
+# Below this many examples, multi_processing's worker start-up per Beam component costs
+# more than the parallelism gains (benchmarks/README.md, bench_beam).
 AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
-# On 2 cores multi_processing was 2x slower than in_memory even at 100k examples (same
+# On 2 cores multi_processing was slower than in_memory even at 100k examples (same
 # reference), so auto only picks it on machines with more cores than that.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
 
@@ -87,7 +87,7 @@ class PipelineConfig:
     base_model: str | None = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
     warm_start: bool = False          # Trainer starts from the latest blessed model (pipeline/warm_start.py)
 
-    # Transform's pre-/post-transform statistics: ~5 s per run, and nothing here reads them
+    # Transform's pre-/post-transform statistics cost time on every run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
     transform_statistics: bool = False
 

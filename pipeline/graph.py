@@ -7,7 +7,7 @@ runners both call ``create_pipeline`` and only add their own orchestration setti
 from collections.abc import Sequence
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
-# (google.cloud.aiplatform), ~5 s of every run, cached ones included (benchmarks/).
+# (google.cloud.aiplatform) on every run, cached ones included (benchmarks/README.md).
 from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.pipeline import Pipeline
