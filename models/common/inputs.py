@@ -214,7 +214,7 @@ def _in_memory_dataset(data: dict[str, tf.Tensor], label_key: str, batch_size: i
         rows = chunks.map(gather)
         if parallel:
             # The next chunk is gathered in the background. Prefetching per batch instead
-            # measured up to 1.8x slower on 2 busy cores: a thread hand-off per batch.
+            # measured slower on busy cores (a thread hand-off per batch; benchmarks/README.md).
             rows = rows.prefetch(PREFETCH_CHUNKS)
         batches = rows.rebatch(batch_size, drop_remainder=repeat)
         return batches.with_options(_static_options())
