@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from data import text, text_split
 from data.errors import DataError
-from data.images.sources import find_files
+from data.images.listing import find_files
 from data.text_sources import TEXT_SUFFIX, Document, _read_text, too_short
 
 #: ``input_base`` of the bundled corpus (CPython's pydoc topics): nothing machine-specific in the spec.

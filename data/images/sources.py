@@ -19,7 +19,8 @@ import tensorflow as tf
 
 from data.errors import DataError
 from data.images import cifar, records
-from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE, IGNORED_DIRS, IMAGE_SUFFIXES
+from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE
+from data.images.listing import IGNORED_DIRS, join, list_class_files, visible_names
 from data.images.pixels import MODES, convert_all, convert_array, load_image_file
 from data.tfrecords import is_tfrecord_path, iter_file_examples
 
@@ -51,38 +52,6 @@ class Listing:
     classes: tuple[str, ...] | None      # None: only known after reading (TFRecords)
     class_names: tuple[str, ...] = ()    # CIFAR: label index -> name, as in batches.meta
     native_shape: tuple[int, int, int] | None = None  # TFRecords: the stored shape
-
-
-def join(root: str, name: str) -> str:
-    return root.rstrip("/") + "/" + name.strip("/")
-
-
-def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]:
-    """Sorted children of ``root`` (any gfile URI) without hidden entries and ``ignored`` names."""
-    try:
-        names = sorted({n.rstrip("/") for n in tf.io.gfile.listdir(root)})
-    except tf.errors.OpError as exc:
-        raise DataError(
-            f"Cannot list folder {root} ({exc.message}). Check that it exists and is readable by "
-            "the user (or service account) running the pipeline."
-        ) from exc
-    return [n for n in names if not n.startswith(".") and n not in ignored]
-
-
-def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset()) -> list[str]:
-    """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
-    ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted."""
-    found, subdirs = [], []
-    for name in visible_names(root):
-        path = join(root, name)
-        if tf.io.gfile.isdir(path):
-            if name not in ignored:
-                subdirs.append(path)
-        elif name.lower().endswith(suffixes):
-            found.append(path)
-    for sub in subdirs:
-        found += find_files(sub, suffixes, ignored)
-    return found
 
 
 def list_source(root: str, image_size: int | None, channels: int | None) -> Listing:
@@ -121,36 +90,11 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
 
 
 def _list_folder(root: str, names: list[str], image_size: int | None, channels: int | None) -> Listing:
-    class_dirs = [n for n in names if tf.io.gfile.isdir(join(root, n))]
-    if not class_dirs:
-        if any(n.lower().endswith(IMAGE_SUFFIXES) for n in names):
-            raise DataError(
-                f"Folder {root} holds images directly, but images must be grouped in one "
-                "sub-folder per class (e.g. cats/ and dogs/), the sub-folder name being the "
-                "class name. Move each image into the sub-folder of its class."
-            )
-        what = "is empty" if not names else "has no class sub-folders"
-        raise DataError(
-            f"Image folder {root} {what}. Put the images in one sub-folder per class (e.g. "
-            f"{root}/cats/*.png and {root}/dogs/*.png), with at least two classes."
-        )
-    units = []
-    for name in class_dirs:
-        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS)
-        if not images:
-            raise DataError(
-                f"Class folder {join(root, name)} contains no images (files ending in "
-                f"{', '.join(IMAGE_SUFFIXES)}). Add images of class '{name}' to "
-                "it, or remove the folder if it is not a class."
-            )
-        units += [Unit("folder", path, name, path[len(root.rstrip("/")) + 1:]) for path in images]
-    if len(class_dirs) < 2:
-        raise DataError(
-            f"Image folder {root} has only one class ('{class_dirs[0]}'), but a "
-            "classifier needs at least two. Add a sub-folder of images for each other class."
-        )
+    per_class = list_class_files(root, names)
+    units = [Unit("folder", path, name, path[len(root.rstrip("/")) + 1:])
+             for name, images in per_class.items() for path in images]
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
-    return Listing("folder", root, (size, size, ch), tuple(units), tuple(class_dirs))
+    return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class))
 
 
 def _cifar_batches(folder: str) -> list[str]:
