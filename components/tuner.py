@@ -24,10 +24,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
 from components.facts_steps import with_graph_facts
-
-RESULTS_FILE = "tuner_results.json"   # TFX's name (tuner executor's _DEFAULT_TUNER_RESULTS_FILE_NAME)
-SEARCH_FILE = "search.json"
-BEST_FILE = "best_hyperparameters.txt"  # TFX's name (tuner executor's _DEFAULT_BEST_HP_FILE_NAME)
+from data.search_record import BEST_FILE, RESULTS_FILE, SEARCH_FILE
 
 
 class Executor(tuner_executor.Executor):

@@ -18,6 +18,7 @@ from typing import Any
 
 from stackenv.errors import ConfigError
 
+from data.search_record import BEST_FILE
 from models.common.search_space import ALGORITHMS, names, values_of
 from pipeline.families import FAMILIES, get_family
 
@@ -25,7 +26,6 @@ MAX_TRIALS = 1000
 MAX_STEPS = 1_000_000
 MAX_BUDGET_MINUTES = 7 * 24 * 60     # a week: anything longer is a typo (seconds? hours?)
 DEFAULT_STEPS = 200
-BEST_FILE = "best_hyperparameters.txt"   # TFX's Tuner output file name; the Trainer reads any one file
 
 
 def check_options(config: Any) -> None:

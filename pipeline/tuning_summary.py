@@ -5,32 +5,11 @@ the same trial budget, whether the wall-time budget ended it) beside TFX's
 ``tuner_results.json``; a cached Tuner's outputs are the same files, so a fully cached
 re-run prints the same lines.
 """
-import json
 import os
 from typing import Any
 
-import tensorflow as tf
-
+from data.search_record import BEST_FILE, read_search_results
 from pipeline import mlmd
-
-SEARCH_FILE = "search.json"            # components/tuner.py
-BEST_FILE = "best_hyperparameters.txt"  # TFX's Tuner executor
-RESULTS_FILE = "tuner_results.json"
-
-
-def _read_json(path: str) -> Any:
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as handle:
-        return json.load(handle)
-
-
-def read_search_results(results_uri: str) -> dict[str, Any] | None:
-    """``search.json`` of a Tuner's ``tuner_results`` folder with its trial rows; None without one."""
-    search = _read_json(os.path.join(results_uri, SEARCH_FILE))
-    if search is not None:
-        search["trials"] = _read_json(os.path.join(results_uri, RESULTS_FILE)) or []
-    return search
 
 
 def read_search(tuner: mlmd.NodeExecution | None) -> dict[str, Any] | None:

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from data.search_record import read_search_results
 from pipeline import mlmd
-from pipeline.tuning_summary import read_search_results
 
 SECTION_ID = "tuning-trials"
 
