@@ -72,3 +72,40 @@ def test_cli_refuses_a_missing_base_model_before_tfx_starts(tmp_path):
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
     assert "--base-model" in result.stderr and "does not exist" in result.stderr
     assert "Traceback" not in result.stderr and "▶ ImportExampleGen" not in result.stderr
+
+
+@pytest.mark.parametrize("fine_tune", [False, True])
+def test_a_tuner_trial_fine_tunes_the_base_only_when_its_values_say_so(extractor_dir, fine_tune):
+    from models.cnn.hparams import SCRATCH_SPACE, search_space
+    from models.cnn.tuning import fit_trial
+    from models.common.search_space import names
+
+    assert {"fine_tune", "fine_tune_lr_factor"} <= set(names(search_space(True)))
+    assert not {"fine_tune", "fine_tune_lr_factor"} & set(names(search_space(False)))
+    assert search_space(False) == SCRATCH_SPACE
+    info = base_model.describe(extractor_dir)
+    model = build_on_base_model((8, 8, 1), 3, info, hparams=CnnHyperparameters(dropout=0.0))
+    base_weights = model.get_layer("base_model").get_weights()[0].copy()
+    rng = np.random.RandomState(2)
+    y = rng.randint(0, 3, 64)
+    x = (rng.rand(64, 64) * 0.2 + y[:, None] * 0.3).astype(np.float32)
+    data = tf.data.Dataset.from_tensor_slices(({features.IMAGE_UNIT_XF: x}, y)).repeat().batch(16)
+    fit_trial(model, data, steps=6, fine_tune=fine_tune, fine_tune_learning_rate=1e-2)
+    moved = not np.allclose(model.get_layer("base_model").get_weights()[0], base_weights)
+    assert moved == fine_tune
+
+
+def test_a_search_over_fine_tuning_hands_the_trainer_a_boolean(tmp_path):
+    from models.cnn.hparams import search_space, with_tuned
+    from models.common import tuner
+    from models.common.search_space import TuningSettings
+
+    seen = []
+    search = tuner.BudgetedTuner(tuner.make_oracle(TuningSettings(trials=4, seed=3), search_space(True)),
+                                 lambda values, steps: seen.append(values.get("fine_tune", False))
+                                 or float(values.get("fine_tune", False)),
+                                 steps=2, default_values={}, directory=str(tmp_path))
+    search.search()
+    assert set(seen) <= {False, True} and True in seen
+    best = search.get_best_hyperparameters()[0].values
+    assert with_tuned(CnnHyperparameters(), best).fine_tune is True

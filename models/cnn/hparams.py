@@ -89,13 +89,27 @@ class CnnHyperparameters:
 #: learning rate (a TrainingSettings value: the Trainer applies it) and augmentation
 #: strength. Defaults are the untuned values above (learning rate: the family's default).
 LEARNING_RATE = "learning_rate"
-SEARCH_SPACE = (
+SCRATCH_SPACE = (
     Knob("filters", "choice", default=16, values=(8, 16, 32)),
     Knob("max_blocks", "int", default=3, low=1, high=3),
     Knob("dropout", "float", default=0.5, low=0.1, high=0.6, step=0.1),
     Knob(LEARNING_RATE, "float", default=1e-3, low=3e-4, high=1e-2, log=True),
     Knob("augment_strength", "choice", default=0.1, values=(0.0, 0.05, 0.1, 0.2)),
 )
+#: With ``--base-model`` the search also chooses the fine-tuning depth. A TF Hub module is
+#: one Keras layer whose variables train together, so the depth is "head only" or "the whole
+#: base", at a learning rate this factor below the head's.
+FINE_TUNE_SPACE = (
+    Knob("fine_tune", "choice", default=False, values=(False, True)),
+    Knob("fine_tune_lr_factor", "choice", default=0.1, values=(0.03, 0.1, 0.3)),
+)
+#: Every knob a hyperparameters file may name (the registry's ``search_space``).
+SEARCH_SPACE = SCRATCH_SPACE + FINE_TUNE_SPACE
+
+
+def search_space(with_base_model: bool) -> tuple[Knob, ...]:
+    """What a search explores: the fine-tuning knobs only when there is a base to fine-tune."""
+    return SEARCH_SPACE if with_base_model else SCRATCH_SPACE
 
 
 def with_tuned(hparams: CnnHyperparameters, values: Mapping[str, Any]) -> CnnHyperparameters:
@@ -105,4 +119,6 @@ def with_tuned(hparams: CnnHyperparameters, values: Mapping[str, Any]) -> CnnHyp
     unknown = set(model_values) - known
     if unknown:
         raise ValueError(f"Unknown CNN hyperparameters {sorted(unknown)}; known: {sorted(known)}")
-    return dataclasses.replace(hparams, **model_values)
+    # KerasTuner hands a boolean choice back as 0/1: the Trainer's settings stay booleans.
+    flags = {f.name for f in dataclasses.fields(CnnHyperparameters) if isinstance(f.default, bool)}
+    return dataclasses.replace(hparams, **{k: bool(v) if k in flags else v for k, v in model_values.items()})

@@ -64,7 +64,7 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
 
 
 def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, learning_rate: float = 1e-3,
-                        hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen  # noqa: B008 - frozen dataclass
+                        hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen dataclass
                         jit_compile: bool = False) -> tf.keras.Model:
     """A new softmax head on a pretrained feature extractor (``base``: base_model.BaseModelInfo),
     frozen; :func:`unfreeze_base` before fine-tuning. Images are resized to the module's size

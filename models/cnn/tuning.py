@@ -4,7 +4,9 @@ A trial builds the same model the Trainer builds (``models/cnn/model.py``) from
 ``CnnHyperparameters`` with the trial's values, trains it for the Tuner's TrainArgs steps on
 a bounded subsample of the TRAIN split and scores accuracy on a stratified held-out part of
 it: the eval split stays untouched for the Evaluator's gate, as in the Trainer
-(``models/common/regime.py``). The search space is ``hparams.SEARCH_SPACE``.
+(``models/common/regime.py``). The search space is ``hparams.search_space``: with a
+``--base-model`` it includes fine-tuning, and a trial that fine-tunes spends half its steps
+on the head and half on the unfrozen base, as the Trainer's two phases do.
 """
 import logging
 
@@ -16,7 +18,7 @@ from tfx.components.tuner.component import TunerFnResult
 
 from models.cnn import base_model, features
 from models.cnn import model as cnn_model
-from models.cnn.hparams import LEARNING_RATE, SEARCH_SPACE, CnnHyperparameters, with_tuned
+from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, search_space, with_tuned
 from models.common import tuner
 from models.common.inputs import make_dataset
 from models.common.regime import holdout_split
@@ -55,10 +57,23 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
             model = cnn_model.build_on_base_model(image_shape, num_classes, base, learning_rate, hparams)
         else:
             model = cnn_model.build_cnn(image_shape, num_classes, learning_rate, hparams)
-        model.fit(fit, steps_per_epoch=steps, epochs=1, verbose=0)
+        fit_trial(model, fit, steps, hparams.fine_tune and base is not None,
+                  learning_rate * hparams.fine_tune_lr_factor)
         return float(model.evaluate(held, verbose=0, return_dict=True)["accuracy"])
 
-    search = tuner.BudgetedTuner(tuner.make_oracle(tuning, SEARCH_SPACE), trial, steps=fn_args.train_steps,
-                                 default_values={}, budget_seconds=tuning.budget_seconds,
+    search = tuner.BudgetedTuner(tuner.make_oracle(tuning, search_space(base is not None)), trial,
+                                 steps=fn_args.train_steps, default_values={}, budget_seconds=tuning.budget_seconds,
                                  directory=fn_args.working_dir)
     return TunerFnResult(tuner=search, fit_kwargs={})
+
+
+def fit_trial(model: tf.keras.Model, data: tf.data.Dataset, steps: int, fine_tune: bool,
+              fine_tune_learning_rate: float) -> None:
+    """Train a trial for ``steps`` steps; with ``fine_tune``, the first half on the head (base
+    frozen) and the second on the unfrozen base, so a trial is scored on what the Trainer's two
+    phases would give."""
+    head_steps = max(1, steps // 2) if fine_tune else steps
+    model.fit(data, steps_per_epoch=head_steps, epochs=1, verbose=0)
+    if fine_tune and steps > head_steps:
+        cnn_model.unfreeze_base(model, fine_tune_learning_rate)
+        model.fit(data, steps_per_epoch=steps - head_steps, epochs=1, verbose=0)
