@@ -9,6 +9,7 @@ drawing code (checked, the README says so), so they hold TFMA's elements and the
 data but no chart. Screenshots go to test-artifacts/tour/ (``make tour``).
 """
 import base64
+import contextlib
 import json
 import time
 
@@ -119,8 +120,10 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
         page.open(server.classic_url(NOTEBOOK.name), timeout=120)
         _poll(page, _KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
         progress = _run_all_cells(page, timeout=300)
-        _poll(page, "document.querySelectorAll('tfma-nb-slicing-metrics, tfma-nb-time-series').length >= 2",
-              "TFMA's views in the page", timeout=30)
+        # No raise here: with a front end that cannot build TFMA's widgets the tests below say why.
+        with contextlib.suppress(TimeoutError):
+            _poll(page, "document.querySelectorAll('tfma-nb-slicing-metrics, tfma-nb-time-series').length >= 2",
+                  "TFMA's views in the page", timeout=30)
         time.sleep(2)   # the last view's widget messages
         dom = page.evaluate(_DOM)
         dom["console_errors"] = _console_errors(page)
