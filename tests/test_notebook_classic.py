@@ -9,7 +9,6 @@ drawing code (checked, the README says so), so they hold TFMA's elements and the
 data but no chart. Screenshots go to test-artifacts/tour/ (``make tour``).
 """
 import base64
-import contextlib
 import json
 import time
 
@@ -84,6 +83,22 @@ def _run_all_cells(page, timeout: float) -> dict:
     raise TimeoutError(f"The notebook's cells did not finish within {timeout} s: {progress}")
 
 
+def _wait_for_views(page, slicing_views: int, timeout: float) -> dict:
+    """The DOM facts once TFMA's views (and the elements they draw into) are all there, else after ``timeout``.
+
+    No raise: with a front end that cannot build TFMA's widgets the tests say why.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        dom = page.evaluate(_DOM)
+        tags = dom["tags"]
+        if (tags.get("tfma-nb-time-series") and tags.get("tfma-nb-slicing-metrics", 0) >= slicing_views
+                # a metrics table in each slicing view and one in the time series
+                and tags.get("tfma-metrics-table", 0) >= slicing_views + 1) or time.monotonic() > deadline:
+            return dom
+        time.sleep(1)
+
+
 def _console_errors(page) -> list[str]:
     texts = []
     for event in page.events:
@@ -120,12 +135,8 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
         page.open(server.classic_url(NOTEBOOK.name), timeout=120)
         _poll(page, _KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
         progress = _run_all_cells(page, timeout=300)
-        # No raise here: with a front end that cannot build TFMA's widgets the tests below say why.
-        with contextlib.suppress(TimeoutError):
-            _poll(page, "document.querySelectorAll('tfma-nb-slicing-metrics, tfma-nb-time-series').length >= 2",
-                  "TFMA's views in the page", timeout=30)
-        time.sleep(2)   # the last view's widget messages
-        dom = page.evaluate(_DOM)
+        dom = _wait_for_views(page, len(report.find_latest_evaluation(str(cnn_run_with_baseline))
+                                         .report_family.slicing_features), timeout=30)
         dom["console_errors"] = _console_errors(page)
         dom["requested"] = page.requested_urls()
         TOUR_DIR.mkdir(parents=True, exist_ok=True)
