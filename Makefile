@@ -13,7 +13,7 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool
+.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool notebook-classic
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
@@ -24,6 +24,7 @@ help:
 	@echo "make report - write output/report.html (+ .json) for the last run"
 	@echo "make beam-pool - a Beam SDK worker pool with this project's Python (POOL_PORT=50000)"
 	@echo "make notebook - open the metrics notebook on the last run (JupyterLab)"
+	@echo "make notebook-classic - the same notebook in nbclassic, with TFMA's own views (need internet)"
 	@echo "make tensorboard - serve the last run's training logs (and --profile trace) in TensorBoard"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
@@ -66,6 +67,19 @@ beam-pool: setup
 # Jupyter on the metrics notebook, pointed at the last run in $(OUTPUT).
 notebook: setup
 	METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" $(VENV)/bin/jupyter lab notebooks/inspect_metrics.ipynb
+
+# The same notebook in nbclassic, where TFMA's own views draw (README "Reading the metrics"): TFMA's
+# nbextension (and tfma_preload, which loads TFMA's bundle without a require.js race) enabled through
+# notebooks/classic/ (no install step, no network), the widgets front end TFMA needs pinned in
+# constraints.txt, METRICS_FRONT_END=classic picks TFMA's views in the notebook.
+# NOTEBOOKS: the folder served (the browser test serves a scratch copy); ARGS: more nbclassic options.
+NOTEBOOKS ?= notebooks
+notebook-classic: setup
+	JUPYTER_CONFIG_PATH="$(abspath notebooks/classic)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	METRICS_FRONT_END=classic METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" \
+	$(VENV)/bin/jupyter nbclassic --ServerApp.root_dir="$(abspath $(NOTEBOOKS))" \
+	  --NotebookApp.extra_nbextensions_path="$(abspath notebooks/classic/nbextensions)" \
+	  --NotebookApp.default_url=/nbclassic/notebooks/inspect_metrics.ipynb --NotebookApp.show_banner=False $(ARGS)
 
 # TensorBoard on the newest Trainer's logs in $(OUTPUT) (found through MLMD); ARGS="--port 6007".
 tensorboard: setup

@@ -31,8 +31,10 @@ setup(
         "dev": ["pytest", "pytest-timeout", "ruff", "moto[s3]", "flask", "flask-cors"],  # moto: a local S3 for tests
         # The metrics notebook: Jupyter, its widgets (TFMA's views), Plotly (the project's offline views:
         # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
-        "notebook": ["jupyterlab", "notebook", "ipywidgets", "ipykernel", "nbclient", "nbformat", "nbconvert",
-                     "plotly>=5.24,<6"],
+        # nbclassic + ipywidgets 7.6 (whose front end is widgetsnbextension 3.5): the only front end
+        # TFMA 0.47's views draw in (`make notebook-classic`); 3.6's widget base cannot build them.
+        "notebook": ["jupyterlab", "notebook", "nbclassic", "ipywidgets>=7.6,<7.7", "widgetsnbextension>=3.5,<3.6",
+                     "ipykernel", "nbclient", "nbformat", "nbconvert", "plotly>=5.24,<6"],
     },
     entry_points={"console_scripts": ["tfx-project=pipeline.cli:entry_point"]},
 )

@@ -1,7 +1,8 @@
 """Copy the screenshots the browser tests took (test-artifacts/) into docs/tour/ for the README.
 
 The tests are the only thing that draws them, so the tour shows what a user gets from this
-version: run `make test PYTEST_ARGS="tests/test_report.py tests/test_notebook_browser.py"`
+version: run `make test PYTEST_ARGS="tests/test_report.py tests/test_notebook_browser.py
+tests/test_notebook_classic.py"`
 first, then `make tour`. Tall pages are cut to their top so the README stays light.
 """
 import sys
@@ -17,6 +18,7 @@ SHOTS = {  # source under test-artifacts/ -> name in docs/tour/
     "report-chromium.png": "2-report.png",
     "tour/notebook-lab-1.png": "3-notebook-slices.png",
     "tour/notebook-lab-2.png": "4-notebook-vs-baseline.png",
+    "tour/notebook-classic-1.png": "5-notebook-classic.png",
 }
 MAX_HEIGHT = 1400
 
@@ -25,7 +27,8 @@ def main() -> int:
     missing = [name for name in SHOTS if not (ARTIFACTS / name).is_file()]
     if missing:
         print(f"No {', '.join(missing)} under {ARTIFACTS}: run the browser tests first (tests/test_report.py, "
-              "tests/test_notebook_browser.py), then make tour again.", file=sys.stderr)
+              "tests/test_notebook_browser.py, tests/test_notebook_classic.py), then make tour again.",
+              file=sys.stderr)
         return 2
     TOUR.mkdir(parents=True, exist_ok=True)
     for source, target in SHOTS.items():

@@ -1,20 +1,23 @@
-"""A real JupyterLab server on a free local port, for the browser tests of the notebook.
+"""Real Jupyter servers (JupyterLab, nbclassic) on a free local port, for the browser tests of the notebook.
 
-The notebook is copied into a scratch root first: JupyterLab saves what it runs, and the
-committed notebook must stay without outputs. ``expose_app_in_browser`` puts the
+The notebook is copied into a scratch root first: the front end saves what it runs, and the
+committed notebook must stay without outputs. ``expose_app_in_browser`` puts JupyterLab's
 application on ``window.jupyterapp``, so the test runs all cells through JupyterLab's own
-command (``notebook:run-all-cells``), the one a person triggers from the Run menu.
+command (``notebook:run-all-cells``), the one a person triggers from the Run menu; nbclassic's
+page has ``Jupyter.actions`` for the same (Cell > Run All). nbclassic is started through
+``make notebook-classic`` itself, so the test serves what a user gets from the target.
 """
 import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +29,10 @@ class Server(NamedTuple):
 
     def lab_url(self, notebook: str) -> str:
         return f"{self.url}lab/tree/{notebook}?token={self.token}&reset"
+
+    def classic_url(self, notebook: str) -> str:
+        # nbclassic serves under /nbclassic/ next to Notebook 7 (which the stack installs).
+        return f"{self.url}nbclassic/notebooks/{notebook}?token={self.token}"
 
 
 def free_port() -> int:
@@ -49,36 +56,80 @@ def _wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: floa
 
 
 @contextlib.contextmanager
-def jupyter_lab(notebook: Path, root: Path, env: dict[str, str], timeout: float = 120) -> Iterator[Server]:
-    """Start ``jupyter lab`` serving a copy of ``notebook`` in ``root``; stop it afterwards."""
+def _serve(command: Callable[[int, str], list[str]], notebook: Path, root: Path, env: dict[str, str],
+           timeout: float, cwd: Path | None = None) -> Iterator[Server]:
+    """Run ``command(port, token)`` (a Jupyter server on a copy of ``notebook`` in ``root``); stop it afterwards.
+
+    Its own process group: a server started through ``make`` stops with the make that started it.
+    """
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(notebook, root / notebook.name)
     port, token = free_port(), secrets.token_hex(16)
     log = root.parent / f"{root.name}-jupyter.log"
-    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ServerApp.port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--LabApp.extension_manager=readonly", "--ServerApp.allow_root=True"]
-    jupyter_env = {**os.environ, **env, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
+    jupyter_env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
                    "JUPYTERLAB_SETTINGS_DIR": str(root.parent / "lab-settings"),
                    "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / "lab-workspaces"),
-                   "JUPYTER_RUNTIME_DIR": str(root.parent / "jupyter-runtime")}
-    # No "get notified about Jupyter news?" pop-up over the page (and no request for the news).
-    settings = root.parent / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    notification = settings / "notification.jupyterlab-settings"
-    notification.parent.mkdir(parents=True, exist_ok=True)
-    notification.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+                   "JUPYTER_RUNTIME_DIR": str(root.parent / "jupyter-runtime"), **env}
     with open(log, "w") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=jupyter_env)
+        process = subprocess.Popen(command(port, token), stdout=log_file, stderr=subprocess.STDOUT,
+                                   env=jupyter_env, cwd=cwd, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}/"
         _wait_until_up(f"{base}api/status?token={token}", process, log, timeout)
         yield Server(base, token, root)
     finally:
-        process.terminate()
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (Jupyter then shuts its kernels down), SIGKILL if it hangs."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
         try:
             process.wait(timeout=20)
+            return
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            continue
+    process.wait()
+
+
+def _server_options(port: int, token: str) -> list[str]:
+    return ["--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0", "--ServerApp.allow_root=True"]
+
+
+@contextlib.contextmanager
+def jupyter_lab(notebook: Path, root: Path, env: dict[str, str], timeout: float = 120) -> Iterator[Server]:
+    """Start ``jupyter lab`` serving a copy of ``notebook`` in ``root``; stop it afterwards."""
+    # No "get notified about Jupyter news?" pop-up over the page (and no request for the news).
+    settings = root.parent / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    notification = settings / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+
+    def command(port: int, token: str) -> list[str]:
+        return [sys.executable, "-m", "jupyter", "lab", *_server_options(port, token), f"--ServerApp.root_dir={root}",
+                "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly"]
+
+    with _serve(command, notebook, root, env, timeout) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def make_notebook_classic(notebook: Path, root: Path, project: Path, output: Path, env: dict[str, str],
+                          timeout: float = 120) -> Iterator[Server]:
+    """``make notebook-classic`` itself (nbclassic, TFMA's extension, the classic front-end choice), serving a
+    copy of ``notebook`` in ``root`` with this interpreter's virtualenv; stopped afterwards.
+
+    ``-o setup``: the virtualenv is the one running the tests, not re-installed.
+    """
+    def command(port: int, token: str) -> list[str]:
+        options = " ".join(_server_options(port, token))
+        return ["make", "--no-print-directory", "-C", str(project), "-o", "setup", "notebook-classic",
+                f"VENV={sys.prefix}", f"OUTPUT={output}", f"NOTEBOOKS={root}", f"ARGS={options}"]
+
+    with _serve(command, notebook, root, env, timeout, cwd=project) as server:
+        yield server
