@@ -9,6 +9,7 @@ whole compiled pipeline through the KFP contract emulator with the Trainer as a 
 """
 import base64
 import json
+import os
 
 import pytest
 import yaml
@@ -174,3 +175,61 @@ def test_in_cluster_connection_reads_the_pods_service_account(tmp_path):
                   service_account_dir=str(tmp_path))
     assert (api.namespace, api.service_account, api.server) == ("kubeflow-user", "default-editor",
                                                                 "https://10.0.0.1:443")
+
+
+def test_rbac_manifest_grants_what_the_launcher_calls():
+    """kubeflow/tfjob-rbac.yaml: a Role with create/get/delete on tfjobs, bound to the pipeline's service account."""
+    import inspect
+
+    from conftest import PROJECT_ROOT
+
+    from pipeline import kube_api
+
+    role, binding = yaml.safe_load_all((PROJECT_ROOT / "kubeflow" / "tfjob-rbac.yaml").read_text())
+    (rule,) = role["rules"]
+    assert (rule["apiGroups"], rule["resources"]) == ([kube_api.GROUP], [kube_api.PLURAL])
+    called = {verb for verb in ("create", "get", "delete", "list", "patch", "watch")
+              if f"{verb}_namespaced_custom_object" in inspect.getsource(kube_api)}
+    assert called == set(rule["verbs"]) == {"create", "get", "delete"}
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] == binding["subjects"][0]["namespace"]
+    assert kube_api.RBAC_FILE == "kubeflow/tfjob-rbac.yaml"
+
+
+@pytest.mark.slow  # a whole pipeline, every step a process, and two training workers on 2 cores
+@pytest.mark.timeout(3600)
+def test_compiled_pipeline_trains_in_a_two_worker_tfjob_and_the_evaluator_and_pusher_run_unchanged(tmp_path):
+    """Every compiled step through the KFP contract emulator; the Trainer step's TFJob through the API emulator."""
+    import tensorflow as tf
+    from kfp_contract import Cluster
+    from test_kubeflow_contract import SETTINGS
+
+    from data.serving_dir import list_versions
+    from pipeline.kubeflow_runner import compile_pipeline
+
+    config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), trainer_workers=2, **SETTINGS["cnn"])
+    spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml")))))
+    container = spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]
+    # A KFP driver puts the container's env into the pod (driver.go); the contract emulator passes only its own.
+    step_env = {e["name"]: e["value"] for e in container.get("env", [])}
+    (tmp_path / "pods").mkdir()
+    with TFJobApiServer(tmp_path / "pods") as server:
+        cluster = Cluster(str(tmp_path), allow_local_root=True,
+                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
+        produced = cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
+        (manifest,) = server.created
+        pods = server.jobs[("team", manifest["metadata"]["name"])]["pods"]
+        codes = {key: pod["process"].returncode for key, pod in pods.items()}
+        conditions = {c["type"]: c["status"] for c in server.jobs[("team", manifest["metadata"]["name"])][
+            "object"]["status"]["conditions"]}
+        logs = {key: server.log(f"{manifest['metadata']['name']}-{key}") for key in pods}
+    assert conditions == {"Created": "True", "Running": "False", "Succeeded": "True"}, logs["chief-0"][-3000:]
+    # A worker still exiting once the chief succeeded is deleted (cleanPodPolicy Running), as the operator does.
+    assert codes["chief-0"] == 0 and codes["worker-0"] in (0, -9), logs["worker-0"][-3000:]
+    assert all("Coordination agent has successfully connected" in log for log in logs.values())  # one cluster
+    model_uri = produced["Trainer"]["model"]["uri"]
+    assert tf.io.gfile.exists(os.path.join(model_uri, "Format-Serving", "saved_model.pb"))
+    job = json.loads(manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"][1])
+    assert job["serving_model_dir"] == os.path.join(model_uri, "Format-Serving") and job["train_steps"] == 20
+    assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1.0
+    assert len(list_versions(config.serving_model_dir)) == 1
