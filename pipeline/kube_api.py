@@ -87,6 +87,10 @@ class TFJobApi:
             return (f"The Kubernetes API server at {self.server} has no TFJob resource ({message}): the Kubeflow "
                     "Training Operator is not installed in this cluster (`kubectl get crd tfjobs.kubeflow.org`). "
                     "Install it, or compile without --trainer-workers to train in the Trainer step's own pod.")
+        if error.status == 404:
+            return (f"{where} disappeared while the Trainer step followed it ({message}): someone deleted it "
+                    "(`kubectl delete tfjob`) or a cleanup removed it. Nothing was trained for this run; run the "
+                    "pipeline again.")
         return (f"The Kubernetes API server refused to {verb} {where} (HTTP {error.status}): {message}. "
                 "Recompile with this project's `compile --trainer-workers`, or report it with this message.")
 

@@ -163,6 +163,9 @@ def test_a_restarted_step_follows_its_existing_tfjob(tmp_path):
         first = api.create(manifest)
         again = api.create(manifest)  # 409 AlreadyExists: followed, not replaced
         assert again["metadata"]["uid"] == first["metadata"]["uid"] and len(server.created) == 1
+        api.delete(manifest["metadata"]["name"])  # e.g. by hand, while the step follows it
+        with pytest.raises(KubeApiError, match="disappeared while the Trainer step followed it"):
+            api.get(manifest["metadata"]["name"])
 
 
 def test_in_cluster_connection_reads_the_pods_service_account(tmp_path):
