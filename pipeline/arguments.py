@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(e.g. the one `run` pinned under output/schema/); default: infer it every run")
     _add_pipeline_arguments(compile_)
     _add_step_settings_arguments(compile_)
+    _add_trainer_workers_arguments(compile_)
 
     tfjob = commands.add_parser("tfjob", help="write a Kubeflow TFJob that trains on N workers",
                                 description="Write a Kubeflow Training Operator TFJob manifest (Chief + Workers, "
@@ -312,6 +313,19 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
                       "e.g. mlpipeline-minio-artifact (KFP's MinIO)")
 
 
+def _add_trainer_workers_arguments(parser: argparse.ArgumentParser) -> None:
+    """compile --trainer-workers: the Trainer step as a TFJob (pipeline/tfjob_launcher.py)."""
+    group = parser.add_argument_group("multi-worker Trainer (Kubeflow Training Operator TFJob)")
+    group.add_argument("--trainer-workers", type=int, default=1, metavar="N",
+                       help="N > 1: the Trainer step starts a TFJob of N pods of --image (1 Chief + N-1 Workers, "
+                       "TF_CONFIG set by the operator, --strategy multi_worker, each with the --trainer-* pod "
+                       "settings), waits for it and passes the chief's model on to the Evaluator; needs the "
+                       "Training Operator and kubeflow/tfjob-rbac.yaml applied (default: %(default)s, train in "
+                       "the step's own pod)")
+    group.add_argument("--trainer-job-timeout", type=int, default=24 * 3600, metavar="SECONDS",
+                       help="the Trainer step deletes the TFJob and fails after this long (default: %(default)s)")
+
+
 def _family_settings(args: argparse.Namespace) -> dict[str, object]:
     """The chosen family's settings from the parsed options (the parser has every family's)."""
     family = families.get_family(args.model)
@@ -337,6 +351,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         epochs=args.epochs, train_steps=args.train_steps, eval_steps=args.eval_steps,
         batch_size=args.batch_size, learning_rate=args.learning_rate, strategy=args.strategy,
         data_service=args.data_service,
+        trainer_workers=getattr(args, "trainer_workers", 1),
+        trainer_job_timeout=getattr(args, "trainer_job_timeout", PipelineConfig.trainer_job_timeout),
         seed=args.seed, xla=args.xla, profile=args.profile,
         min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
         base_model=getattr(args, "base_model", None),

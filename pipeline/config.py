@@ -79,6 +79,10 @@ class PipelineConfig:
     xla: bool = False                    # jit_compile the train step
     profile: str | None = None        # "START,END" batches to trace with the TF profiler
     data_service: str = ""               # Trainer input via tf.data service: "auto" or HOST:PORT
+    # compile only: N > 1 runs the Trainer step as a Training Operator TFJob of N workers
+    # (pipeline/tfjob_launcher.py); the step waits at most trainer_job_timeout seconds for it.
+    trainer_workers: int = 1
+    trainer_job_timeout: int = 24 * 3600
 
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
     min_accuracy: float | None = None  # value threshold on the overall slice
@@ -116,12 +120,18 @@ class PipelineConfig:
                 setattr(self, name, getattr(family.defaults, name))
         if self.beam_mode not in BEAM_MODES:
             raise ConfigError("--beam-mode", f"must be one of {BEAM_MODES}, got {self.beam_mode!r}")
-        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets"):
+        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets", "trainer_workers",
+                     "trainer_job_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(_flag(name), f"must be >= 1, got {getattr(self, name)}")
         for name in ("train_steps", "eval_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(_flag(name), f"must be >= 1 (or left out), got {getattr(self, name)}")
+        if self.trainer_workers > 1:
+            if self.strategy not in ("mirrored", "multi_worker"):
+                raise ConfigError("--trainer-workers", f"trains under --strategy multi_worker (one replica per worker "
+                                  f"pod); drop --strategy {self.strategy}.")
+            self.strategy = "multi_worker"
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise ConfigError("--learning-rate", f"must be a finite number > 0 (e.g. 0.001), got {self.learning_rate}")
         if not (math.isfinite(self.max_regression)):

@@ -125,8 +125,15 @@ def create_pipeline(
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
     hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
                                                      code_version)
+    trainer_config = {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name}
+    run_fn = family.run_fn
+    if config.trainer_workers > 1:  # compile --trainer-workers: the step launches a TFJob (pipeline/tfjob_launcher.py)
+        from pipeline.tfjob_launcher import launcher_config
+
+        run_fn, trainer_config = launcher_config(run_fn, trainer_config, config.trainer_workers,
+                                                 config.trainer_job_timeout)
     trainer = FactsTrainer(
-        run_fn=family.run_fn,
+        run_fn=run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
         hyperparameters=hyperparameters,
         examples=transform.outputs["transformed_examples"],
@@ -136,7 +143,7 @@ def create_pipeline(
         eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
         # The family is recorded explicitly (an MLMD exec property), so the report and the
         # summary read it instead of guessing it from run_fn.
-        custom_config={**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name},
+        custom_config=trainer_config,
     ).with_id(TRAINER)
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
     # not TFX's latest-blessed-model Resolver).

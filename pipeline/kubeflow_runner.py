@@ -93,6 +93,10 @@ def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, im
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
     spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), kfp_pipeline_root(config))
     platform = apply_step_settings(spec, settings or StepSettings())
+    if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow_tfjob_step.py)
+        from pipeline.kubeflow_tfjob_step import apply_trainer_workers
+
+        apply_trainer_workers(spec, image, settings or StepSettings())
     directory = os.path.dirname(os.path.abspath(package_path))
     os.makedirs(directory, exist_ok=True)
     with open(package_path, "w") as handle:

@@ -50,6 +50,12 @@ class TFJobSettings:
     service_account: str | None = None
     cpu: str | None = None
     memory: str | None = None
+    # More of each replica's pod: {"container": {env, resources, volumeMounts}, "pod": {nodeSelector, ...}}
+    # (compile --trainer-workers: the Trainer step's pod settings, pipeline/kubeflow_tfjob_step.py).
+    pod: dict = dataclasses.field(default_factory=dict)
+    # False for the Trainer step's own launcher: its URIs come from the KFP launcher, under a root
+    # `compile` already checked (and local in the tests' emulated cluster).
+    remote_only: bool = True
 
     def check(self) -> None:
         if self.workers < 1:
@@ -60,9 +66,10 @@ class TFJobSettings:
                               "e.g. cnn-trainer.")
         if not self.image.strip():
             raise ConfigError("--image", "is empty; pass the pipeline image built from kubeflow/Dockerfile.")
-        for flag, uri in (("--transformed-examples", self.transformed_examples),
-                          ("--transform-graph", self.transform_graph), ("--model-dir", self.model_dir)):
-            if "://" not in uri:
+        uris = (("--transformed-examples", self.transformed_examples),
+                ("--transform-graph", self.transform_graph), ("--model-dir", self.model_dir))
+        for flag, uri in uris:
+            if self.remote_only and "://" not in uri:
                 raise ConfigError(flag, f"{uri!r} is a local path, which the TFJob's pods cannot read; pass an "
                                   "object-store URI (gs://..., s3://...), e.g. the Transform outputs of a "
                                   "Kubeflow run of this pipeline.")
@@ -92,7 +99,8 @@ def _replica(job: dict, settings: TFJobSettings, replicas: int) -> dict:
     limits = {k: v for k, v in (("cpu", settings.cpu), ("memory", settings.memory)) if v}
     if limits:
         container["resources"] = {"requests": dict(limits), "limits": dict(limits)}
-    pod = {"containers": [container]}
+    container.update(json.loads(json.dumps(settings.pod.get("container") or {})))
+    pod = {"containers": [container], **json.loads(json.dumps(settings.pod.get("pod") or {}))}
     if settings.service_account:
         pod["serviceAccountName"] = settings.service_account
     return {"replicas": replicas, "restartPolicy": "Never", "template": {"spec": pod}}

@@ -29,9 +29,12 @@ def fn_args(job: dict):
     if missing:
         raise ValueError(f"trainer_worker job lacks {missing}; regenerate it with `python -m pipeline tfjob`")
     examples = job["transformed_examples"].rstrip("/")
+    # The Trainer step's launcher (pipeline/tfjob_launcher.py) passes the file patterns and the
+    # tuned hyperparameters TFX's executor resolved; `tfjob` names the artifact directory only.
     return FnArgs(
-        train_files=[os.path.join(examples, "Split-train", "*")],
-        eval_files=[os.path.join(examples, "Split-eval", "*")],
+        train_files=job.get("train_files") or [os.path.join(examples, "Split-train", "*")],
+        eval_files=job.get("eval_files") or [os.path.join(examples, "Split-eval", "*")],
+        hyperparameters=job.get("hyperparameters"),
         transform_output=job["transform_graph"], transform_graph_path=job["transform_graph"],
         serving_model_dir=job["serving_model_dir"], model_run_dir=job["model_run_dir"],
         train_steps=int(job["train_steps"]), eval_steps=int(job["eval_steps"]),

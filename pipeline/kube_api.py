@@ -1,0 +1,143 @@
+"""The Kubernetes API as the Trainer step's TFJob launcher sees it: TFJobs in one namespace.
+
+Why the ``kubernetes`` client (already a dependency of kfp) and not raw HTTP: it reads every
+kubeconfig form (tokens, client certificates, exec plugins) and the in-cluster service-account
+token and CA. Inside a KFP pod the step runs as the run's service account: its token and
+namespace come from ``/var/run/secrets/kubernetes.io/serviceaccount``; elsewhere ``$KUBECONFIG``
+(or ``~/.kube/config``) and its current context's namespace. Every call is bounded
+(``REQUEST_TIMEOUT_S``), and every refusal becomes one paragraph saying what to apply or check:
+the TFJob CRD missing (no Training Operator), RBAC (kubeflow/tfjob-rbac.yaml), credentials,
+an unreachable API server.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+REQUEST_TIMEOUT_S = 30
+RBAC_FILE = "kubeflow/tfjob-rbac.yaml"
+
+
+class KubeApiError(ProjectError):
+    """The Kubernetes API refused or could not be reached; the Trainer step stops."""
+
+    exit_code = EXIT_PIPELINE_FAILED
+
+
+def _service_account(token: str) -> str | None:
+    """The service account a token belongs to (its JWT ``sub``: system:serviceaccount:NS:NAME)."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return None
+    parts = str(claims.get("sub", "")).split(":")
+    return parts[3] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else None
+
+
+@dataclasses.dataclass
+class TFJobApi:
+    """TFJob create/get/delete in ``namespace`` (``service_account``: who the launcher runs as)."""
+
+    client: object           # kubernetes.client.CustomObjectsApi
+    namespace: str
+    service_account: str | None
+    server: str
+
+    def _call(self, verb: str, name: str, call, tolerate: int | None = None):
+        """``call()``; an HTTP ``tolerate`` status returns None, anything else refused is a KubeApiError."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return call()
+        except ApiException as error:
+            if error.status == tolerate:
+                return None
+            raise KubeApiError(self._refusal(verb, name, error)) from None
+        except HTTPError as error:
+            raise KubeApiError(
+                f"The Trainer step could not reach the Kubernetes API server at {self.server} to {verb} TFJob "
+                f"{self.namespace}/{name} ({type(error).__name__}: {str(error)[:200]}). Inside Kubeflow this is the "
+                "in-cluster address (KUBERNETES_SERVICE_HOST); elsewhere check the server in $KUBECONFIG.") from None
+
+    def _refusal(self, verb: str, name: str, error) -> str:
+        try:
+            message = json.loads(error.body or "{}").get("message") or error.reason
+        except ValueError:
+            message = error.reason
+        where = f"TFJob {self.namespace}/{name}"
+        if error.status == 403:
+            who = f"service account {self.service_account!r}" if self.service_account else "these credentials"
+            return (f"The Kubernetes API server refused to {verb} {where} for {who}: {message}. The Trainer step "
+                    f"(compile --trainer-workers) needs create, get and delete on tfjobs.kubeflow.org in the run's "
+                    f"namespace: edit the namespace and service account in {RBAC_FILE} and apply it with "
+                    f"`kubectl apply -f {RBAC_FILE}`.")
+        if error.status == 401:
+            return (f"The Kubernetes API server at {self.server} rejected the credentials of the Trainer step "
+                    f"({message}) while trying to {verb} {where}: the service-account token (or the kubeconfig "
+                    "user) is invalid or expired.")
+        if error.status == 404 and verb == "create":
+            return (f"The Kubernetes API server at {self.server} has no TFJob resource ({message}): the Kubeflow "
+                    "Training Operator is not installed in this cluster (`kubectl get crd tfjobs.kubeflow.org`). "
+                    "Install it, or compile without --trainer-workers to train in the Trainer step's own pod.")
+        if error.status == 404:
+            return (f"{where} disappeared while the Trainer step followed it ({message}): someone deleted it "
+                    "(`kubectl delete tfjob`) or a cleanup removed it. Nothing was trained for this run; run the "
+                    "pipeline again.")
+        return (f"The Kubernetes API server refused to {verb} {where} (HTTP {error.status}): {message}. "
+                "Recompile with this project's `compile --trainer-workers`, or report it with this message.")
+
+    def create(self, manifest: dict) -> dict:
+        """Create the TFJob; one that already exists (the step's pod restarted) is followed, not replaced."""
+        name = manifest["metadata"]["name"]
+        created = self._call("create", name, lambda: self.client.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, manifest, _request_timeout=REQUEST_TIMEOUT_S), tolerate=409)
+        return created if created is not None else self.get(name)
+
+    def get(self, name: str) -> dict:
+        return self._call("get", name, lambda: self.client.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=REQUEST_TIMEOUT_S))
+
+    def delete(self, name: str) -> None:
+        self._call("delete", name, lambda: self.client.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=REQUEST_TIMEOUT_S))
+
+
+def connect(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR) -> TFJobApi:
+    """In-cluster when the pod has a service-account token, else the kubeconfig."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    token_file = os.path.join(service_account_dir, "token")
+    if environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(token_file):
+        from kubernetes.config.incluster_config import InClusterConfigLoader
+
+        configuration = client.Configuration()
+        InClusterConfigLoader(token_filename=token_file, cert_filename=os.path.join(service_account_dir, "ca.crt"),
+                              environ=environ).load_and_set(configuration)
+        with open(os.path.join(service_account_dir, "namespace")) as handle:
+            namespace = handle.read().strip()
+        with open(token_file) as handle:
+            account = _service_account(handle.read().strip())
+        api_client = client.ApiClient(configuration)
+    else:
+        path = environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        try:
+            api_client = config.new_client_from_config(config_file=path)
+            _, active = config.list_kube_config_contexts(config_file=path)
+        except (ConfigException, OSError) as error:
+            raise KubeApiError(
+                f"The Trainer step (compile --trainer-workers) creates a TFJob through the Kubernetes API, but "
+                f"it runs outside a cluster pod (no service-account token in {service_account_dir}) and the "
+                f"kubeconfig {path} is unusable ({str(error)[:200]}). Run the pipeline on Kubeflow, or point "
+                "$KUBECONFIG at a kubeconfig for the cluster with the Training Operator.") from None
+        namespace = (active.get("context") or {}).get("namespace") or "default"
+        account = None
+    return TFJobApi(client.CustomObjectsApi(api_client), namespace, account, api_client.configuration.host)

@@ -1,0 +1,66 @@
+"""``compile --trainer-workers N``: the compiled Trainer step's pod becomes a TFJob launcher.
+
+The graph already gave the Trainer the launcher's ``run_fn`` (pipeline/tfjob_launcher.py). Here,
+where the image and pod settings are known, the package gets (a) the TFJob replicas' pod
+template, as the Trainer container's ``TFJOB_TEMPLATE`` environment variable (a KFP 2.x driver
+copies a container's ``env`` into the pod: backend src/v2/driver/driver.go initPodSpecPatch),
+built from the same settings the Trainer pod would have had: the image, ``--trainer-cpu``,
+``--trainer-memory``, ``--trainer-gpus``, S3 env, secrets, node selector, tolerations, pull
+secrets; and (b) the launcher pod itself gets the settings of every other step, since it only
+waits (a GPU held by a waiting pod is the costly mistake).
+"""
+from __future__ import annotations
+
+import json
+
+from pipeline.kubeflow_platform import TRAINER_TASK, StepSettings
+from pipeline.kubeflow_storage import s3_environment
+from pipeline.tfjob_launcher import TEMPLATE_ENV
+
+
+def replica_template(image: str, settings: StepSettings) -> dict:
+    """The TFJob replicas' image and pod settings (Kubernetes field names), from compile's options."""
+    container: dict = {}
+    requests = {k: v for k, v in (("cpu", settings.trainer_cpu or settings.cpu_request),
+                                  ("memory", settings.trainer_memory or settings.memory_request)) if v}
+    limits = {k: v for k, v in (("cpu", settings.trainer_cpu or settings.cpu_limit),
+                                ("memory", settings.trainer_memory or settings.memory_limit)) if v}
+    if settings.trainer_gpus:
+        limits[settings.gpu_type] = str(settings.trainer_gpus)
+    if requests or limits:
+        container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    env = [{"name": k, "value": v} for k, v in sorted(s3_environment(settings.s3_endpoint).items())] \
+        if settings.s3_endpoint else []
+    env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+            for secret, pairs in settings.parsed_secret_env().items() for key, var in pairs]
+    if env:
+        container["env"] = env
+    pod: dict = {}
+    volumes = settings.parsed_secret_volume()
+    if volumes:
+        container["volumeMounts"] = [{"name": f"secret-{i}", "mountPath": path, "readOnly": True}
+                                     for i, (_, path) in enumerate(volumes)]
+        pod["volumes"] = [{"name": f"secret-{i}", "secret": {"secretName": secret}}
+                          for i, (secret, _) in enumerate(volumes)]
+    if settings.node_selector:
+        pod["nodeSelector"] = settings.parsed_node_selector()
+    if settings.tolerations:
+        pod["tolerations"] = settings.parsed_tolerations()
+    if settings.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    return {"image": image, "container": container, "pod": pod}
+
+
+def apply_trainer_workers(spec: dict, image: str, settings: StepSettings) -> None:
+    """Write the replicas' template into the Trainer container; give the launcher an ordinary step's pod."""
+    executors = spec["deploymentSpec"]["executors"]
+    labels = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]
+              for task, body in spec["root"]["dag"]["tasks"].items()}
+    trainer = executors[labels[TRAINER_TASK]]["container"]
+    other = next(executors[label]["container"] for task, label in sorted(labels.items()) if task != TRAINER_TASK)
+    if other.get("resources"):
+        trainer["resources"] = dict(other["resources"])
+    else:
+        trainer.pop("resources", None)
+    trainer["env"] = [*trainer.get("env", []), {"name": TEMPLATE_ENV, "value": json.dumps(
+        replica_template(image, settings), sort_keys=True, separators=(",", ":"))}]

@@ -1,0 +1,158 @@
+"""The Trainer step of a pipeline compiled with ``--trainer-workers N``: train in a TFJob, not here.
+
+Why a ``run_fn`` and not a new executor: TFX's Trainer executor (with the data facts filled in,
+components/facts_steps.py) already resolves everything a training worker needs into ``FnArgs``
+(split file patterns, transform graph, step budgets, tuned hyperparameters, and the output
+URIs of this step's ``model`` and ``model_run`` artifacts). The graph makes this module's
+:func:`run_fn` the Trainer's ``run_fn`` and keeps the family's own in ``custom_config["tfjob"]``;
+this function turns ``FnArgs`` into the job of ``python -m pipeline.trainer_worker`` and starts
+it as a Kubeflow Training Operator TFJob (pipeline/kubeflow_tfjob.py: Chief + N-1 Workers of the
+pipeline image, TF_CONFIG set by the operator) through the Kubernetes API (pipeline/kube_api.py),
+waits for the job's Succeeded or Failed condition (bounded by ``--trainer-job-timeout``), and
+returns once the chief has written ``<model>/Format-Serving``: TFX then checks that model and
+records the step's artifacts, so the Evaluator and the Pusher run unchanged.
+
+The replicas' pod settings (image, ``--trainer-*`` resources, env, secrets, node selector,
+tolerations, pull secrets) come from the step's environment (``TEMPLATE_ENV``, written by
+``compile``: pipeline/kubeflow_tfjob_step.py), since the graph itself knows no image.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+
+from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
+
+LAUNCHER_RUN_FN = "pipeline.tfjob_launcher.run_fn"
+TFJOB_KEY = "tfjob"
+TEMPLATE_ENV = "TFJOB_TEMPLATE"
+POLL_S = 5.0
+
+log = logging.getLogger("pipeline")
+
+
+class TFJobFailed(ProjectError):
+    """The Trainer's TFJob failed, or did not finish in time; nothing was trained for the Evaluator."""
+
+    exit_code = EXIT_PIPELINE_FAILED
+
+
+def launcher_config(run_fn: str, custom_config: dict, workers: int, timeout_s: int) -> tuple[str, dict]:
+    """The Trainer's ``run_fn`` and ``custom_config`` for a TFJob of ``workers`` pods (pipeline/graph.py)."""
+    return LAUNCHER_RUN_FN, {**custom_config, TFJOB_KEY: {"workers": workers, "run_fn": run_fn,
+                                                          "timeout_seconds": timeout_s}}
+
+
+def job_name(fn_args) -> str:
+    """One TFJob per Trainer execution (its output URI), a DNS-1035 label: a restarted step finds its job."""
+    family = re.sub(r"[^a-z0-9-]", "-", str(fn_args.custom_config.get("model_family", "model")).lower())
+    digest = hashlib.sha256(fn_args.serving_model_dir.encode()).hexdigest()[:10]
+    return f"{family.strip('-')[:30] or 'model'}-trainer-{digest}"
+
+
+def worker_job(fn_args) -> dict:
+    """What ``python -m pipeline.trainer_worker`` gets: the resolved FnArgs, the family's own run_fn."""
+    custom = {key: value for key, value in fn_args.custom_config.items() if key != TFJOB_KEY}
+    return {"run_fn": fn_args.custom_config[TFJOB_KEY]["run_fn"],
+            "transformed_examples": os.path.dirname(os.path.dirname(fn_args.train_files[0])),
+            "train_files": list(fn_args.train_files), "eval_files": list(fn_args.eval_files),
+            "transform_graph": fn_args.transform_graph_path, "serving_model_dir": fn_args.serving_model_dir,
+            "model_run_dir": fn_args.model_run_dir, "train_steps": int(fn_args.train_steps),
+            "eval_steps": int(fn_args.eval_steps or 1), "custom_config": custom,
+            "hyperparameters": fn_args.hyperparameters}
+
+
+def _template(environ=os.environ) -> dict:
+    raw = environ.get(TEMPLATE_ENV)
+    if not raw:
+        raise TFJobFailed(
+            f"The Trainer step was compiled to train in a TFJob (--trainer-workers) but its pod has no "
+            f"{TEMPLATE_ENV} environment variable, which `python -m pipeline compile` writes into the Trainer's "
+            "container with the image and pod settings of the workers. Recompile the package with this project's "
+            "compile command and upload it again.")
+    return json.loads(raw)
+
+
+def tfjob_for(fn_args, api, template: dict) -> dict:
+    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest
+
+    settings = TFJobSettings(
+        image=template["image"], transformed_examples=fn_args.train_files[0],
+        transform_graph=fn_args.transform_graph_path, model_dir=os.path.dirname(fn_args.serving_model_dir),
+        workers=int(fn_args.custom_config[TFJOB_KEY]["workers"]), name=job_name(fn_args), namespace=api.namespace,
+        service_account=api.service_account, pod=template, remote_only=False)
+    return tfjob_manifest(worker_job(fn_args), settings)
+
+
+def _true_conditions(job: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+
+
+def _logs_hint(namespace: str, name: str) -> str:
+    return (f"`kubectl logs -n {namespace} -l training.kubeflow.org/job-name={name} --prefix --tail=50` (pods "
+            f"{name}-chief-0, {name}-worker-<i>), `kubectl describe tfjob {name} -n {namespace}`")
+
+
+def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=time.monotonic,
+             sleep=time.sleep) -> dict:
+    """The TFJob once its Succeeded condition is true; Failed or the deadline raise :class:`TFJobFailed`."""
+    deadline, seen = clock() + timeout_s, set()
+    where = f"TFJob {api.namespace}/{name}"
+    while True:
+        job = api.get(name)
+        conditions = _true_conditions(job)
+        for kind in sorted(set(conditions) - seen):
+            log.info("%s: %s (%s)", where, kind, conditions[kind].get("message", ""))
+            seen.add(kind)
+        if "Failed" in conditions:
+            replicas = (job.get("status") or {}).get("replicaStatuses") or {}
+            counts = ", ".join(f"{kind}: {', '.join(f'{n} {k}' for k, n in sorted(s.items()) if n)}"
+                               for kind, s in sorted(replicas.items()))
+            raise TFJobFailed(
+                f"The Trainer's {where} failed: {conditions['Failed'].get('message', 'a replica failed')}"
+                f"{f' ({counts})' if counts else ''}. No model was trained, so nothing is evaluated or pushed. "
+                f"Read the pods' logs: {_logs_hint(api.namespace, name)}; a worker that died stops the others "
+                "within the multi-worker health checks (models/common/multi_worker.py). Delete the TFJob "
+                f"(`kubectl delete tfjob {name} -n {api.namespace}`) before re-running this step, which otherwise "
+                "follows the same failed job.")
+        if "Succeeded" in conditions:
+            return job
+        if clock() >= deadline:
+            api.delete(name)
+            raise TFJobFailed(
+                f"The Trainer's {where} did not finish within --trainer-job-timeout {timeout_s:g} s (conditions "
+                f"so far: {', '.join(sorted(conditions)) or 'none'}); the step deleted it, with its pods. Pods "
+                "that stay Pending point at resources the cluster cannot give (the --trainer-* settings times "
+                "--trainer-workers) or a missing Training Operator; slow training at a larger timeout. Logs while "
+                f"it runs: {_logs_hint(api.namespace, name)}.")
+        sleep(poll_s)
+
+
+def launch(fn_args, api, template: dict, poll_s: float = POLL_S) -> dict:
+    """Create (or follow) this execution's TFJob, wait for it, check the chief's export."""
+    import tensorflow as tf
+
+    manifest = tfjob_for(fn_args, api, template)
+    name = manifest["metadata"]["name"]
+    workers = fn_args.custom_config[TFJOB_KEY]["workers"]
+    log.info("Trainer: TFJob %s/%s, %d workers of %s", api.namespace, name, workers, template["image"])
+    api.create(manifest)
+    job = wait_for(api, name, float(fn_args.custom_config[TFJOB_KEY]["timeout_seconds"]), poll_s)
+    if not tf.io.gfile.exists(os.path.join(fn_args.serving_model_dir, "saved_model.pb")):
+        raise TFJobFailed(
+            f"The Trainer's TFJob {api.namespace}/{name} succeeded but its chief wrote no model at "
+            f"{fn_args.serving_model_dir}: the pods must write the pipeline root (workload identity, or the S3 "
+            f"--s3-endpoint/--s3-secret settings at compile). Chief's log: `kubectl logs -n {api.namespace} "
+            f"{name}-chief-0`.")
+    return job
+
+
+def run_fn(fn_args) -> None:
+    """The Trainer's run_fn on Kubeflow with --trainer-workers: the training happens in the TFJob."""
+    from pipeline.kube_api import connect
+
+    launch(fn_args, connect(), _template())
