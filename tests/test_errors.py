@@ -13,13 +13,15 @@ from pipeline import cli, failures
 def test_every_user_facing_error_is_a_project_error():
     from components.validator import DataAnomaliesError
     from data.errors import DataError
+    from pipeline.kube_api import KubeApiError
     from pipeline.kubeflow_deploy import DeployError
     from pipeline.report import ReportError
     from pipeline.run_lock import OutputDirBusy
     from pipeline.summary import RecordCountMismatch
+    from pipeline.tfjob_launcher import TFJobFailed
 
     for kind in (DataError, DataAnomaliesError, OutputDirBusy, ReportError, DeployError, RecordCountMismatch,
-                 ConfigError):
+                 ConfigError, KubeApiError, TFJobFailed):
         assert issubclass(kind, ProjectError), kind
 
 
