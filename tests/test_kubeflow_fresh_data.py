@@ -104,6 +104,22 @@ def test_kfp_contract_example_gen_is_cached_until_the_data_changes(tmp_path):
     assert resolved["splits"][0]["pattern"] == "span-2/*"
 
 
+@pytest.mark.parametrize("version, recorded", [(-1.0, None), (3.0, 3)])
+def test_entrypoint_hands_the_resolved_input_over_as_tfx_driver_would(version, recorded):
+    """No {VERSION}: no version property (TFX's driver leaves it None); else it is recorded as an int."""
+    from pipeline.kubeflow_entrypoint import apply_resolved_input
+
+    executor_input = {"inputs": {"parameterValues": {"input_fingerprint": "split:all,num_files:2\ntree:files=2",
+                                                     "span": 2.0, "version": version}},
+                      "outputs": {"artifacts": {"examples": {"artifacts": [{"metadata": {"keep": "me"}}]}}}}
+    assert apply_resolved_input(executor_input)
+    metadata = executor_input["outputs"]["artifacts"]["examples"]["artifacts"][0]["metadata"]
+    assert metadata["span"] == 2 and metadata["keep"] == "me" and metadata["input_fingerprint"].endswith("files=2")
+    assert metadata.get("version") == recorded
+    assert executor_input["inputs"]["parameterValues"].get("version") == (version if recorded else None)
+    assert not apply_resolved_input({"inputs": {"parameterValues": {"span": 1.0}}})  # not the ExampleGen
+
+
 @pytest.mark.parametrize("case", ["no-span", "missing-uri"])
 def test_kfp_contract_bad_input_stops_the_resolution_step_with_a_paragraph(tmp_path, case):
     data = tmp_path / "pets"
