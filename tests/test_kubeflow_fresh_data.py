@@ -120,22 +120,48 @@ def test_entrypoint_hands_the_resolved_input_over_as_tfx_driver_would(version, r
     assert not apply_resolved_input({"inputs": {"parameterValues": {"span": 1.0}}})  # not the ExampleGen
 
 
-@pytest.mark.parametrize("case", ["no-span", "missing-uri"])
-def test_kfp_contract_bad_input_stops_the_resolution_step_with_a_paragraph(tmp_path, case):
+BAD_INPUT = [pytest.param("no-span", "--span-pattern", id="no-span"),
+             pytest.param("missing-uri", "does not exist", id="missing-uri")]
+
+
+def _bad_input(tmp_path, case):
     data = tmp_path / "pets"
     if case == "no-span":
         _images(data / "photos", {"cat": 1, "dog": 1}, seed=0)  # no span-N folder
     spec, _ = _cnn(tmp_path, data, span_pattern="span-{SPAN}")
+    return data, spec
+
+
+def _one_paragraph(text: str, data, expected: str) -> None:
+    assert "Traceback" not in text and str(data) in text
+    paragraph = text.split("error: ", 1)[1]
+    assert len(paragraph.strip().splitlines()) == 1 and expected in paragraph
+
+
+@pytest.mark.parametrize("case, expected", BAD_INPUT)
+def test_kfp_contract_bad_input_is_one_paragraph_from_the_resolution_step(tmp_path, capsys, case, expected):
+    """The step's own command on the ExecutorInput the backend passes (in this process: quick)."""
+    from pipeline.kubeflow_resolve_input import main
+
+    data, spec = _bad_input(tmp_path, case)
+    parameters = {k: v["runtimeValue"]["constant"] for k, v in
+                  spec["root"]["dag"]["tasks"][RESOLVE_TASK]["inputs"]["parameters"].items()}
+    output_file = tmp_path / "pod" / "kfp_outputs" / "output_metadata.json"
+    executor_input = {"inputs": {"parameterValues": parameters}, "outputs": {"outputFile": str(output_file)}}
+    assert main(["--executor_input", json.dumps(executor_input)]) == 2
+    _one_paragraph(capsys.readouterr().err, data, expected)
+    assert not output_file.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, expected", BAD_INPUT)
+def test_kfp_contract_bad_input_fails_the_resolution_pod(tmp_path, case, expected):
+    data, spec = _bad_input(tmp_path, case)
     with pytest.raises(TaskFailed) as failed:
         Cluster(str(tmp_path), allow_local_root=True).run(spec, runtime_root=spec["defaultPipelineRoot"],
                                                            until=RESOLVE_TASK)
-    message = str(failed.value)
-    assert failed.value.task == RESOLVE_TASK and "exit status 2" in message
-    assert "Traceback" not in message and str(data) in message
-    paragraph = message.split("error: ", 1)[1]
-    assert len(paragraph.strip().splitlines()) == 1
-    expected = "--span-pattern" if case == "no-span" else "does not exist"
-    assert expected in paragraph
+    assert failed.value.task == RESOLVE_TASK and "exit status 2" in str(failed.value)
+    _one_paragraph(str(failed.value), data, expected)
 
 
 @pytest.mark.slow
