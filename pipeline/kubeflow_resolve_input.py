@@ -72,4 +72,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # As in pipeline/kubeflow_entrypoint.py: skip interpreter teardown, where tensorflow-io's S3
+    # client aborts (exit 134) and would fail a finished step.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
