@@ -184,3 +184,51 @@ def test_kfp_contract_whole_pipeline_cached_downstream_until_new_data(tmp_path):
     assert set(cluster.states.values()) == {"COMPLETE"}
     assert "emu" in read_facts(produced[EXAMPLE_GEN]["examples"]["uri"])["classes"]
     assert len(list_versions(config.serving_model_dir)) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path):
+    """--data in a bucket (moto's S3 server plays MinIO): listed through tensorflow-io, newest span read."""
+    import boto3
+    from test_kubeflow_s3 import KEYS, _keys
+
+    from pipeline.kubeflow_storage import s3_environment
+
+    with _moto() as endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_keys())
+        client.create_bucket(Bucket="data")
+
+        def upload(span: str, classes: dict[str, int], seed: int) -> None:
+            local = _images(tmp_path / "upload" / span, classes, seed)
+            for path in sorted(local.rglob("*.png")):
+                client.upload_file(str(path), "data", f"pets/{span}/{path.relative_to(local)}")
+
+        upload("span-1", {"cat": 2, "dog": 2}, seed=0)
+        spec, _ = _cnn(tmp_path, "s3://data/pets", span_pattern="span-{SPAN}")
+        cluster = Cluster(str(tmp_path), allow_local_root=True, env={**s3_environment(endpoint), **KEYS})
+        produced = cluster.run(spec, runtime_root=spec["defaultPipelineRoot"], until=EXAMPLE_GEN)
+        assert read_facts(produced[EXAMPLE_GEN]["examples"]["uri"])["num_examples"] == 4
+        first = dict(cluster.output_parameters[RESOLVE_TASK])
+        assert first["span"] == 1 and "tree:files=4" in first["input_fingerprint"]
+        upload("span-2", {"cat": 1, "dog": 1}, seed=1)
+        cluster.run(spec, runtime_root=spec["defaultPipelineRoot"], until=RESOLVE_TASK)
+        assert cluster.output_parameters[RESOLVE_TASK]["span"] == 2
+
+
+def _moto():
+    import contextlib
+
+    from moto.server import ThreadedMotoServer
+
+    @contextlib.contextmanager
+    def server():
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        try:
+            host, port = moto.get_host_and_port()
+            yield f"http://{host}:{port}"
+        finally:
+            moto.stop()
+
+    return server()
