@@ -33,6 +33,7 @@ from pipeline.kubeflow_connection import (
     normalize_host,
     resolve_token,
 )
+from pipeline.kubeflow_fresh_data import override_caching
 from pipeline.kubeflow_schedule import check_cron, create_schedule
 from pipeline.kubeflow_storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
 from pipeline.kubeflow_wait import follow_run
@@ -180,8 +181,7 @@ def _yaml_named(package_path: str, enable_caching: bool | None = None) -> Iterat
             shutil.copyfile(package_path, target)
         else:
             documents = list(yaml.safe_load_all(Path(package_path).read_text(encoding="utf-8")))
-            for task in documents[0]["root"]["dag"]["tasks"].values():
-                task["cachingOptions"] = {"enableCache": enable_caching}
+            override_caching(documents[0], enable_caching)  # the input-resolution step stays uncached
             with open(target, "w") as handle:
                 yaml.safe_dump_all(documents, handle, sort_keys=True)
         yield target

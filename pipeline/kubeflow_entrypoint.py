@@ -7,20 +7,59 @@ work-arounds of ``stackenv/compat.py`` to the arguments the KFP launcher passes
 need (pipeline/kubeflow_storage.py), and then runs TFX's ``kubeflow_v2_run_executor``
 exactly as ``python -m`` would, so TFX's flag parsing, executor dispatch and ExecutorOutput
 writing stay untouched.
+
+For the ExampleGen it also applies what the input-resolution step found
+(pipeline/kubeflow_fresh_data.py) as TFX's ExampleGen driver would have: the resolved
+``input_config``, ``span``, ``version`` and ``input_fingerprint`` arrive as input parameters,
+so TFX's entrypoint already makes them execution properties; ``version`` is dropped when the
+pattern has none (the driver's None), and the output Examples artifact gets the span, version
+and fingerprint the driver records on it (``driver.update_output_artifact``).
 """
+import json
 import os
 import runpy
 import sys
 
-from stackenv.compat import TFX_ENTRYPOINT_MODULE, restore_artifact_types_in_argv
+from stackenv.compat import INVOCATION_FLAG, TFX_ENTRYPOINT_MODULE, restore_artifact_types_in_argv
 
+from pipeline.kubeflow_resolve_input import NO_VERSION
 from pipeline.kubeflow_storage import register_filesystems
 
 COMMAND = ["python", "-m", "pipeline.kubeflow_entrypoint"]
 
 
+def apply_resolved_input(executor_input: dict) -> bool:
+    """Apply the input-resolution step's parameters in ``executor_input`` (in place); False if none."""
+    parameters = executor_input.get("inputs", {}).get("parameterValues", {})
+    if "input_fingerprint" not in parameters or "span" not in parameters:
+        return False
+    recorded = {"span": int(parameters["span"]), "input_fingerprint": parameters["input_fingerprint"]}
+    if parameters.get("version") is not None and int(parameters["version"]) != NO_VERSION:
+        recorded["version"] = int(parameters["version"])
+    else:
+        parameters.pop("version", None)
+    for artifact in executor_input.get("outputs", {}).get("artifacts", {}).get("examples", {}).get("artifacts", []):
+        artifact["metadata"] = {**(artifact.get("metadata") or {}), **recorded}
+    return True
+
+
+def _apply_resolved_input_in_argv(args: list[str]) -> list[str]:
+    args = list(args)
+    for at, arg in enumerate(args):
+        inline = arg.startswith(INVOCATION_FLAG + "=")
+        if (arg == INVOCATION_FLAG and at + 1 < len(args)) or inline:
+            at, text = (at, arg[len(INVOCATION_FLAG) + 1:]) if inline else (at + 1, args[at + 1])
+            executor_input = json.loads(text)
+            if apply_resolved_input(executor_input):
+                text = json.dumps(executor_input)
+                args[at] = f"{INVOCATION_FLAG}={text}" if inline else text
+            break
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = restore_artifact_types_in_argv(sys.argv[1:] if argv is None else argv)
+    args = _apply_resolved_input_in_argv(args)
     register_filesystems(" ".join(args))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
     try:

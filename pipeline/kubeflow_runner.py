@@ -14,6 +14,8 @@ Choices (TFX 1.16 traps included):
   what a KFP backend passes before TFX's own entrypoint runs (stackenv/compat.py).
 - The pipeline root is recorded in the package (``defaultPipelineRoot``, which TFX's YAML
   writer drops) and must be storage a pod can write (pipeline/kubeflow_storage.py).
+- A step before the ExampleGen lists its input with KFP caching off, so the ExampleGen's
+  cache key changes when the data does (pipeline/kubeflow_fresh_data.py).
 """
 import dataclasses
 import json
@@ -31,6 +33,7 @@ from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
 from pipeline.graph import create_pipeline
 from pipeline.kubeflow_entrypoint import COMMAND
+from pipeline.kubeflow_fresh_data import add_input_resolution
 from pipeline.kubeflow_platform import StepSettings, apply_step_settings
 
 log = logging.getLogger("pipeline")
@@ -92,6 +95,7 @@ def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, im
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
     spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), kfp_pipeline_root(config))
+    spec = add_input_resolution(spec)  # the ExampleGen's cache key includes its input's listing
     platform = apply_step_settings(spec, settings or StepSettings())
     if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow_tfjob_step.py)
         from pipeline.kubeflow_tfjob_step import apply_trainer_workers

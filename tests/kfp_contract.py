@@ -36,14 +36,36 @@ same code in 2.2-2.5; read it with ``git show 2.3.0:backend/src/v2/...``):
   (getExecutorOutputFile).
 - ``{{$}}`` and the other placeholders are replaced inside every argument
   (component/launcher_v2.go getPlaceholders, executeV2); a non-zero exit fails the task.
+- Parameters from an upstream task (``taskOutputParameter``): the producer's recorded output
+  parameters; the producer must be among the task's ``dependentTasks`` (the Argo DAG orders
+  drivers by them only: compiler/argocompiler/dag.go), else it has not run (driver/driver.go
+  resolveInputs: "cannot find producer task"). Then every declared parameter is checked and
+  converted as handleParamTypeValidationAndConversion does (a STRING input takes any value as
+  text; a number, bool, list or struct input refuses another kind; a missing non-optional one
+  without default is an error).
+- Output parameters: ``outputs.parameters[name].outputFile`` = ``/tmp/kfp/outputs/<name>``
+  (driver/driver.go provisionOutputs); after the step, the ExecutorOutput file's
+  ``parameterValues`` first, else that file's text parsed by the declared type (launcher_v2.go
+  collectOutputParameters; metadata/converter.go TextToPbValue); a missing one fails the task.
+- KFP's cache (driver/driver.go getFingerPrint, getFingerPrintsAndID, Container,
+  reuseCachedOutputs; cacheutils/cache.go GenerateCacheKey, GenerateFingerPrint;
+  launcher_v2.go Execute creates the entry): only for a task whose
+  ``cachingOptions.enableCache`` is true, the key is the sha256 of the JSON of the input
+  artifact names, input parameter values (as the driver resolved them, before the launcher
+  adds defaults), output artifact specs (type and metadata, URI wiped), output parameter
+  types, and the container's image and unreplaced command + args; looked up by key and
+  pipeline name, newest first. A hit runs nothing and gives the task the cached execution's
+  output artifacts (the same MLMD artifacts: same names and URIs) and output parameters; a
+  successful run of a task with caching on records its key.
 
 Deviations, each because there is no cluster here: the image is this checkout (its
 command's ``python`` is this interpreter, its ENV lines are read from kubeflow/Dockerfile,
 paths baked into the image are mapped by ``image_paths``); ``/tmp`` of the pod is a fresh
 directory per task; a local-path root can be allowed (``allow_local_root``) so the tests
-run without object storage, although a real launcher refuses it; KFP's cache is not
-emulated (each run here is a run with caching off).
+run without object storage, although a real launcher refuses it; one namespace (the cache
+lookup's namespace predicate is always the same).
 """
+import hashlib
 import json
 import os
 import re
@@ -56,6 +78,7 @@ from collections.abc import Mapping
 KFP_BACKEND_TAG = "2.3.0"
 DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"      # config/env.go
 OUTPUT_METADATA_FILEPATH = "/tmp/kfp_outputs/output_metadata.json"  # component/launcher_v2.go
+OUTPUT_PARAMETERS_DIR = "/tmp/kfp/outputs"  # driver/driver.go provisionOutputs
 LAUNCHER_SCHEMES = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/"}  # localPathForURI
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,6 +142,70 @@ def _to_mlmd_value(key: str, value):
     raise TaskFailed("launcher", f"unknown/unsupported value type for metadata {key!r}: {value!r}")
 
 
+def _param_to_text(value) -> str:
+    """metadata/converter.go PbValueToText."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(int(value)) if float(value).is_integer() else repr(float(value))
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _text_to_param(text: str, kind: str):
+    """metadata/converter.go TextToPbValue (numbers are float64, as in a protobuf Value)."""
+    if kind == "STRING":
+        return text
+    if kind == "NUMBER_INTEGER":
+        return float(int(text.strip()))
+    if kind == "NUMBER_DOUBLE":
+        return float(text.strip())
+    if kind == "BOOLEAN":
+        value = {"true": True, "1": True, "t": True, "false": False, "0": False, "f": False}.get(text.strip().lower())
+        if value is None:
+            raise ValueError(f"not a bool: {text!r}")
+        return value
+    value = json.loads(text)
+    if not isinstance(value, list if kind == "LIST" else dict):
+        raise ValueError("unexpected type")
+    return value
+
+
+_KIND_OF = {str: "STRING", bool: "BOOLEAN", int: "NUMBER", float: "NUMBER", list: "LIST", dict: "STRUCT"}
+
+
+def _check_parameter(name: str, value, kind: str):
+    """driver/driver.go handleParamTypeValidationAndConversion for one declared parameter."""
+    if kind == "STRING":
+        return value if isinstance(value, str) else _param_to_text(value)
+    if value is None:
+        raise TaskFailed("driver", f"got null for input parameter {name!r}")
+    actual = _KIND_OF.get(type(value), type(value).__name__)
+    allowed = {"NUMBER_INTEGER": "NUMBER", "NUMBER_DOUBLE": "NUMBER"}.get(kind, kind)
+    if actual != allowed:
+        raise TaskFailed("driver", f"input parameter {name!r} type mismatch: expect {kind}, got {actual.lower()}")
+    return value
+
+
+def cache_fingerprint(executor_input: dict, output_parameter_types: Mapping[str, str], container: dict) -> str:
+    """cacheutils/cache.go GenerateCacheKey + GenerateFingerPrint (the JSON of the key, sha256)."""
+    inputs, outputs = executor_input["inputs"], executor_input["outputs"]
+    key = {
+        "inputArtifactNames": {name: {"artifactNames": [a.get("name", "") for a in artifacts["artifacts"]]}
+                               for name, artifacts in inputs.get("artifacts", {}).items()},
+        "inputParameterValues": dict(inputs.get("parameterValues", {})),
+        "outputArtifactsSpec": {name: {k: v for k, v in artifacts["artifacts"][0].items() if k in ("type", "metadata")}
+                                for name, artifacts in outputs.get("artifacts", {}).items() if artifacts["artifacts"]},
+        "outputParametersSpec": {name: output_parameter_types[name] for name in outputs.get("parameters", {})},
+        "containerSpec": {"image": container.get("image", ""),
+                          "cmdArgs": [*container.get("command", []), *container.get("args", [])]},
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def _from_mlmd_value(kind_value):
     """metadata/converter.go toRuntimeArtifact propertiesToMetadata."""
     kind, value = kind_value
@@ -139,6 +226,10 @@ class Cluster:
         self.artifacts: dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
         self.next_id = 1
         self.executor_inputs: dict[str, dict] = {}  # last run: task -> the ExecutorInput it got
+        self.executions: list[dict] = []  # MLMD executions: {task, run, state, artifacts, parameters}
+        self.cache: list[tuple[str, str, int]] = []  # the API server's task cache: (key, pipeline, execution)
+        self.states: dict[str, str] = {}  # last run: task -> COMPLETE or CACHED
+        self.output_parameters: dict[str, dict] = {}  # last run: task -> its output parameters
 
     # -- the driver ---------------------------------------------------------------------------
     def run(self, spec: dict, run_id: str | None = None, runtime_root: str | None = None,
@@ -148,9 +239,9 @@ class Cluster:
         root = runtime_root or self.pipeline_root or DEFAULT_PIPELINE_ROOT
         run_root = generate_output_uri(root, spec["pipelineInfo"]["name"], run_id)
         produced: dict[str, dict[str, int]] = {}
-        self.executor_inputs = {}
+        self.executor_inputs, self.states, self.output_parameters = {}, {}, {}
         for task_name in topological_tasks(spec):
-            produced[task_name] = self._run_task(spec, task_name, produced, run_root)
+            produced[task_name] = self._run_task(spec, task_name, produced, run_root, run_id)
             if task_name == until:
                 break
         return {task: {key: self.runtime_artifact(i) for key, i in outputs.items()}
@@ -162,12 +253,40 @@ class Cluster:
         return {"name": str(artifact_id), "type": {"instanceSchema": ""}, "uri": record["uri"],
                 "metadata": {k: _from_mlmd_value(v) for k, v in record["custom_properties"].items()}}
 
-    def _parameters(self, task: dict, component: dict) -> dict:
+    def _parameters(self, task_name: str, task: dict, component: dict) -> dict:
+        """driver/driver.go resolveInputs: the values the driver resolves (no defaults yet)."""
         values = {}
         for name, source in task.get("inputs", {}).get("parameters", {}).items():
-            if "runtimeValue" not in source:
-                raise NotImplementedError(f"parameter source {source} (TFX compiles constants only)")
-            values[name] = self._image_path(source["runtimeValue"]["constant"])
+            if "runtimeValue" in source:
+                values[name] = self._image_path(source["runtimeValue"]["constant"])
+            elif "taskOutputParameter" in source:
+                producer = source["taskOutputParameter"]["producerTask"]
+                key = source["taskOutputParameter"]["outputParameterKey"]
+                if producer not in task.get("dependentTasks", []) or producer not in self.output_parameters:
+                    raise TaskFailed(task_name, f"resolving input parameter {name}: cannot find producer task "
+                                     f"{producer!r} (not in dependentTasks, so not run before this task)")
+                if key not in self.output_parameters[producer]:
+                    raise TaskFailed(task_name, f"resolving input parameter {name}: cannot find output parameter "
+                                     f"key {key!r} in producer task {producer!r}")
+                values[name] = self.output_parameters[producer][key]
+            else:
+                raise NotImplementedError(f"parameter source {source}")
+        for name, declared in component.get("inputDefinitions", {}).get("parameters", {}).items():
+            if name not in values:
+                if not declared.get("isOptional") and "defaultValue" not in declared:
+                    raise TaskFailed(task_name, f"neither value nor default value provided for non-optional "
+                                     f"parameter {name!r}")
+                continue
+            try:
+                values[name] = _check_parameter(name, values[name], declared["parameterType"])
+            except TaskFailed as error:
+                raise TaskFailed(task_name, str(error)) from None
+        return values
+
+    @staticmethod
+    def _with_defaults(values: dict, component: dict) -> dict:
+        """component/launcher_v2.go addDefaultParams: what the container sees."""
+        values = dict(values)
         for name, declared in component.get("inputDefinitions", {}).get("parameters", {}).items():
             if name not in values and "defaultValue" in declared:
                 values[name] = declared["defaultValue"]
@@ -180,7 +299,7 @@ class Cluster:
         return value
 
     def _run_task(self, spec: dict, task_name: str, produced: dict[str, dict[str, int]],
-                  run_root: str) -> dict[str, int]:
+                  run_root: str, run_id: str) -> dict[str, int]:
         task = spec["root"]["dag"]["tasks"][task_name]
         component = spec["components"][task["componentRef"]["name"]]
         container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
@@ -201,14 +320,63 @@ class Cluster:
                                  "unsupported storage scheme")
         pod_tmp = tempfile.mkdtemp(prefix=f"pod-{task_name}-", dir=self.work_dir)
         output_file = os.path.join(pod_tmp, os.path.relpath(OUTPUT_METADATA_FILEPATH, "/tmp"))
+        parameter_types = {name: declared["parameterType"] for name, declared in
+                           component.get("outputDefinitions", {}).get("parameters", {}).items()}
+        output_parameters = {name: {"outputFile": os.path.join(pod_tmp, os.path.relpath(OUTPUT_PARAMETERS_DIR, "/tmp"),
+                                                               name)} for name in parameter_types}
+        parameters = self._parameters(task_name, task, component)
         executor_input = {
-            "inputs": {"parameterValues": self._parameters(task, component), "artifacts": inputs},
-            "outputs": {"artifacts": outputs, "outputFile": output_file},
+            "inputs": {"parameterValues": parameters, "artifacts": inputs},
+            "outputs": {"artifacts": outputs, "outputFile": output_file,
+                        **({"parameters": output_parameters} if output_parameters else {})},
         }
-        self.executor_inputs[task_name] = executor_input
+        pipeline_name = spec["pipelineInfo"]["name"]
+        fingerprint = ""
+        if task.get("cachingOptions", {}).get("enableCache"):
+            fingerprint = cache_fingerprint(executor_input, parameter_types, container)
+            hits = [execution for key, name, execution in self.cache if key == fingerprint and name == pipeline_name]
+            if hits:
+                cached = self.executions[hits[-1]]
+                self.executions.append({**cached, "task": task_name, "run": run_id, "state": "CACHED"})
+                self.states[task_name] = "CACHED"
+                self.output_parameters[task_name] = dict(cached["parameters"])
+                return dict(cached["artifacts"])
+        self.executor_inputs[task_name] = executor_input = {
+            **executor_input, "inputs": {**executor_input["inputs"],
+                                         "parameterValues": self._with_defaults(parameters, component)}}
         os.makedirs(os.path.dirname(output_file), exist_ok=True)
+        for declared in output_parameters.values():
+            os.makedirs(os.path.dirname(declared["outputFile"]), exist_ok=True)
         self._launch(task_name, container, executor_input, pod_tmp)
-        return self._record_outputs(executor_input, output_file)
+        recorded = self._record_outputs(executor_input, output_file)
+        values = self._collect_output_parameters(task_name, executor_input, output_file, parameter_types)
+        self.executions.append({"task": task_name, "run": run_id, "state": "COMPLETE", "artifacts": recorded,
+                                "parameters": values})
+        if fingerprint:
+            self.cache.append((fingerprint, pipeline_name, len(self.executions) - 1))
+        self.states[task_name] = "COMPLETE"
+        self.output_parameters[task_name] = values
+        return recorded
+
+    @staticmethod
+    def _collect_output_parameters(task_name: str, executor_input: dict, output_file: str,
+                                   parameter_types: Mapping[str, str]) -> dict:
+        reported = {}
+        if os.path.exists(output_file):
+            with open(output_file) as handle:
+                reported = json.load(handle).get("parameterValues", {})
+        values = {}
+        for name, declared in executor_input["outputs"].get("parameters", {}).items():
+            if name in reported:
+                values[name] = reported[name]
+                continue
+            try:
+                with open(declared["outputFile"]) as handle:
+                    values[name] = _text_to_param(handle.read(), parameter_types[name])
+            except (OSError, ValueError) as error:
+                raise TaskFailed(task_name, f"failed to read output parameter name={name!r} "
+                                 f"type={parameter_types[name]!r} path={declared['outputFile']!r}: {error}") from None
+        return values
 
     # -- the launcher -------------------------------------------------------------------------
     def _launch(self, task_name: str, container: dict, executor_input: dict, pod_tmp: str) -> None:
@@ -218,6 +386,8 @@ class Cluster:
                 value if isinstance(value, str) else json.dumps(value))
         for name, artifacts in executor_input["outputs"]["artifacts"].items():
             placeholders[f"{{{{$.outputs.artifacts['{name}'].uri}}}}"] = artifacts["artifacts"][0]["uri"]
+        for name, parameter in executor_input["outputs"].get("parameters", {}).items():
+            placeholders[f"{{{{$.outputs.parameters['{name}'].output_file}}}}"] = parameter["outputFile"]
 
         def fill(text: str) -> str:
             for placeholder, value in placeholders.items():

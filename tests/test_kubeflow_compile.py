@@ -15,6 +15,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline
+from pipeline.kubeflow_fresh_data import RESOLVE_TASK
 from pipeline.kubeflow_runner import dataset_for_cluster
 
 IMAGE = "registry.example.com/tfx-project:test"
@@ -53,7 +54,10 @@ def test_dag_equals_the_local_graph(compiled):
     local = create_pipeline(config, dataset_for_cluster(config, FAMILIES[model].prepare_data))
     local_edges = {c.id: {u.id for u in c.upstream_nodes} for c in local.components}
     tasks = spec["root"]["dag"]["tasks"]
-    assert {t: set(body.get("dependentTasks", [])) for t, body in tasks.items()} == local_edges
+    # Plus the input-resolution step before the ExampleGen (pipeline/kubeflow_fresh_data.py).
+    assert set(tasks[RESOLVE_TASK].get("dependentTasks", [])) == set()
+    assert {t: set(body.get("dependentTasks", [])) - {RESOLVE_TASK} for t, body in tasks.items()
+            if t != RESOLVE_TASK} == local_edges
 
 
 def test_every_executor_runs_the_image_entrypoint(compiled):
@@ -62,6 +66,9 @@ def test_every_executor_runs_the_image_entrypoint(compiled):
     assert len(executors) == len(spec["root"]["dag"]["tasks"])
     for name, executor in executors.items():
         container = executor["container"]
+        if name == f"{RESOLVE_TASK}_executor":  # not a TFX component: lists the ExampleGen's input
+            assert container["image"] == IMAGE and container["command"][-1] == "pipeline.kubeflow_resolve_input"
+            continue
         assert container["image"] == IMAGE, name
         assert container["command"] == ENTRYPOINT, name
         args = container["args"]
@@ -75,8 +82,8 @@ def test_every_executor_runs_the_image_entrypoint(compiled):
 def test_parameters_are_compiled_in(compiled):
     model, tmp_path, spec = compiled
     tasks = spec["root"]["dag"]["tasks"]
-    params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()}
-              for t, body in tasks.items()}
+    params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()
+                  if "runtimeValue" in v} for t, body in tasks.items()}
     # The ExampleGen reads the bundled data inside the step (nothing read or baked in at compile time).
     assert params["ImportExampleGen"]["input_base"].startswith("bundled:")
     trainer_config = json.loads(params["Trainer"]["custom_config"])

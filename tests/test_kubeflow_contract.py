@@ -18,6 +18,7 @@ from kfp_contract import Cluster, TaskFailed, topological_tasks
 from data.serving_dir import list_versions
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
+from pipeline.kubeflow_fresh_data import override_caching
 from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
 
 # Two full runs of every step, each step a fresh process: far over the suite's default timeout
@@ -41,25 +42,27 @@ def _small_corpus(directory) -> str:
     return str(directory)
 
 
-def compile_for_contract(model: str, tmp_path, root: str = None) -> tuple:
+def compile_for_contract(model: str, tmp_path, root: str = None, cache: bool = False, **settings) -> tuple:
     """Compile through the project's compiler (default: a local root); returns (spec, config, image_paths).
 
     cnn reads the bundled digits inside its ExampleGen step; seq2seq a corpus folder passed as
     --data, as a user of their own data would (both read by the step, nothing at compile time).
+    ``cache`` False: every step runs in every run, as after ``deploy --cache off``.
     """
     root = root or str(tmp_path / "root")
     image_paths = {}
-    data = None
-    if model == "seq2seq":
+    data = settings.pop("data", None)
+    if model == "seq2seq" and data is None:
         data = _small_corpus(tmp_path / "corpus")  # read by the pipeline's own ExampleGen, as a bucket would be
-    config = PipelineConfig(model=model, output_dir=root, data=data, **SETTINGS[model])
+    config = PipelineConfig(model=model, output_dir=root, data=data, **{**SETTINGS[model], **settings})
     dataset = dataset_for_cluster(config, FAMILIES[model].prepare_data)
     if data is None and dataset is not None:  # --ingest prepare: the bundled data baked into the image
         local = FAMILIES[model].prepare_data(PipelineConfig(model=model, output_dir=str(tmp_path / "image")))
         image_paths = {IMAGE_DATA_ROOT: os.path.dirname(local.examples_dir)}
     package = compile_pipeline(config, dataset, IMAGE, str(tmp_path / f"{model}.yaml"))
     with open(package) as handle:
-        return yaml.safe_load(handle), config, image_paths
+        spec = yaml.safe_load(handle)
+    return (spec if cache else override_caching(spec, False)), config, image_paths
 
 
 # Both families, two runs each; the seq2seq half is behind `slow` to keep CI within its budget.
