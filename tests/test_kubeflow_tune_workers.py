@@ -7,6 +7,7 @@ through the KFP contract emulator with the Tuner's TFJob through the TFJob API e
 (tests/k8s_tfjob_api.py), both trial workers running trials, and a worker that dies.
 """
 import json
+import os
 from types import SimpleNamespace
 
 from stackenv.errors import ConfigError
@@ -98,3 +99,81 @@ def test_tune_workers_needs_a_search_and_the_cli_offers_it():
                                       "--image", IMAGE, "--tune-trials", "4", "--tune-workers", "2"])
     config = config_from_args(args)
     assert (config.tune_workers, config.tune_job_timeout) == (2, 24 * 3600)
+
+
+def _compiled_with_tfjob(tmp_path, trials: int):
+    from test_kubeflow_contract import SETTINGS
+
+    from pipeline.kubeflow_runner import compile_pipeline
+
+    config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), tune_trials=trials, tune_steps=5,
+                            tune_workers=2, **SETTINGS["cnn"])
+    spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml")))))
+    container = spec["deploymentSpec"]["executors"]["Tuner_executor"]["container"]
+    # A KFP driver puts the container's env into the pod (driver.go); the contract emulator passes only its own.
+    (tmp_path / "pods").mkdir()
+    return spec, {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+@pytest.mark.slow  # ExampleGen to Trainer as processes, the Tuner's oracle and two trial workers as pods
+@pytest.mark.timeout(3600)
+def test_compiled_tuner_step_runs_trials_on_two_workers_and_the_trainer_uses_the_best(tmp_path):
+    from k8s_tfjob_api import TFJobApiServer
+    from kfp_contract import Cluster
+
+    trials = 4
+    spec, step_env = _compiled_with_tfjob(tmp_path, trials)
+    with TFJobApiServer(tmp_path / "pods") as server:
+        cluster = Cluster(str(tmp_path), allow_local_root=True,
+                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
+        produced = cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"], until="Trainer")
+        (manifest,) = server.created
+        record = server.jobs[("team", manifest["metadata"]["name"])]
+        codes = {key: pod["process"].returncode for key, pod in record["pods"].items()}
+        conditions = {c["type"]: c["status"] for c in record["object"]["status"]["conditions"]}
+        logs = {key: server.log(f"{manifest['metadata']['name']}-{key}") for key in record["pods"]}
+    assert conditions["Succeeded"] == "True", logs
+    assert codes["chief-0"] == 0, logs["chief-0"][-3000:]
+    results = produced["Tuner"]["tuner_results"]["uri"]
+    per_tuner = {}
+    for worker in ("tuner0", "tuner1"):
+        with open(os.path.join(results, "search", "records", f"{worker}.json")) as handle:
+            per_tuner[worker] = sorted(json.load(handle)["trial_seconds"])
+    assert all(per_tuner.values()), per_tuner                       # both replicas ran trials
+    ran = [trial for ids in per_tuner.values() for trial in ids]
+    assert len(ran) == len(set(ran)) == trials                      # each trial once, in one of them
+    # The oracle's own records (the chief's project directory): every trial completed there.
+    chief_trials = [name for name in os.listdir(os.path.join(results, "search", "chief", "search"))
+                    if name.startswith("trial_")]
+    assert len(chief_trials) == trials
+    search = json.loads(open(os.path.join(results, "search.json")).read())
+    assert search["trials_completed"] == search["trials_run"] == trials and search["default_score"] is not None
+    best = json.loads(open(os.path.join(produced["Tuner"]["best_hyperparameters"]["uri"],
+                                        "best_hyperparameters.txt")).read())["values"]
+    model_dir = produced["Trainer"]["model"]["uri"]
+    training = json.loads(open(os.path.join(model_dir, "Format-Serving", "assets.extra", "training.json")).read())
+    assert training["tuned"] == best
+
+
+@pytest.mark.slow  # ExampleGen to Transform as processes, then a Tuner TFJob whose worker dies
+@pytest.mark.timeout(3600)
+def test_compiled_tuner_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(tmp_path):
+    from k8s_tfjob_api import TFJobApiServer
+    from kfp_contract import Cluster, TaskFailed
+
+    spec, step_env = _compiled_with_tfjob(tmp_path, 20)
+    with TFJobApiServer(tmp_path / "pods") as server:
+        server.kill_after["worker-1"] = 20.0  # while it starts or runs trials
+        cluster = Cluster(str(tmp_path), allow_local_root=True,
+                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
+        with pytest.raises(TaskFailed) as caught:
+            cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
+        (manifest,) = server.created
+    name = manifest["metadata"]["name"]
+    assert caught.value.task == "Tuner"
+    message = str(caught.value)
+    assert f"The Tuner's TFJob team/{name} failed: TFJob team/{name} has failed because 1 Worker replica(s) " \
+           "failed" in message
+    assert "no hyperparameters reach the Trainer" in message
+    assert f"kubectl logs -n team -l training.kubeflow.org/job-name={name}" in message
+    assert "Trainer" not in cluster.executor_inputs  # nothing trained
