@@ -57,7 +57,8 @@ def worker_job(fn_args) -> dict:
     return {"tuner_fn": fn_args.custom_config[TFJOB_KEY]["tuner_fn"], "train_files": list(fn_args.train_files),
             "eval_files": list(fn_args.eval_files), "transform_graph": fn_args.transform_graph_path,
             "search_dir": fn_args.working_dir.rstrip("/"), "train_steps": int(fn_args.train_steps),
-            "eval_steps": int(fn_args.eval_steps or 1), "custom_config": custom}
+            "eval_steps": int(fn_args.eval_steps or 1), "custom_config": custom,
+            "workers": int(fn_args.custom_config[TFJOB_KEY]["workers"])}
 
 
 def tfjob_for(fn_args, api, template: dict) -> dict:

@@ -13,7 +13,8 @@ port reachable, so no extra port or service is needed.
 Then the family's own ``tuner_fn`` runs exactly as in TFX's Tuner executor, with a working
 directory per replica under the shared search directory; each trial runner also writes
 ``records/<tuner_id>.json`` (its trials' seconds, the untuned score ``tuner0`` measures, whether
-the budget stopped it), which the launcher merges into the Tuner's ``search.json``.
+the budget stopped it), which the launcher merges into the Tuner's ``search.json``, and by
+which the chief knows that runners stopped by ``--tune-budget`` are done (:func:`serve`).
 """
 import argparse
 import json
@@ -25,7 +26,7 @@ from stackenv.errors import ProjectError
 
 #: Keys of the job JSON, all required.
 JOB_KEYS = ("tuner_fn", "train_files", "eval_files", "transform_graph", "search_dir", "train_steps",
-            "eval_steps", "custom_config")
+            "eval_steps", "custom_config", "workers")
 RECORDS = "records"
 CHIEF_ID = "chief"
 #: The chief binds every interface: its cluster DNS name is what the others dial.
@@ -76,6 +77,24 @@ def record(tuner) -> dict:
             "stopped_by_budget": bool(getattr(tuner, "stopped_by_budget", False))}
 
 
+def serve(result, job: dict, poll_s: float = 2.0) -> None:
+    """Serve the oracle until KerasTuner's chief ends, or every trial runner wrote its record.
+
+    KerasTuner's chief ends once a runner was told "no more trials" and none is busy; runners
+    that stop on ``--tune-budget`` never ask again, so their records are the other way out.
+    """
+    import threading
+
+    import tensorflow as tf
+
+    server = threading.Thread(target=result.tuner.search, kwargs=result.fit_kwargs, daemon=True)
+    server.start()
+    pattern = os.path.join(job["search_dir"], RECORDS, "*.json")
+    while server.is_alive() and len(tf.io.gfile.glob(pattern)) < int(job["workers"]):
+        server.join(poll_s)
+    result.tuner.oracle.save()
+
+
 def search(job: dict, environ=os.environ) -> dict:
     from tfx.utils import io_utils
 
@@ -84,9 +103,10 @@ def search(job: dict, environ=os.environ) -> dict:
     environ.update(keras_tuner_env(environ.get("TF_CONFIG", "")))
     tuner_id = environ["KERASTUNER_TUNER_ID"]
     result = load_function(job["tuner_fn"])(fn_args(job, tuner_id))
-    result.tuner.search(**result.fit_kwargs)
     if tuner_id == CHIEF_ID:
+        serve(result, job)
         return {"tuner_id": tuner_id}
+    result.tuner.search(**result.fit_kwargs)
     report = record(result.tuner)
     io_utils.write_string_file(os.path.join(job["search_dir"], RECORDS, f"{tuner_id}.json"), json.dumps(report))
     return report

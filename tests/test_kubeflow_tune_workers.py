@@ -44,6 +44,7 @@ def test_each_pod_derives_its_keras_tuner_role_from_the_operators_tf_config():
     assert container["command"] == ["python", "-m", "pipeline.tuner_worker"]
     job = json.loads(container["args"][1])
     assert job["tuner_fn"] == "models.cnn.tuning.tuner_fn" and TFJOB_KEY not in job["custom_config"]
+    assert job["workers"] == 2  # the chief stops serving once both trial runners wrote their records
     assert job["search_dir"] == "gs://bucket/root/Tuner/tuner_results/8/search"
 
     chief = keras_tuner_env(operator_tf_config(manifest, "Chief", 0))
