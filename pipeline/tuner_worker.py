@@ -117,7 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", required=True, help="the job as JSON (written by the Tuner step's launcher)")
     job = json.loads(parser.parse_args(argv).job)
     try:
-        print(json.dumps(search(job)), flush=True)
+        report = search(job)
+        print(json.dumps(report), flush=True)
+        if report["tuner_id"] == CHIEF_ID:
+            sys.stderr.flush()
+            # KerasTuner gives no handle on the oracle's gRPC server, which may still be serving
+            # when runners stopped by the budget ended the search: end the process, not just main.
+            os._exit(0)
     except ProjectError as error:
         print(error.paragraph, file=sys.stderr)
         return error.exit_code
