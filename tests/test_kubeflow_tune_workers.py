@@ -178,3 +178,32 @@ def test_compiled_tuner_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(t
     assert "no hyperparameters reach the Trainer" in message
     assert f"kubectl logs -n team -l training.kubeflow.org/job-name={name}" in message
     assert "Trainer" not in cluster.executor_inputs  # nothing trained
+
+
+@pytest.mark.timeout(120)
+def test_the_chief_stops_serving_once_every_runner_recorded_its_end(tmp_path, monkeypatch):
+    """Runners stopped by --tune-budget never ask the oracle again, so KerasTuner's own chief would
+    serve forever; their records end it, and the oracle's state is on disk for the launcher."""
+    import threading
+
+    from conftest import free_ports
+    from tfx.components.tuner.component import TunerFnResult
+
+    from models.cnn.hparams import SEARCH_SPACE
+    from models.common import tuner
+    from models.common.search_space import TuningSettings
+    from pipeline.tuner_worker import RECORDS, serve
+
+    (port,) = free_ports(1)
+    monkeypatch.setenv("KERASTUNER_TUNER_ID", "chief")
+    monkeypatch.setenv("KERASTUNER_ORACLE_IP", "127.0.0.1")
+    monkeypatch.setenv("KERASTUNER_ORACLE_PORT", str(port))
+    search = tuner.BudgetedTuner(tuner.make_oracle(TuningSettings(trials=8), SEARCH_SPACE), lambda values, steps: 0.0,
+                                 steps=1, default_values=None, directory=str(tmp_path / "chief"))
+    records = tmp_path / RECORDS
+    records.mkdir()
+    later = threading.Timer(1.0, lambda: (records / "tuner0.json").write_text("{}"))
+    later.start()
+    serve(TunerFnResult(tuner=search, fit_kwargs={}), {"search_dir": str(tmp_path), "workers": 1}, poll_s=0.2)
+    later.join(5)
+    assert (tmp_path / "chief" / "search" / "oracle.json").exists()
