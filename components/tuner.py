@@ -34,11 +34,19 @@ class Executor(tuner_executor.Executor):
             raise ValueError("TuneArgs is not supported by this Tuner's Executor.")
         # A graph compiled without reading the data left the image shape etc. empty (facts_steps.py).
         exec_properties, _ = with_graph_facts(input_dict, exec_properties)
-        tuner = tuner_executor.search(input_dict, exec_properties, self._get_tmp_dir(), print_tuning_summary=False)
-        tuner_executor.write_best_hyperparameters(tuner, output_dict)
         results_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TUNER_RESULTS_KEY])
+        tuner = tuner_executor.search(input_dict, exec_properties, _working_dir(exec_properties, results_dir)
+                                      or self._get_tmp_dir(), print_tuning_summary=False)
+        tuner_executor.write_best_hyperparameters(tuner, output_dict)
         best_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.BEST_HYPERPARAMETERS_KEY])
         write_search_record(tuner, results_dir, best_dir)
+
+
+def _working_dir(exec_properties: dict[str, Any], results_dir: str) -> str | None:
+    """A search whose trials run in other pods (compile --tune-workers, pipeline/tuner_launcher.py) needs a
+    working directory they share: under ``tuner_results`` in the pipeline root, not the step's local temp."""
+    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
+    return os.path.join(results_dir, "search") if custom.get("shared_working_dir") else None
 
 
 def write_search_record(tuner, results_dir: str, best_dir: str) -> dict[str, Any]:

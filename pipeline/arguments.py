@@ -324,6 +324,15 @@ def _add_trainer_workers_arguments(parser: argparse.ArgumentParser) -> None:
                        "the step's own pod)")
     group.add_argument("--trainer-job-timeout", type=int, default=24 * 3600, metavar="SECONDS",
                        help="the Trainer step deletes the TFJob and fails after this long (default: %(default)s)")
+    tune = parser.add_argument_group("parallel Tuner trials (Kubeflow Training Operator TFJob)")
+    tune.add_argument("--tune-workers", type=int, default=1, metavar="N",
+                      help="with --tune-trials, N > 1: the Tuner step starts a TFJob of a KerasTuner oracle (the "
+                      "Chief, runs no trials) and N Workers running trials in parallel (pods of --image with the "
+                      "--trainer-* settings), waits for it and hands the best hyperparameters to the Trainer; "
+                      "needs the Training Operator and kubeflow/tfjob-rbac.yaml (default: %(default)s, search in "
+                      "the step's own pod)")
+    tune.add_argument("--tune-job-timeout", type=int, default=24 * 3600, metavar="SECONDS",
+                      help="the Tuner step deletes its TFJob and fails after this long (default: %(default)s)")
 
 
 def _family_settings(args: argparse.Namespace) -> dict[str, object]:
@@ -353,6 +362,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         data_service=args.data_service,
         trainer_workers=getattr(args, "trainer_workers", 1),
         trainer_job_timeout=getattr(args, "trainer_job_timeout", PipelineConfig.trainer_job_timeout),
+        tune_workers=getattr(args, "tune_workers", 1),
+        tune_job_timeout=getattr(args, "tune_job_timeout", PipelineConfig.tune_job_timeout),
         seed=args.seed, xla=args.xla, profile=args.profile,
         min_accuracy=args.min_accuracy, max_regression=args.max_regression, gate_margin=args.gate_margin,
         base_model=getattr(args, "base_model", None),

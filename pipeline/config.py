@@ -105,6 +105,10 @@ class PipelineConfig:
     tune_budget: float | None = None     # minutes of search wall time
     tune_algorithm: str | None = None    # random (default), bayesian, hyperband
     hyperparameters_file: str | None = None
+    # compile only: N > 1 runs the Tuner step's trials in a TFJob of a KerasTuner oracle and N trial
+    # workers (pipeline/tuner_launcher.py); the step waits at most tune_job_timeout seconds for it.
+    tune_workers: int = 1
+    tune_job_timeout: int = 24 * 3600
 
     # Orchestration
     beam_mode: str = "auto"
@@ -121,7 +125,7 @@ class PipelineConfig:
         if self.beam_mode not in BEAM_MODES:
             raise ConfigError("--beam-mode", f"must be one of {BEAM_MODES}, got {self.beam_mode!r}")
         for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets", "trainer_workers",
-                     "trainer_job_timeout"):
+                     "trainer_job_timeout", "tune_workers", "tune_job_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(_flag(name), f"must be >= 1, got {getattr(self, name)}")
         for name in ("train_steps", "eval_steps"):

@@ -182,15 +182,21 @@ def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, sett
 
         tuning = TuningSettings(trials=config.tune_trials, algorithm=config.tune_algorithm or "random",
                                 budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
+        tuner_fn, tuner_config = family.tuner_fn, {**settings.to_custom_config(), **tuning.to_custom_config(),
+                                                   "code_version": code_version, FAMILY_KEY: family.name}
+        if config.tune_workers > 1:  # compile --tune-workers: the step launches a TFJob (pipeline/tuner_launcher.py)
+            from pipeline.tuner_launcher import launcher_config
+
+            tuner_fn, tuner_config = launcher_config(tuner_fn, tuner_config, config.tune_workers,
+                                                     config.tune_job_timeout)
         tuner = RecordingTuner(
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             schema=schema_gen.outputs["schema"],
-            tuner_fn=family.tuner_fn,
+            tuner_fn=tuner_fn,
             train_args=trainer_pb2.TrainArgs(num_steps=config.tune_steps or DEFAULT_STEPS),
             eval_args=trainer_pb2.EvalArgs(num_steps=1),
-            custom_config={**settings.to_custom_config(), **tuning.to_custom_config(),
-                           "code_version": code_version, FAMILY_KEY: family.name},
+            custom_config=tuner_config,
         ).with_id(TUNER)
         return tuner.outputs["best_hyperparameters"], [tuner]
     if config.hyperparameters_file:

@@ -75,8 +75,9 @@ class TFJobApi:
         where = f"TFJob {self.namespace}/{name}"
         if error.status == 403:
             who = f"service account {self.service_account!r}" if self.service_account else "these credentials"
-            return (f"The Kubernetes API server refused to {verb} {where} for {who}: {message}. The Trainer step "
-                    f"(compile --trainer-workers) needs create, get and delete on tfjobs.kubeflow.org in the run's "
+            return (f"The Kubernetes API server refused to {verb} {where} for {who}: {message}. The Trainer or Tuner "
+                    f"step (compile --trainer-workers / --tune-workers) needs create, get and delete on "
+                    f"tfjobs.kubeflow.org in the run's "
                     f"namespace: edit the namespace and service account in {RBAC_FILE} and apply it with "
                     f"`kubectl apply -f {RBAC_FILE}`.")
         if error.status == 401:
@@ -86,13 +87,13 @@ class TFJobApi:
         if error.status == 404 and verb == "create":
             return (f"The Kubernetes API server at {self.server} has no TFJob resource ({message}): the Kubeflow "
                     "Training Operator is not installed in this cluster (`kubectl get crd tfjobs.kubeflow.org`). "
-                    "Install it, or compile without --trainer-workers to train in the Trainer step's own pod.")
+                    "Install it, or compile without --trainer-workers / --tune-workers to run in the step's own pod.")
         if error.status == 404:
             return (f"{where} disappeared while the Trainer step followed it ({message}): someone deleted it "
                     "(`kubectl delete tfjob`) or a cleanup removed it. Nothing was trained for this run; run the "
                     "pipeline again.")
         return (f"The Kubernetes API server refused to {verb} {where} (HTTP {error.status}): {message}. "
-                "Recompile with this project's `compile --trainer-workers`, or report it with this message.")
+                "Recompile with this project's `compile`, or report it with this message.")
 
     def create(self, manifest: dict) -> dict:
         """Create the TFJob; one that already exists (the step's pod restarted) is followed, not replaced."""
@@ -134,7 +135,8 @@ def connect(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR) 
             _, active = config.list_kube_config_contexts(config_file=path)
         except (ConfigException, OSError) as error:
             raise KubeApiError(
-                f"The Trainer step (compile --trainer-workers) creates a TFJob through the Kubernetes API, but "
+                f"The Trainer or Tuner step (compile --trainer-workers / --tune-workers) creates a TFJob "
+                f"through the Kubernetes API, but "
                 f"it runs outside a cluster pod (no service-account token in {service_account_dir}) and the "
                 f"kubeconfig {path} is unusable ({str(error)[:200]}). Run the pipeline on Kubeflow, or point "
                 "$KUBECONFIG at a kubeconfig for the cluster with the Training Operator.") from None

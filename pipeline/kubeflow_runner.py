@@ -101,6 +101,10 @@ def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, im
         from pipeline.kubeflow_tfjob_step import apply_trainer_workers
 
         apply_trainer_workers(spec, image, settings or StepSettings())
+    if config.tune_trials and config.tune_workers > 1:  # the Tuner step launches a TFJob (pipeline/tuner_launcher.py)
+        from pipeline.kubeflow_tfjob_step import apply_tune_workers
+
+        apply_tune_workers(spec, image, settings or StepSettings())
     directory = os.path.dirname(os.path.abspath(package_path))
     os.makedirs(directory, exist_ok=True)
     with open(package_path, "w") as handle:

@@ -56,6 +56,8 @@ class TFJobSettings:
     # False for the Trainer step's own launcher: its URIs come from the KFP launcher, under a root
     # `compile` already checked (and local in the tests' emulated cluster).
     remote_only: bool = True
+    # What every replica runs: the training worker, or the Tuner's search worker (pipeline/tuner_worker.py).
+    module: str = "pipeline.trainer_worker"
 
     def check(self) -> None:
         if self.workers < 1:
@@ -93,7 +95,7 @@ def trainer_job(config, dataset, settings: TFJobSettings) -> dict:
 
 def _replica(job: dict, settings: TFJobSettings, replicas: int) -> dict:
     container = {"name": CONTAINER, "image": settings.image,
-                 "command": ["python", "-m", "pipeline.trainer_worker"],
+                 "command": ["python", "-m", settings.module],
                  "args": ["--job", json.dumps(job, sort_keys=True)],
                  "ports": [{"name": PORT_NAME, "containerPort": PORT}]}
     limits = {k: v for k, v in (("cpu", settings.cpu), ("memory", settings.memory)) if v}

@@ -17,6 +17,8 @@ from pipeline.kubeflow_platform import TRAINER_TASK, StepSettings
 from pipeline.kubeflow_storage import s3_environment
 from pipeline.tfjob_launcher import TEMPLATE_ENV
 
+TUNER_TASK = "Tuner"  # pipeline/graph.py TUNER
+
 
 def replica_template(image: str, settings: StepSettings) -> dict:
     """The TFJob replicas' image and pod settings (Kubernetes field names), from compile's options."""
@@ -51,16 +53,23 @@ def replica_template(image: str, settings: StepSettings) -> dict:
     return {"image": image, "container": container, "pod": pod}
 
 
-def apply_trainer_workers(spec: dict, image: str, settings: StepSettings) -> None:
-    """Write the replicas' template into the Trainer container; give the launcher an ordinary step's pod."""
+def apply_trainer_workers(spec: dict, image: str, settings: StepSettings, task: str = TRAINER_TASK) -> None:
+    """Write the replicas' template into the step's container; give the launcher an ordinary step's pod."""
     executors = spec["deploymentSpec"]["executors"]
-    labels = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]
-              for task, body in spec["root"]["dag"]["tasks"].items()}
-    trainer = executors[labels[TRAINER_TASK]]["container"]
-    other = next(executors[label]["container"] for task, label in sorted(labels.items()) if task != TRAINER_TASK)
+    labels = {name: spec["components"][body["componentRef"]["name"]]["executorLabel"]
+              for name, body in spec["root"]["dag"]["tasks"].items()}
+    launcher = executors[labels[task]]["container"]
+    other = next(executors[label]["container"] for name, label in sorted(labels.items())
+                 if name not in (TRAINER_TASK, TUNER_TASK))
     if other.get("resources"):
-        trainer["resources"] = dict(other["resources"])
+        launcher["resources"] = dict(other["resources"])
     else:
-        trainer.pop("resources", None)
-    trainer["env"] = [*trainer.get("env", []), {"name": TEMPLATE_ENV, "value": json.dumps(
+        launcher.pop("resources", None)
+    launcher["env"] = [*launcher.get("env", []), {"name": TEMPLATE_ENV, "value": json.dumps(
         replica_template(image, settings), sort_keys=True, separators=(",", ":"))}]
+
+
+def apply_tune_workers(spec: dict, image: str, settings: StepSettings) -> None:
+    """``compile --tune-workers N``: the Tuner step launches the TFJob (pipeline/tuner_launcher.py); its
+    replicas run trials, i.e. train models, so they get the Trainer's pod settings."""
+    apply_trainer_workers(spec, image, settings, TUNER_TASK)

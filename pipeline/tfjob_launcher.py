@@ -18,6 +18,7 @@ tolerations, pull secrets) come from the step's environment (``TEMPLATE_ENV``, w
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -36,9 +37,26 @@ log = logging.getLogger("pipeline")
 
 
 class TFJobFailed(ProjectError):
-    """The Trainer's TFJob failed, or did not finish in time; nothing was trained for the Evaluator."""
+    """A step's TFJob failed, or did not finish in time; the step made nothing for the steps after it."""
 
     exit_code = EXIT_PIPELINE_FAILED
+
+
+@dataclasses.dataclass(frozen=True)
+class JobStep:
+    """What the shared waiter says about the step that launched the job (the Trainer or the Tuner)."""
+
+    step: str
+    nothing_made: str
+    workers_flag: str
+    timeout_flag: str
+    replicas_hint: str
+
+
+TRAINER = JobStep("Trainer", "No model was trained, so nothing is evaluated or pushed",
+                  "--trainer-workers", "--trainer-job-timeout",
+                  "a worker that died stops the others within the multi-worker health checks "
+                  "(models/common/multi_worker.py)")
 
 
 def launcher_config(run_fn: str, custom_config: dict, workers: int, timeout_s: int) -> tuple[str, dict]:
@@ -66,12 +84,12 @@ def worker_job(fn_args) -> dict:
             "hyperparameters": fn_args.hyperparameters}
 
 
-def _template(environ=os.environ) -> dict:
+def _template(environ=os.environ, step: JobStep = TRAINER) -> dict:
     raw = environ.get(TEMPLATE_ENV)
     if not raw:
         raise TFJobFailed(
-            f"The Trainer step was compiled to train in a TFJob (--trainer-workers) but its pod has no "
-            f"{TEMPLATE_ENV} environment variable, which `python -m pipeline compile` writes into the Trainer's "
+            f"The {step.step} step was compiled to run in a TFJob ({step.workers_flag}) but its pod has no "
+            f"{TEMPLATE_ENV} environment variable, which `python -m pipeline compile` writes into the step's "
             "container with the image and pod settings of the workers. Recompile the package with this project's "
             "compile command and upload it again.")
     return json.loads(raw)
@@ -98,7 +116,7 @@ def _logs_hint(namespace: str, name: str) -> str:
 
 
 def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=time.monotonic,
-             sleep=time.sleep) -> dict:
+             sleep=time.sleep, step: JobStep = TRAINER) -> dict:
     """The TFJob once its Succeeded condition is true; Failed or the deadline raise :class:`TFJobFailed`."""
     deadline, seen = clock() + timeout_s, set()
     where = f"TFJob {api.namespace}/{name}"
@@ -113,10 +131,9 @@ def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=tim
             counts = ", ".join(f"{kind}: {', '.join(f'{n} {k}' for k, n in sorted(s.items()) if n)}"
                                for kind, s in sorted(replicas.items()))
             raise TFJobFailed(
-                f"The Trainer's {where} failed: {conditions['Failed'].get('message', 'a replica failed')}"
-                f"{f' ({counts})' if counts else ''}. No model was trained, so nothing is evaluated or pushed. "
-                f"Read the pods' logs: {_logs_hint(api.namespace, name)}; a worker that died stops the others "
-                "within the multi-worker health checks (models/common/multi_worker.py). Delete the TFJob "
+                f"The {step.step}'s {where} failed: {conditions['Failed'].get('message', 'a replica failed')}"
+                f"{f' ({counts})' if counts else ''}. {step.nothing_made}. "
+                f"Read the pods' logs: {_logs_hint(api.namespace, name)}; {step.replicas_hint}. Delete the TFJob "
                 f"(`kubectl delete tfjob {name} -n {api.namespace}`) before re-running this step, which otherwise "
                 "follows the same failed job.")
         if "Succeeded" in conditions:
@@ -124,12 +141,18 @@ def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=tim
         if clock() >= deadline:
             api.delete(name)
             raise TFJobFailed(
-                f"The Trainer's {where} did not finish within --trainer-job-timeout {timeout_s:g} s (conditions "
+                f"The {step.step}'s {where} did not finish within {step.timeout_flag} {timeout_s:g} s (conditions "
                 f"so far: {', '.join(sorted(conditions)) or 'none'}); the step deleted it, with its pods. Pods "
                 "that stay Pending point at resources the cluster cannot give (the --trainer-* settings times "
-                "--trainer-workers) or a missing Training Operator; slow training at a larger timeout. Logs while "
+                f"{step.workers_flag}) or a missing Training Operator; slow work at a larger timeout. Logs while "
                 f"it runs: {_logs_hint(api.namespace, name)}.")
         sleep(poll_s)
+
+
+def run_job(api, manifest: dict, timeout_s: float, step: JobStep, poll_s: float = POLL_S) -> dict:
+    """Create (or follow, when a restarted step finds it) a TFJob and wait for it: the Trainer's and the Tuner's."""
+    api.create(manifest)
+    return wait_for(api, manifest["metadata"]["name"], timeout_s, poll_s, step=step)
 
 
 def launch(fn_args, api, template: dict, poll_s: float = POLL_S) -> dict:
@@ -140,8 +163,7 @@ def launch(fn_args, api, template: dict, poll_s: float = POLL_S) -> dict:
     name = manifest["metadata"]["name"]
     workers = fn_args.custom_config[TFJOB_KEY]["workers"]
     log.info("Trainer: TFJob %s/%s, %d workers of %s", api.namespace, name, workers, template["image"])
-    api.create(manifest)
-    job = wait_for(api, name, float(fn_args.custom_config[TFJOB_KEY]["timeout_seconds"]), poll_s)
+    job = run_job(api, manifest, float(fn_args.custom_config[TFJOB_KEY]["timeout_seconds"]), TRAINER, poll_s)
     if not tf.io.gfile.exists(os.path.join(fn_args.serving_model_dir, "saved_model.pb")):
         raise TFJobFailed(
             f"The Trainer's TFJob {api.namespace}/{name} succeeded but its chief wrote no model at "

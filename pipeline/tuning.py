@@ -32,6 +32,8 @@ def check_options(config: Any) -> None:
     """One paragraph naming the flag for each impossible tuning setting (PipelineConfig calls this)."""
     tuning_flags = {"--tune-steps": config.tune_steps, "--tune-budget": config.tune_budget,
                     "--tune-algorithm": config.tune_algorithm}
+    if getattr(config, "tune_workers", 1) > 1:
+        tuning_flags["--tune-workers"] = config.tune_workers
     if config.tune_trials is None:
         given = [flag for flag, value in tuning_flags.items() if value is not None]
         if given:
