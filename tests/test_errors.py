@@ -19,9 +19,10 @@ def test_every_user_facing_error_is_a_project_error():
     from pipeline.run_lock import OutputDirBusy
     from pipeline.summary import RecordCountMismatch
     from pipeline.tfjob_launcher import TFJobFailed
+    from pipeline.tuner_worker import TunerWorkerError
 
     for kind in (DataError, DataAnomaliesError, OutputDirBusy, ReportError, DeployError, RecordCountMismatch,
-                 ConfigError, KubeApiError, TFJobFailed):
+                 ConfigError, KubeApiError, TFJobFailed, TunerWorkerError):
         assert issubclass(kind, ProjectError), kind
 
 
