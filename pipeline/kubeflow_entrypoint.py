@@ -16,11 +16,15 @@ pattern has none (the driver's None), and the output Examples artifact gets the 
 and fingerprint the driver records on it (``driver.update_output_artifact``).
 """
 import json
-import os
 import runpy
 import sys
 
-from stackenv.compat import INVOCATION_FLAG, TFX_ENTRYPOINT_MODULE, restore_artifact_types_in_argv
+from stackenv.compat import (
+    INVOCATION_FLAG,
+    TFX_ENTRYPOINT_MODULE,
+    exit_skipping_teardown,
+    restore_artifact_types_in_argv,
+)
 
 from pipeline.kubeflow_resolve_input import NO_VERSION
 from pipeline.kubeflow_storage import register_filesystems
@@ -70,10 +74,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # The step's outputs and ExecutorOutput are written; skip interpreter teardown, where
-    # tensorflow-io's S3 client aborts ("pure virtual method called", exit 134) and would
-    # fail a finished step.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_skipping_teardown(main())

@@ -22,6 +22,7 @@ import os
 import sys
 
 import stackenv  # noqa: F401 - the TF/TFX environment first
+from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
 from pipeline.kubeflow_storage import register_filesystems
@@ -72,9 +73,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # As in pipeline/kubeflow_entrypoint.py: skip interpreter teardown, where tensorflow-io's S3
-    # client aborts (exit 134) and would fail a finished step.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_skipping_teardown(main())
