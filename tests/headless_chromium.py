@@ -100,6 +100,17 @@ class Page:
             raise RuntimeError(f"JavaScript failed: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def poll(self, expression: str, what: str, timeout: float, interval: float = 1.0) -> Any:
+        """Evaluate ``expression`` until it is truthy; TimeoutError naming ``what`` after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        value = None
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(interval)
+        raise TimeoutError(f"{what} not within {timeout} s (last: {value!r})")
+
     def screenshot(self, path: Path) -> Path:
         """A PNG of the whole page, not just the viewport."""
         import base64

@@ -51,17 +51,6 @@ _DOM = """(() => {
 })()"""
 
 
-def _poll(page, expression: str, what: str, timeout: float, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = page.evaluate(expression)
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"{what} not within {timeout} s (last: {value!r})")
-
-
 def _run_all_cells(page, timeout: float) -> dict:
     page.evaluate(_RUN_ALL, timeout=timeout)
     deadline = time.monotonic() + timeout
@@ -101,9 +90,9 @@ def lab_page(cnn_run_with_baseline, tmp_path_factory):
            "TF_CPP_MIN_LOG_LEVEL": "3"}
     with jupyter_lab(NOTEBOOK, scratch / "root", env) as server, chromium_page(scratch / "chromium") as page:
         page.open(server.lab_url(NOTEBOOK.name), timeout=120)
-        _poll(page, _KERNEL_READY, "JupyterLab with the notebook and an idle kernel", timeout=180)
+        page.poll(_KERNEL_READY, "JupyterLab with the notebook and an idle kernel", timeout=180)
         progress = _run_all_cells(page, timeout=300)
-        _poll(page, "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4",
+        page.poll("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4",
               "Plotly views drawn", timeout=60)
         dom = page.evaluate(_DOM)
         TOUR_DIR.mkdir(parents=True, exist_ok=True)

@@ -58,17 +58,6 @@ _DOM = """(() => {
 })()"""
 
 
-def _poll(page, expression: str, what: str, timeout: float, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = page.evaluate(expression)
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"{what} not within {timeout} s (last: {value!r})")
-
-
 def _run_all_cells(page, timeout: float) -> dict:
     page.evaluate(_RUN_ALL)
     deadline = time.monotonic() + timeout
@@ -133,7 +122,7 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
             chromium_page(scratch / "chromium") as page:
         page.send("Runtime.enable")
         page.open(server.classic_url(NOTEBOOK.name), timeout=120)
-        _poll(page, _KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
+        page.poll(_KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
         progress = _run_all_cells(page, timeout=300)
         dom = _wait_for_views(page, len(report.find_latest_evaluation(str(cnn_run_with_baseline))
                                          .report_family.slicing_features), timeout=30)
