@@ -38,8 +38,11 @@ def read_model_extras(model_uri: str | None) -> dict[str, Any]:
 def training_line(training: dict[str, Any] | None) -> str | None:
     if not training:
         return None
+    if training.get("regime") == "fixed_steps":
+        why = training.get("why", "split streamed: no early stopping")
+        return f"Training: {training.get('steps')} fixed steps over {training.get('epochs_run')} epochs ({why})"
     if training.get("regime") != "early_stopping":
-        return f"Training: {training.get('steps')} fixed steps (split streamed: no early stopping)"
+        return None
     trials = {k: v for k, v in (training.get("class_weight_trials") or {}).items() if v is not None}
     weights = "with class weights" if training.get("class_weights") else "without class weights"
     if len(trials) > 1:

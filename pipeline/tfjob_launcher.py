@@ -84,7 +84,8 @@ def worker_job(fn_args) -> dict:
             "hyperparameters": fn_args.hyperparameters}
 
 
-def _template(environ=os.environ, step: JobStep = TRAINER) -> dict:
+def replica_template_from_env(environ=os.environ, step: JobStep = TRAINER) -> dict:
+    """The worker pod template that compile wrote into this step's environment (Trainer or Tuner)."""
     raw = environ.get(TEMPLATE_ENV)
     if not raw:
         raise TFJobFailed(
@@ -177,4 +178,4 @@ def run_fn(fn_args) -> None:
     """The Trainer's run_fn on Kubeflow with --trainer-workers: the training happens in the TFJob."""
     from pipeline.kube_api import connect
 
-    launch(fn_args, connect(), _template())
+    launch(fn_args, connect(), replica_template_from_env())

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 
-from pipeline.tfjob_launcher import TFJOB_KEY, JobStep, TFJobFailed, _template, run_job
+from pipeline.tfjob_launcher import TFJOB_KEY, JobStep, TFJobFailed, replica_template_from_env, run_job
 
 LAUNCHER_TUNER_FN = "pipeline.tuner_launcher.tuner_fn"
 #: custom_config key: components/tuner.py gives the executor a working directory under tuner_results.
@@ -92,7 +92,7 @@ class TFJobTuner:
         from pipeline.tfjob_launcher import POLL_S
 
         api = self.api or connect()
-        template = self.template or _template(step=TUNER)
+        template = self.template or replica_template_from_env(step=TUNER)
         manifest = tfjob_for(self.fn_args, api, template)
         workers = self.fn_args.custom_config[TFJOB_KEY]["workers"]
         log.info("Tuner: TFJob %s/%s, an oracle and %d trial workers of %s", api.namespace,

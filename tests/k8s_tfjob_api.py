@@ -279,3 +279,21 @@ class TFJobApiServer:
     def log(self, pod: str) -> str:
         with open(os.path.join(self.work_dir, f"{pod}.log")) as handle:
             return handle.read()
+
+
+def run_with_a_dying_replica(tmp_path, spec: dict, step_env: dict, replica: str, after_s: float = 20.0):
+    """Run the compiled ``spec`` on the emulated cluster while ``replica`` ("worker-0") of the step's
+    TFJob is killed ``after_s`` seconds after it started; -> (the TaskFailed, the TFJob's name, the
+    cluster). Fails the test when the run does not fail."""
+    import pytest
+    from kfp_contract import Cluster, TaskFailed
+
+    (tmp_path / "pods").mkdir(exist_ok=True)
+    with TFJobApiServer(tmp_path / "pods") as server:
+        server.kill_after[replica] = after_s
+        cluster = Cluster(str(tmp_path), allow_local_root=True,
+                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
+        with pytest.raises(TaskFailed) as caught:
+            cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
+        (manifest,) = server.created
+    return caught.value, manifest["metadata"]["name"], cluster

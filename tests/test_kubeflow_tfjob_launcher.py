@@ -241,7 +241,7 @@ def test_compiled_pipeline_trains_in_a_two_worker_tfjob_and_the_evaluator_and_pu
 @pytest.mark.slow  # ExampleGen to Transform as processes, then a TFJob whose worker dies mid-run
 @pytest.mark.timeout(3600)
 def test_compiled_trainer_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(tmp_path):
-    from kfp_contract import Cluster, TaskFailed
+    from k8s_tfjob_api import run_with_a_dying_replica
     from test_kubeflow_contract import SETTINGS
 
     from pipeline.kubeflow_runner import compile_pipeline
@@ -251,16 +251,9 @@ def test_compiled_trainer_step_fails_with_the_tfjob_paragraph_when_a_worker_dies
     spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml")))))
     container = spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]
     step_env = {e["name"]: e["value"] for e in container.get("env", [])}
-    (tmp_path / "pods").mkdir()
-    with TFJobApiServer(tmp_path / "pods") as server:
-        server.kill_after["worker-0"] = 20.0  # after start-up, while the workers form the cluster or train
-        cluster = Cluster(str(tmp_path), allow_local_root=True,
-                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
-        with pytest.raises(TaskFailed) as caught:
-            cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
-        (manifest,) = server.created
-    name = manifest["metadata"]["name"]
-    assert caught.value.task == "Trainer"
-    assert f"TFJob team/{name} has failed because 1 Worker replica(s) failed" in str(caught.value)
-    assert f"kubectl logs -n team -l training.kubeflow.org/job-name={name}" in str(caught.value)
+    # killed after start-up, while the workers form the cluster or train
+    failure, name, cluster = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-0")
+    assert failure.task == "Trainer"
+    assert f"TFJob team/{name} has failed because 1 Worker replica(s) failed" in str(failure)
+    assert f"kubectl logs -n team -l training.kubeflow.org/job-name={name}" in str(failure)
     assert "Evaluator" not in cluster.executor_inputs  # nothing evaluated, nothing pushed

@@ -159,20 +159,12 @@ def test_compiled_tuner_step_runs_trials_on_two_workers_and_the_trainer_uses_the
 @pytest.mark.slow  # ExampleGen to Transform as processes, then a Tuner TFJob whose worker dies
 @pytest.mark.timeout(3600)
 def test_compiled_tuner_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(tmp_path):
-    from k8s_tfjob_api import TFJobApiServer
-    from kfp_contract import Cluster, TaskFailed
+    from k8s_tfjob_api import run_with_a_dying_replica
 
     spec, step_env = _compiled_with_tfjob(tmp_path, 20)
-    with TFJobApiServer(tmp_path / "pods") as server:
-        server.kill_after["worker-1"] = 20.0  # while it starts or runs trials
-        cluster = Cluster(str(tmp_path), allow_local_root=True,
-                          env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
-        with pytest.raises(TaskFailed) as caught:
-            cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
-        (manifest,) = server.created
-    name = manifest["metadata"]["name"]
-    assert caught.value.task == "Tuner"
-    message = str(caught.value)
+    failure, name, cluster = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-1")  # while it runs trials
+    assert failure.task == "Tuner"
+    message = str(failure)
     assert f"The Tuner's TFJob team/{name} failed: TFJob team/{name} has failed because 1 Worker replica(s) " \
            "failed" in message
     assert "no hyperparameters reach the Trainer" in message

@@ -139,3 +139,15 @@ def test_references_are_one_summary_line_with_a_warning_when_none_is_beaten():
     assert warning == ("  WARNING: the model (0.4000) does not beat the best reference predictor (bigram 0.4100); "
                        "train longer.")
     assert gate_summary.references_lines(None, label, 0.4) == []
+
+
+def test_the_training_line_names_the_regime_each_family_records():
+    early = {"regime": "early_stopping", "best_epoch": 7, "epochs_run": 10, "steps_per_epoch": 50,
+             "stopped_early": True, "holdout_examples": 120, "class_weights": False}
+    assert gate_summary.training_line(early).startswith("Training: kept epoch 7 of 10 (50 steps each; stopped early")
+    fixed = {"regime": "fixed_steps", "steps": 2316, "epochs_run": 6,
+             "why": "no early stopping: --epochs or --train-steps set the length"}
+    assert gate_summary.training_line(fixed) == (
+        "Training: 2316 fixed steps over 6 epochs (no early stopping: --epochs or --train-steps set the length)")
+    # A model exported before the regime was recorded prints no line rather than "None fixed steps".
+    assert gate_summary.training_line({"hparams": {}, "learning_rate": 0.003}) is None

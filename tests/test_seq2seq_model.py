@@ -154,6 +154,7 @@ def test_training_reduces_loss(trained):
     losses = history.history["loss"]
     assert losses[-1] < 0.8 * losses[0]
     assert history.history["accuracy"][-1] > history.history["accuracy"][0]
+    assert "next_token_top5" in history.history  # the gate's metric, in every epoch line
 
 
 def test_serving_default_gives_next_token_distribution(trained, loaded, s2s_transform):
@@ -365,3 +366,37 @@ def test_learning_rate_schedule_choice():
     assert constant.optimizer.get_config()["learning_rate"] == pytest.approx(3e-3)
     with pytest.raises(ValueError, match="lr_schedule"):
         build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, lr_schedule="step")
+
+
+def test_smoothed_cross_entropy_is_keras_cross_entropy_with_smoothed_labels():
+    from models.seq2seq.model import SmoothedCrossEntropy
+
+    logits = tf.random.stateless_normal([3, 4, 7], seed=[1, 2])
+    labels = tf.constant([[1, 2, 3, 0], [6, 5, 4, 0], [0, 1, 1, 2]], tf.int64)
+    none = tf.keras.losses.Reduction.NONE
+    plain = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=none)(labels, logits)
+    np.testing.assert_allclose(SmoothedCrossEntropy(0.0).call(labels, logits), plain, rtol=1e-5)
+    smoothed = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1, reduction=none)(
+        tf.one_hot(labels, 7), logits)
+    got = SmoothedCrossEntropy(0.1).call(labels, logits)
+    np.testing.assert_allclose(got, smoothed, rtol=1e-5)
+    assert not np.allclose(got, plain)
+
+
+def test_next_token_top5_scores_only_the_first_target_token():
+    from models.seq2seq.model import FirstTokenTopK
+
+    vocab = 8
+    labels = tf.constant([[7, 7, 7], [7, 7, 7]], tf.int64)
+    # Row 0: token 7 ranked first at position 0, last elsewhere; row 1: last everywhere.
+    scores = np.tile(np.arange(vocab, 0, -1, dtype=np.float32), (2, 3, 1))
+    scores[0, 0, 7] = 100.0
+    metric = FirstTokenTopK(k=5)
+    metric.update_state(labels, tf.constant(scores), sample_weight=tf.ones([2, 3]))
+    assert metric.result().numpy() == pytest.approx(0.5)
+    every = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=5)
+    every.update_state(labels, tf.constant(scores), sample_weight=tf.ones([2, 3]))
+    assert every.result().numpy() == pytest.approx(1 / 6)
+    padded = FirstTokenTopK(k=5)  # a padded first position does not count
+    padded.update_state(labels, tf.constant(scores), sample_weight=tf.constant([[0.0, 1, 1], [1, 1, 1]]))
+    assert padded.result().numpy() == pytest.approx(0.0)

@@ -2,8 +2,8 @@
 
 A trial builds the Trainer's model (``build_seq2seq``) with the trial's settings, trains it
 for the Tuner's TrainArgs steps on a bounded subsample of the TRAIN windows and scores
-top-5 accuracy over the target tokens (the Trainer's own metric, close to the gate's
-next-token top-5) on the last windows of that subsample.
+the next-token top-5 accuracy (the gate's metric, ``FirstTokenTopK``) on the last windows
+of that subsample.
 Why the tail and not random windows: windows overlap (data/text_split.py), so a random
 window would share most of its words with training ones; a gap of windows between the two
 parts keeps them apart. The eval split stays untouched for the Evaluator's gate.
@@ -68,7 +68,7 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
         learning_rate = float(values.get(LEARNING_RATE, settings.learning_rate))
         model = build_seq2seq(vocab_size, context_tokens, target_tokens, learning_rate, total_steps=steps, **hyper)
         model.fit(fit, steps_per_epoch=steps, epochs=1, verbose=0)
-        return float(model.evaluate(held, verbose=0, return_dict=True)["top5_accuracy"])
+        return float(model.evaluate(held, verbose=0, return_dict=True)["next_token_top5"])
 
     search = tuner.BudgetedTuner(tuner.make_oracle(tuning, SEARCH_SPACE), trial, steps=fn_args.train_steps,
                                  default_values={}, budget_seconds=tuning.budget_seconds,
