@@ -8,6 +8,7 @@ first line and the path of a log file holding the full traceback (``pipeline/fai
 writes that paragraph). Commands never catch.
 """
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -282,8 +283,22 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline import quiet
 
     # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py).
-    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)):
+    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)), _command_line_hidden_from_absl():
         return _dispatch(args)
+
+
+@contextlib.contextmanager
+def _command_line_hidden_from_absl():
+    """TFX's Beam executors parse ``sys.argv`` as absl flags (BaseBeamExecutor.__init__:
+    ``flags.FLAGS(sys.argv + beam_pipeline_args, known_only=True)``), so this CLI's ``-v run``
+    would be read as absl's ``-v``/``--verbosity`` with the value "run" and fail every Beam
+    component. The command line is already parsed; libraries see only the program name."""
+    saved = sys.argv
+    sys.argv = sys.argv[:1]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def _dispatch(args: argparse.Namespace) -> int:
