@@ -53,6 +53,30 @@ def test_training_keeps_autograph_out_of_tf_keras(tmp_path):
     assert not conversion.is_allowlisted(test_training_keeps_autograph_out_of_tf_keras)  # our code still is
 
 
+def test_the_early_stopping_regime_keeps_autograph_out_of_tf_keras_too():
+    """The CNN trains through regime.fit_with_holdout, not TrainingSettings.fit: without the
+    same switch its first fit transpiled tf_keras again (the cold digits Trainer 47 s)."""
+    import numpy as np
+    import tf_keras
+    from tensorflow.python.autograph.impl import conversion
+
+    from models.common import regime
+    from models.common.autograph import convert_tf_keras, tf_keras_converted
+
+    convert_tf_keras(True)
+
+    def build():
+        model = tf_keras.Sequential([tf_keras.Input((4,), name="x"), tf_keras.layers.Dense(2, activation="softmax")])
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        return model
+
+    x = np.random.RandomState(0).normal(size=(40, 4)).astype(np.float32)
+    regime.fit_with_holdout(build, {"x": x}, np.arange(40) % 2, batch_size=8, min_steps=2, max_steps=2,
+                            patience_steps=1, holdout_fraction=0.2, class_weights="off", num_classes=2)
+    assert not tf_keras_converted()
+    assert conversion.is_allowlisted(tf_keras.Model.train_step)
+
+
 @pytest.mark.parametrize("cpus, examples, expected", [
     (2, 100_000, "in_memory"),        # measured: multi_processing 2x slower on 2 cores
     (8, 100_000, "multi_processing"),

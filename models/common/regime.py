@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from models.common.autograph import convert_tf_keras
 from models.common.callbacks import BestWeights
 
 #: Largest / smallest class count above which classes count as imbalanced.
@@ -87,6 +88,9 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
                      seed: int = 0, callbacks: list | None = None,
                      log: Callable[[str], None] | None = None) -> tuple[tf.keras.Model, FitReport]:
     """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report."""
+    # As TrainingSettings.fit: without it the first fit transpiles tf_keras and takes most of
+    # a small Trainer's time (models/common/autograph.py, benchmarks/README.md).
+    convert_tf_keras(False)
     y = np.asarray(y).reshape(-1)  # a [n, 1] label column (TFT's FixedLenFeature [1]) works too
     fit_idx, held_idx = holdout_split(y, holdout_fraction, seed)
     if len(held_idx) == 0:  # too few examples to hold any out: train the step budget
