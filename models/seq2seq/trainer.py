@@ -2,8 +2,8 @@
 
 ``TrainingSettings.family`` (all optional, see ``MODEL_DEFAULTS``): ``embedding_dim``,
 ``units``, ``dropout``, ``cell`` ("lstm" or "gru"), ``lr_schedule`` ("constant" or
-"cosine"), ``label_smoothing``. Vocabulary and sequence lengths come from the Transform output, so they cannot
-disagree with the data. The n-gram reference scores go into the export as
+"cosine"), ``label_smoothing``. Vocabulary and sequence lengths come from the Transform
+output, so they cannot disagree with the data. The n-gram reference scores go into the export as
 ``assets.extra/references.json`` (``models/common/references.py``), for the blessing gate.
 A Tuner's best values (TFX's ``hyperparameters`` channel, ``fn_args.hyperparameters``;
 search space: ``models/seq2seq/hparams.py``) override these settings and the learning rate;
