@@ -84,6 +84,7 @@ def run_fn(fn_args: FnArgs) -> None:
                                               global_batch, shuffle=False, repeat=True,
                                               **settings.input_options()))
     steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
+    total_steps = steps_per_epoch * settings.epochs
     # What the weights are tied to: a later --warm-start reuses them only if all of it matches
     # (the same tokens must have the same ids, so the vocabulary itself, by digest).
     vocabulary = tf_transform_output.vocabulary_by_name(features.VOCABULARY)
@@ -96,12 +97,12 @@ def run_fn(fn_args: FnArgs) -> None:
         with strategy.scope():
             return build_seq2seq(vocab_size, context_tokens, target_tokens,
                                  settings.learning_rate, jit_compile=settings.jit_compile,
-                                 total_steps=steps_per_epoch * settings.epochs, **hyper)
+                                 total_steps=total_steps, **hyper)
 
     model = warm.build(build)
     log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
-             target_tokens, steps_per_epoch * settings.epochs, settings.epochs,
+             target_tokens, total_steps, settings.epochs,
              steps_per_epoch, global_batch)
     settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
@@ -113,7 +114,7 @@ def run_fn(fn_args: FnArgs) -> None:
             "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
         write_record(target, identity, warm.decision)
         training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
-                    "regime": "fixed_steps", "steps": steps_per_epoch * settings.epochs,
+                    "regime": "fixed_steps", "steps": total_steps,
                     "epochs_run": settings.epochs, "why": "no early stopping: --epochs or --train-steps set the length"}
         with tf.io.gfile.GFile(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), "w") as f:
             f.write(json.dumps(training, indent=2, sort_keys=True) + "\n")
