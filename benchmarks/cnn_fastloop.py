@@ -31,6 +31,20 @@ VARIANTS = {
     "two_conv_dense": {"convs_per_block": 2, "dense_units": 128},
     "filters32_aug": {"filters": 32, "augment": ("translate", "zoom")},
     "auto": {},
+    # Candidates for small sets (benchmark-side only until they measure better):
+    # refit: after early stopping picked the length on the held-out 15%, train a fresh model on
+    # all of train for that many passes; ensemble: average the softmax of the models trained
+    # without and with class weights (both exist anyway where classes are imbalanced).
+    "refit": {"_refit": True},
+    "ensemble": {"_ensemble": True},
+    "ensemble_refit": {"_ensemble": True, "_refit": True},
+    "filters32": {"filters": 32},
+    "members3": {"_members": 3},
+    "members3_off": {"_members": 3, "class_weights": "off"},
+    "noaug": {"augment": ()},
+    "strong_aug": {"augment_strength": 0.2},
+    "dense128": {"dense_units": 128},
+    "blocks2": {"max_blocks": 2},
 }
 STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
 
@@ -87,15 +101,31 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
     log(f"{name} seed {seed}: references {result['references']} ({result['references_s']} s)")
     num_classes = int(y.max()) + 1
     for variant in variants:
-        hp = CnnHyperparameters(**VARIANTS[variant])
+        options = {k: v for k, v in VARIANTS[variant].items() if not k.startswith("_")}
+        refit, ensemble = VARIANTS[variant].get("_refit"), VARIANTS[variant].get("_ensemble")
+        hp = CnnHyperparameters(**options)
         tf.keras.utils.set_random_seed(seed)
         t = time.monotonic()
-        model, report = regime.fit_with_holdout(
-            lambda: build_cnn(x.shape[1:], num_classes, 1e-3, hp), {features.IMAGE_XF: xt}, yt,
+        build = lambda: build_cnn(x.shape[1:], num_classes, 1e-3, hp)  # noqa: E731
+        fit = lambda mode, member=0: regime.fit_with_holdout(  # noqa: E731
+            build, {features.IMAGE_XF: xt}, yt,
             batch_size=64, min_steps=hp.min_steps, max_steps=args_max_steps, patience_steps=hp.patience_steps,
-            holdout_fraction=hp.holdout_fraction, class_weights=hp.class_weights,
-            num_classes=num_classes, seed=seed)
-        pred = model.predict(xe, verbose=0, batch_size=256).argmax(1)
+            holdout_fraction=hp.holdout_fraction, class_weights=mode,
+            num_classes=num_classes, seed=seed + 1000 * member)
+        members = VARIANTS[variant].get("_members", 1)
+        fits = ([fit("off"), fit("on")] if ensemble
+                else [fit(hp.class_weights, member) for member in range(members)])
+        probabilities = 0.0
+        for model, report in fits:
+            if refit:
+                weights = regime.balanced_class_weights(yt, num_classes) if report.class_weights else None
+                fit_size = len(yt) - report.holdout_examples
+                steps = int(round(report.best_epoch * report.steps_per_epoch * len(yt) / max(1, fit_size)))
+                model = build()
+                data = regime._dataset({features.IMAGE_XF: xt}, yt, 64, True, seed)
+                model.fit(data, epochs=1, steps_per_epoch=steps, class_weight=weights, verbose=0)
+            probabilities = probabilities + model.predict(xe, verbose=0, batch_size=256)
+        pred = probabilities.argmax(1)
         acc = float(np.mean(pred == ye))
         recalls = [np.mean(pred[ye == c] == c) for c in np.unique(ye)]
         result[variant] = {"accuracy": round(acc, 4), "balanced_accuracy": round(float(np.mean(recalls)), 4),
