@@ -34,7 +34,9 @@ VARIANTS = {
     # Candidates for small sets (benchmark-side only until they measure better):
     # refit: after early stopping picked the length on the held-out 15%, train a fresh model on
     # all of train for that many passes; ensemble: average the softmax of the models trained
-    # without and with class weights (both exist anyway where classes are imbalanced).
+    # without and with class weights (both exist anyway where classes are imbalanced);
+    # membersN: the softmax of N models averaged, each with its own seed and held-out part.
+    # Results: benchmarks/README.md, "Icons over five splits".
     "refit": {"_refit": True},
     "ensemble": {"_ensemble": True},
     "ensemble_refit": {"_ensemble": True, "_refit": True},
