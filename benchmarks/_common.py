@@ -22,6 +22,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -420,6 +421,47 @@ def run_timed(cmd: Sequence[str], *, timeout: float = 1800, env: dict[str, str] 
                             f"{wall:.1f} s\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
     return {"wall_s": wall, "returncode": proc.returncode, "stdout": proc.stdout,
             "stderr": proc.stderr}
+
+
+class PeakChildrenRss:
+    """Peak resident memory summed over this process's children, recursively (a run and
+    every worker process it starts), sampled every ``interval`` seconds in a thread:
+
+        with PeakChildrenRss() as memory:
+            subprocess.run(...)
+        memory.peak_gib
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval, self.peak_bytes = interval, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._done.is_set():
+            total = 0
+            for child in me.children(recursive=True):
+                try:
+                    total += child.memory_info().rss
+                except psutil.Error:
+                    pass  # exited between the listing and the read
+            self.peak_bytes = max(self.peak_bytes, total)
+            self._done.wait(self.interval)
+
+    def __enter__(self) -> PeakChildrenRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join(timeout=10)
+
+    @property
+    def peak_gib(self) -> float:
+        return self.peak_bytes / 2**30
 
 
 def shell_command(cmd: Sequence[str]) -> str:

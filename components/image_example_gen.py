@@ -5,7 +5,7 @@ read where the pipeline runs (any Beam runner, any ``tf.io.gfile`` URI), ``compi
 never touches it, and TFX's FileBasedDriver fingerprints the input (names, sizes, mtimes)
 and resolves ``{SPAN}``, so an unchanged folder is a cache hit.
 
-Two passes over the units (files or batches) keep memory flat at any size: the first
+Two passes over the units (files or batches, in tasks) keep memory flat at any size: the first
 reads each image for its mean pixel value and class (the brightness tertiles and, for
 TFRecords, the class list are whole-data facts: Beam combiners), the second reads it
 again and writes the example. Examples are identical to the prepare step's
@@ -14,40 +14,64 @@ as before.
 """
 from __future__ import annotations
 
+import array
+import dataclasses
+import random
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
-from components.data_facts import FACTS_EXTRA_KEY, attach_facts, with_facts_uri
+from components.data_facts import FACTS_EXTRA_KEY, attach_facts
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
+from components.streaming_write import StreamingExampleGenExecutor
 from data.errors import DataError
 from data.images.sources import BUNDLED_DIGITS, Listing, Unit, list_source, read_unit
 from data.images.writer import brightness_bucket, brightness_thresholds, image_mean, make_example
 
+#: Image files read by one task. Files are small: one element per file would cost the
+#: runner more per element (its buffers hold every element of a shuffle) than the file
+#: itself. Batches and TFRecord files are big: one per task.
+FILES_PER_TASK = 256
 
-def _facts(unit: Unit, listing: Listing):
-    for pixels, label, _ in read_unit(unit, listing):
-        yield image_mean(pixels), label
+
+def _tasks(listing: Listing) -> list[tuple[Unit, ...]]:
+    """The units in a seeded random order, grouped into tasks. Random: a folder lists its
+    files class by class, and that order is the order written (no runner shuffle before
+    the write, see ``components/streaming_write.py``), so a reader with a bounded shuffle
+    buffer would otherwise see one class at a time. Seeded: the same folder gives the
+    same files."""
+    mixed = list(listing.units)
+    random.Random(0).shuffle(mixed)
+    size = FILES_PER_TASK if listing.kind == "folder" else 1
+    return [tuple(mixed[i:i + size]) for i in range(0, len(mixed), size)]
+
+
+def _facts(task: tuple[Unit, ...], listing: Listing):
+    for unit in task:
+        for pixels, label, _ in read_unit(unit, listing):
+            yield image_mean(pixels), label
 
 
 class _Thresholds(beam.CombineFn):
-    """Exact tertiles of all image means (a float per image: small even for millions)."""
+    """Exact tertiles of all image means (8 bytes per image: small even for millions)."""
 
     def create_accumulator(self):
-        return []
+        return array.array("d")
 
     def add_input(self, acc, mean):
         acc.append(mean)
         return acc
 
     def merge_accumulators(self, accs):
-        return [m for acc in accs for m in acc]
+        merged = array.array("d")
+        for acc in accs:
+            merged.extend(acc)
+        return merged
 
     def extract_output(self, acc):
         return brightness_thresholds(np.asarray(acc, dtype=np.float64)) if acc else [0.0, 0.0]
@@ -63,11 +87,12 @@ def _classes(labels: list[str], root: str) -> list[str]:
     return classes
 
 
-def _examples(unit: Unit, listing: Listing, thresholds: list[float], classes: list[str]):
+def _examples(task: tuple[Unit, ...], listing: Listing, thresholds: list[float], classes: list[str]):
     index = {name: i for i, name in enumerate(classes)}
-    for pixels, label, example_id in read_unit(unit, listing):
-        yield make_example(pixels, label, index[label], brightness_bucket(image_mean(pixels), thresholds),
-                           example_id)
+    for unit in task:
+        for pixels, label, example_id in read_unit(unit, listing):
+            yield make_example(pixels, label, index[label], brightness_bucket(image_mean(pixels), thresholds),
+                               example_id)
 
 
 @beam.ptransform_fn
@@ -77,9 +102,11 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     settings = read_settings(exec_properties)
     root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
     listing = list_source(root, settings.get("image_size"), settings.get("channels"))
-    units = (pipeline | "Units" >> beam.Create(listing.units)
-             | "Spread" >> beam.Reshuffle())  # parallel reads: one unit per bundle
-    facts = units | "ReadFacts" >> beam.FlatMap(_facts, listing)
+    # Both passes read the tasks, so only the tasks (not the units) are held between them.
+    tasks = (pipeline | "Tasks" >> beam.Create(_tasks(listing), reshuffle=False)
+             | "Spread" >> beam.Reshuffle())  # parallel reads: tasks spread over the workers
+    listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
+    facts = tasks | "ReadFacts" >> beam.FlatMap(_facts, listing)
     thresholds = facts | "Means" >> beam.Map(lambda f: f[0]) | "Tertiles" >> beam.CombineGlobally(_Thresholds())
     if listing.classes is not None:
         classes = pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
@@ -89,21 +116,18 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
                    | "CheckClasses" >> beam.Map(_classes, listing.root))
     exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
         lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape)})
-    return units | "ToExamples" >> beam.FlatMap(
+    return tasks | "ToExamples" >> beam.FlatMap(
         _examples, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
 
 
-class ImageExampleGenExecutor(BaseExampleGenExecutor):
+class ImageExampleGenExecutor(StreamingExampleGenExecutor):
     """Reads an image source through ``tf.io.gfile`` with Beam; split as configured."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
         return _ImagesToExamples
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
-
-    def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX's name)
-        splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+    def SplitsByBeam(self, pipeline, exec_properties):  # noqa: N802 (the base's hook)
+        splits = super().SplitsByBeam(pipeline, exec_properties)
         attach_facts(splits, exec_properties, exec_properties.pop(FACTS_EXTRA_KEY))
         return splits
 

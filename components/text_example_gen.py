@@ -2,7 +2,7 @@
 
 Why not ExampleGen's hash split: windows of one text overlap, so the split is decided
 from the whole corpus (``data/text_split.py``). The executor therefore overrides
-``GenerateExamplesByBeam``: a first pass counts each document's windows, a combiner
+``SplitsByBeam``: a first pass counts each document's windows, a combiner
 decides the split, a second pass writes each window into its split (gap windows
 dropped), exactly as the prepare step did. The input config has the two splits with the
 same pattern, so TFX's driver fingerprints (and span-resolves) the source for both.
@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 import apache_beam as beam
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
-from components.data_facts import attach_facts, with_facts_uri
+from components.data_facts import attach_facts
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
+from components.streaming_write import StreamingExampleGenExecutor
 from data import text, text_split
 from data.text_ingest import DocumentRef, decide_split, list_documents, read_document, split_windows
 
@@ -53,14 +53,14 @@ def _windows(ref: DocumentRef, settings: dict, split: text_split.CorpusSplit):
         yield from split_windows(document, settings, split)
 
 
-class TextExampleGenExecutor(BaseExampleGenExecutor):
+class TextExampleGenExecutor(StreamingExampleGenExecutor):
     """Reads a text source through ``tf.io.gfile`` with Beam; the corpus decides the split."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
-        raise NotImplementedError("the split is decided in GenerateExamplesByBeam")
+        raise NotImplementedError("the split is decided in SplitsByBeam")
 
-    def GenerateExamplesByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (TFX's name)
-                               exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:
+    def SplitsByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (the base's hook)
+                     exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:
         config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
         root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], config.splits[0].pattern)
@@ -77,9 +77,6 @@ class TextExampleGenExecutor(BaseExampleGenExecutor):
         attach_facts(splits, exec_properties, split | "TextFacts" >> beam.Map(
             lambda chosen: {"kind": "text", "split": chosen.to_json(), "stride": settings["stride"]}))
         return splits
-
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
 
 
 class TextExampleGen(FileBasedExampleGen):

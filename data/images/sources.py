@@ -31,7 +31,7 @@ BUNDLED_DIGITS = "bundled:digits"
 Image = tuple[np.ndarray, str, str]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Unit:
     """One independently readable piece of a source."""
 
