@@ -106,3 +106,28 @@ def test_bad_image_is_the_prepare_paragraph(tmp_path: Path) -> None:
     error = find_in_chain(caught.value, DataError)
     assert error is not None, caught.value
     assert "broken.png" in str(error) and "cannot be read" in str(error)
+
+
+def test_a_folder_is_written_with_its_classes_mixed(tmp_path: Path) -> None:
+    # Files are listed class by class and nothing before the write reorders them
+    # (components/streaming_write.py); the trainer's shuffle buffer is bounded, so the
+    # files must come out mixed, and the same way on every run (a cache hit stays valid).
+    import tensorflow as tf
+
+    root = tmp_path / "images"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        for i in range(300):
+            Image.new("L", (4, 4), i % 256).save(root / cls / f"{i:03d}.png")
+
+    def train_labels_in_file_order(out: Path) -> list[str]:
+        run_example_gen(ImageExampleGenExecutor, str(root), out, custom_config=settings_config(image_size=4,
+                                                                                               channels=1))
+        files = sorted(tf.io.gfile.glob(str(out / "Split-train" / "*")))
+        return [Example.FromString(r.numpy()).features.feature["label"].bytes_list.value[0].decode()
+                for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+    labels = train_labels_in_file_order(tmp_path / "first")
+    head = labels[:100]
+    assert min(head.count("a"), head.count("b")) >= 30, f"the first 100 written: {head}"
+    assert train_labels_in_file_order(tmp_path / "second") == labels
