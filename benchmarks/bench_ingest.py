@@ -9,7 +9,9 @@ Variants (``--variants``, comma-separated):
   in a child process, writing train/eval GZIP TFRecords;
 - ``pipeline in_memory`` / ``pipeline multi_processing``: ``python -m pipeline run --data
   FOLDER`` stopped with SIGINT once Transform is done (ExampleGen, StatisticsGen, SchemaGen,
-  ExampleValidator, Transform; per-component times from MLMD).
+  ExampleValidator, Transform; per-component times from MLMD);
+- ``pipeline portable``: the same on the PortableRunner (embedded job server) with an
+  external SDK worker pool (``python -m pipeline beam-pool``), whose processes count too.
 
 A sampler sums the RSS of the child and all its descendants every 0.2 s (peak memory over
 all processes). Counts in (files generated) must equal counts out (examples written; for
@@ -36,7 +38,7 @@ import _common as C  # noqa: E402
 
 NAME = "bench_ingest"
 VARIANTS = ("prepare", "example-gen in_memory", "example-gen multi_processing", "pipeline in_memory",
-            "pipeline multi_processing")
+            "pipeline multi_processing", "pipeline portable")
 PIPELINE_STEPS = ("ImportExampleGen", "StatisticsGen", "Transform")
 
 
@@ -118,15 +120,25 @@ def measure(variant: str, data: Path, out: Path, workers: int, timeout: float, f
 def measure_pipeline(mode: str, data: Path, out: Path, workers: int, timeout: float, files: int) -> dict:
     """``pipeline run --data FOLDER`` until Transform is done; times per step from MLMD."""
     from bench_beam import run_until_transform, verify_counts
+    from bench_scale import start_beam_pool
 
     name = f"ingest-{mode.replace('_', '-')}"
     cmd = [C.PYTHON, "-m", "pipeline", "run", "--model", "cnn", "--data", str(data), "--image-size", "16",
            "--channels", "1", "--output", str(out), "--pipeline-name", name, "--serving-name", name,
-           "--beam-mode", mode, *(["--beam-workers", str(workers)] if mode != "in_memory" else []),
            "--train-steps", "1", "--eval-steps", "1", "--min-accuracy", "0"]
+    if mode != "portable":
+        cmd += ["--beam-mode", mode, *(["--beam-workers", str(workers)] if mode != "in_memory" else [])]
     out.mkdir(parents=True, exist_ok=True)
     with C.PeakChildrenRss() as memory:
-        run = run_until_transform(cmd, timeout, out / "run.log", stop=True)
+        pool = None
+        if mode == "portable":
+            pool, portable = start_beam_pool()
+            cmd += portable
+        try:
+            run = run_until_transform(cmd, timeout, out / "run.log", stop=True)
+        finally:
+            if pool is not None:
+                pool.kill()
     counts, times = verify_counts(out, name, files)
     steps = {step: times.get(step, {}).get("seconds") for step in PIPELINE_STEPS}
     return {"variant": f"pipeline {mode}", "command": C.shell_command(cmd), "seconds": run["until_transform_done_s"],

@@ -173,14 +173,20 @@ def bench_train(args, work: Path) -> dict:
 # -------------------------------------------------------------------------- 2. beam pool
 
 
-def bench_beam(args, work: Path) -> dict:
-    rounds = args.rounds or 1
+def start_beam_pool() -> tuple[subprocess.Popen, list[str]]:
+    """An external SDK worker pool (``python -m pipeline beam-pool``) and the ``pipeline run``
+    options that send the Beam steps to it through the PortableRunner; kill the process after."""
     port = _free_ports(1)[0]
     pool = subprocess.Popen([C.PYTHON, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=C.PROJECT_ROOT,
                             env=dict(os.environ, PYTHONPATH=str(C.PROJECT_ROOT)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    portable = ["--beam-arg=--runner=PortableRunner", "--beam-arg=--job_endpoint=embed",
-                "--beam-arg=--environment_type=EXTERNAL", f"--beam-arg=--environment_config=localhost:{port}"]
+    return pool, ["--beam-arg=--runner=PortableRunner", "--beam-arg=--job_endpoint=embed",
+                  "--beam-arg=--environment_type=EXTERNAL", f"--beam-arg=--environment_config=localhost:{port}"]
+
+
+def bench_beam(args, work: Path) -> dict:
+    rounds = args.rounds or 1
+    pool, portable = start_beam_pool()
     variants = {"DirectRunner": [], "PortableRunner + pool": []}
     try:
         for r in range(rounds):
