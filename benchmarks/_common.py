@@ -455,9 +455,13 @@ class PeakChildrenRss:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
+        """Stop sampling now (the peak so far is kept)."""
         self._done.set()
         self._thread.join(timeout=10)
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
     @property
     def peak_gib(self) -> float:

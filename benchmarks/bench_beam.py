@@ -159,8 +159,11 @@ def verify_counts(output: Path, pipeline_name: str, n_in: int):
     return counts, times
 
 
-def run_until_transform(cmd, timeout: float, log_path: Path, stop: bool):
-    """Run ``cmd``; with ``stop``, send SIGINT once the CLI logs that Transform is done."""
+def run_until_transform(cmd, timeout: float, log_path: Path, stop: bool, on_transform_done=None,
+                        grace_s: float = 120):
+    """Run ``cmd``; with ``stop``, send SIGINT once the CLI logs that Transform is done (and
+    SIGKILL if it is still running ``grace_s`` later: a 1M-example run once went on into the
+    Evaluator). ``on_transform_done()`` is called at that moment."""
     import signal
     import subprocess
     import threading
@@ -177,8 +180,11 @@ def run_until_transform(cmd, timeout: float, log_path: Path, stop: bool):
             err_lines.append(line)
             if transform_done_at[0] is None and "\u2713 Transform" in line:
                 transform_done_at[0] = time.perf_counter() - started
+                if on_transform_done is not None:
+                    on_transform_done()
                 if stop:
                     proc.send_signal(signal.SIGINT)
+                    threading.Timer(grace_s, lambda: proc.poll() is None and proc.kill()).start()
 
     reader = threading.Thread(target=read_err, daemon=True)
     reader.start()
@@ -194,7 +200,7 @@ def run_until_transform(cmd, timeout: float, log_path: Path, stop: bool):
     log_path.write_text(f"$ {C.shell_command(cmd)}\n# exit {proc.returncode}, {wall:.1f} s"
                         f"{', SIGINT after Transform' if stop else ''}\n--- stdout\n{''.join(out_chunks)}"
                         f"\n--- stderr\n{stderr}")
-    ok = proc.returncode == 0 or (stop and transform_done_at[0] is not None and proc.returncode == 130)
+    ok = proc.returncode == 0 or (stop and transform_done_at[0] is not None and proc.returncode in (130, -9))
     return {"wall_s": wall, "returncode": proc.returncode, "ok": ok, "stderr": stderr,
             "until_transform_done_s": transform_done_at[0], "stopped_after_transform": stop}
 

@@ -14,7 +14,7 @@ Variants (``--variants``, comma-separated):
   external SDK worker pool (``python -m pipeline beam-pool``), whose processes count too.
 
 A sampler sums the RSS of the child and all its descendants every 0.2 s (peak memory over
-all processes). Counts in (files generated) must equal counts out (examples written; for
+all processes; for the pipeline rows, until Transform is done). Counts in (files generated) must equal counts out (examples written; for
 the pipeline also StatisticsGen's count and Transform's records), or the row says so.
 
     python benchmarks/bench_ingest.py --examples 100000     # augmented digits as PNG files
@@ -135,7 +135,7 @@ def measure_pipeline(mode: str, data: Path, out: Path, workers: int, timeout: fl
             pool, portable = start_beam_pool()
             cmd += portable
         try:
-            run = run_until_transform(cmd, timeout, out / "run.log", stop=True)
+            run = run_until_transform(cmd, timeout, out / "run.log", stop=True, on_transform_done=memory.stop)
         finally:
             if pool is not None:
                 pool.kill()
