@@ -162,16 +162,18 @@ def verify_counts(output: Path, pipeline_name: str, n_in: int):
 def run_until_transform(cmd, timeout: float, log_path: Path, stop: bool, on_transform_done=None,
                         grace_s: float = 120):
     """Run ``cmd``; with ``stop``, send SIGINT once the CLI logs that Transform is done (and
-    SIGKILL if it is still running ``grace_s`` later: a 1M-example run once went on into the
-    Evaluator). ``on_transform_done()`` is called at that moment."""
+    SIGKILL if it is still running ``grace_s`` later). ``on_transform_done()`` is called then."""
     import signal
     import subprocess
     import threading
     import time
 
     started = time.perf_counter()
+    # SIGINT back to its default in the run: a shell without job control starts background
+    # jobs (``bench ... &``) with SIGINT ignored, the run inherits that, and Python then never
+    # raises KeyboardInterrupt (seen: a run went on into the Evaluator).
     proc = subprocess.Popen(cmd, cwd=str(C.PROJECT_ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     err_lines, out_chunks = [], []
     transform_done_at = [None]
 
