@@ -131,3 +131,32 @@ def test_a_folder_is_written_with_its_classes_mixed(tmp_path: Path) -> None:
     head = labels[:100]
     assert min(head.count("a"), head.count("b")) >= 30, f"the first 100 written: {head}"
     assert train_labels_in_file_order(tmp_path / "second") == labels
+
+
+def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> None:
+    # TFX's WriteSplit reshuffles before writing, and the DirectRunner holds a shuffle's
+    # whole input: every example in memory (benchmarks/README.md, "1,000,000 files").
+    import apache_beam as beam
+
+    pipelines = []
+
+    class Recording(ImageExampleGenExecutor):
+        def _make_beam_pipeline(self):
+            pipelines.append(super()._make_beam_pipeline())
+            return pipelines[-1]
+
+    run_example_gen(Recording, str(_image_folder(tmp_path / "images")), tmp_path / "out",
+                    custom_config=settings_config(image_size=8, channels=3))
+
+    class Labels(beam.pipeline.PipelineVisitor):
+        def __init__(self):
+            self.labels = []
+
+        def visit_transform(self, node):
+            self.labels.append(node.full_label)
+
+    labels = Labels()
+    pipelines[0].visit(labels)
+    writes = [label for label in labels.labels if label.startswith("WriteSplit[")]
+    assert any(label.endswith("/Write/Write/WriteImpl/WriteBundles") for label in writes), writes
+    assert not [label for label in writes if "Shuffle" in label], writes
