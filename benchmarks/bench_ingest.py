@@ -14,8 +14,9 @@ Variants (``--variants``, comma-separated):
   external SDK worker pool (``python -m pipeline beam-pool``), whose processes count too.
 
 A sampler sums the RSS of the child and all its descendants every 0.2 s (peak memory over
-all processes; for the pipeline rows, until Transform is done). Counts in (files generated) must equal counts out (examples written; for
-the pipeline also StatisticsGen's count and Transform's records), or the row says so.
+all processes; for the pipeline rows, until Transform is done). Counts in (files
+generated) must equal counts out (examples written; for the pipeline also StatisticsGen's
+count and Transform's records), or the row says so and the exit code is 1.
 
     python benchmarks/bench_ingest.py --examples 100000     # augmented digits as PNG files
     python benchmarks/bench_ingest.py --examples 1000000 --variants "pipeline in_memory"
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
                    "peak RSS GiB (all processes)", "written (/ stats / transform)", "in = out"], rows,
                   title=f"Ingestion of {count} image files (pipeline rows: start until Transform is done)")
     C.write_json(NAME, {"examples": count, "results": results}, args, machine)
-    return 0
+    return 0 if all(result["counts_match"] for result in results) else 1
 
 
 if __name__ == "__main__":
