@@ -45,8 +45,8 @@ def _tasks(listing: Listing) -> list[tuple[Unit, ...]]:
     """The units in a seeded random order, grouped into tasks. Random: a folder lists its
     files class by class, and that order is the order written (no runner shuffle before
     the write, see ``components/streaming_write.py``), so a reader with a bounded shuffle
-    buffer would otherwise see one class at a time. Seeded: the same folder gives the
-    same files."""
+    buffer would otherwise see one class at a time. Seeded: the same folder is written
+    in the same order."""
     mixed = list(listing.units)
     random.Random(0).shuffle(mixed)
     size = FILES_PER_TASK if listing.kind == "folder" else 1
