@@ -124,13 +124,13 @@ class Page:
         return path
 
 
-def _devtools_port(user_data_dir: Path, process: subprocess.Popen, timeout: float) -> int:
+def _devtools_port(user_data_dir: Path, process: subprocess.Popen, stderr_log: Path, timeout: float) -> int:
     announced = user_data_dir / "DevToolsActivePort"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"Chromium exited with {process.returncode} before opening DevTools: "
-                               f"{process.stderr.read()[-2000:]}")
+                               f"{stderr_log.read_text()[-2000:]}")
         if announced.exists() and announced.read_text().strip():
             return int(announced.read_text().split()[0])
         time.sleep(0.1)
@@ -153,10 +153,14 @@ def chromium_page(user_data_dir: Path, binary: str | None = None, timeout: float
     """Start a fresh headless Chromium (own profile dir) and yield a tab; stop it afterwards."""
     user_data_dir.mkdir(parents=True, exist_ok=True)
     command = [binary or find_chromium(), *FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Its stderr goes to a file, not a pipe: nobody reads a pipe while the page runs, and a
+    # browser that fills one (64 KiB) blocks on its next log line.
+    stderr_log = user_data_dir / "chromium-stderr.log"
+    with open(stderr_log, "w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     connection = None
     try:
-        port = _devtools_port(user_data_dir, process, timeout)
+        port = _devtools_port(user_data_dir, process, stderr_log, timeout)
         # No Origin header: Chromium refuses DevTools clients from other origins otherwise.
         connection = websocket.create_connection(_page_websocket_url(port), timeout=timeout,
                                                  suppress_origin=True)
@@ -170,4 +174,3 @@ def chromium_page(user_data_dir: Path, binary: str | None = None, timeout: float
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        process.stderr.close()

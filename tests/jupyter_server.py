@@ -27,12 +27,21 @@ class Server(NamedTuple):
     token: str
     root: Path
 
+    @property
+    def log(self) -> Path:
+        """The server's (and its kernels') output, for a failure message."""
+        return _log_path(self.root)
+
     def lab_url(self, notebook: str) -> str:
         return f"{self.url}lab/tree/{notebook}?token={self.token}&reset"
 
     def classic_url(self, notebook: str) -> str:
         # nbclassic serves under /nbclassic/ next to Notebook 7 (which the stack installs).
         return f"{self.url}nbclassic/notebooks/{notebook}?token={self.token}"
+
+
+def _log_path(root: Path) -> Path:
+    return root.parent / f"{root.name}-jupyter.log"
 
 
 def free_port() -> int:
@@ -65,7 +74,7 @@ def _serve(command: Callable[[int, str], list[str]], notebook: Path, root: Path,
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(notebook, root / notebook.name)
     port, token = free_port(), secrets.token_hex(16)
-    log = root.parent / f"{root.name}-jupyter.log"
+    log = _log_path(root)
     jupyter_env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
                    "JUPYTERLAB_SETTINGS_DIR": str(root.parent / "lab-settings"),
                    "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / "lab-workspaces"),
@@ -133,3 +142,23 @@ def make_notebook_classic(notebook: Path, root: Path, project: Path, output: Pat
 
     with _serve(command, notebook, root, env, timeout, cwd=project) as server:
         yield server
+
+
+def run_all_cells(page, server: Server, front_end: str, run_all: str, progress: str, timeout: float) -> dict:
+    """Start the front end's Run All (JavaScript ``run_all``), then poll ``progress`` until every code cell ran.
+
+    ``progress`` returns {total, done, idle, failed, ...}. Polled rather than awaited, so a run that
+    stalls fails with where it stood and the server's log, not with a bare evaluate timeout.
+    """
+    page.evaluate(run_all)
+    deadline = time.monotonic() + timeout
+    state = None
+    while time.monotonic() < deadline:
+        state = page.evaluate(progress)
+        if state["done"] == state["total"] and state["idle"]:
+            return state
+        if state["failed"] and state["idle"]:   # Run All stops at a failed cell
+            raise AssertionError(f"A notebook cell failed in {front_end}:\n{state['failed'][0][-3000:]}")
+        time.sleep(2)
+    raise TimeoutError(f"The notebook's cells did not finish in {front_end} within {timeout} s: {state}\n"
+                       f"Jupyter's log ({server.log}), last lines:\n{server.log.read_text()[-4000:]}")

@@ -16,7 +16,7 @@ import time
 import pytest
 from conftest import PROJECT_ROOT
 from headless_chromium import chromium_page
-from jupyter_server import jupyter_lab
+from jupyter_server import jupyter_lab, run_all_cells
 from pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
 from pipeline import report
@@ -29,14 +29,22 @@ _PANEL = ("Array.from(window.jupyterapp ? jupyterapp.shell.widgets('main') : [])
           ".find(w => w.sessionContext && w.content)")
 _KERNEL_READY = (f"(() => {{ const p = {_PANEL}; "
                  "return !!(p && p.sessionContext.session?.kernel?.status === 'idle'); })()")
-_RUN_ALL = (f"(() => {{ const p = {_PANEL}; jupyterapp.shell.activateById(p.id); "
-            "return jupyterapp.commands.execute('notebook:run-all-cells').then(() => true); })()")
+# Started, not awaited: the test polls the cells (below), so a run that stalls is reported with
+# where it stands, not as a silent evaluate timeout. The command's own outcome is kept for that report.
+_RUN_ALL = (f"(() => {{ const p = {_PANEL}; jupyterapp.shell.activateById(p.id); window.runAll = 'pending'; "
+            "jupyterapp.commands.execute('notebook:run-all-cells').then("
+            "() => { window.runAll = 'resolved'; }, e => { window.runAll = 'rejected: ' + e; }); "
+            "return true; })()")
 _PROGRESS = f"""(() => {{
   const STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]';
   const panel = {_PANEL};
   const cells = Array.from(panel.content.model.cells).filter(c => c.type === 'code');
+  const kernel = panel.sessionContext.session?.kernel?.status;
   return {{total: cells.length, done: cells.filter(c => c.executionCount !== null).length,
-          status: panel.sessionContext.session.kernel.status,
+          idle: kernel === 'idle',
+          running: cells.findIndex(c => c.executionState === 'running'),
+          kernel: kernel ?? 'none', command: window.runAll,
+          dialogs: Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText),
           failed: Array.from(document.querySelectorAll(STDERR)).map(e => e.textContent)
                     .filter(t => t.includes('Traceback')).slice(0, 1)}};
 }})()"""
@@ -49,20 +57,6 @@ _DOM = """(() => {
                         .filter(t => t.includes('Traceback')),
           body: document.body.innerText};
 })()"""
-
-
-def _run_all_cells(page, timeout: float) -> dict:
-    page.evaluate(_RUN_ALL, timeout=timeout)
-    deadline = time.monotonic() + timeout
-    progress = None
-    while time.monotonic() < deadline:
-        progress = page.evaluate(_PROGRESS)
-        if progress["done"] == progress["total"] and progress["status"] == "idle":
-            return progress
-        if progress["failed"] and progress["status"] == "idle":   # run-all stops at a failed cell
-            raise AssertionError(f"A notebook cell failed in JupyterLab:\n{progress['failed'][0][-3000:]}")
-        time.sleep(2)
-    raise TimeoutError(f"The notebook's cells did not finish within {timeout} s: {progress}")
 
 
 def _viewport_png(page, path):
@@ -91,7 +85,7 @@ def lab_page(cnn_run_with_baseline, tmp_path_factory):
     with jupyter_lab(NOTEBOOK, scratch / "root", env) as server, chromium_page(scratch / "chromium") as page:
         page.open(server.lab_url(NOTEBOOK.name), timeout=120)
         page.poll(_KERNEL_READY, "JupyterLab with the notebook and an idle kernel", timeout=180)
-        progress = _run_all_cells(page, timeout=300)
+        progress = run_all_cells(page, server, "JupyterLab", _RUN_ALL, _PROGRESS, timeout=420)
         page.poll("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4",
               "Plotly views drawn", timeout=60)
         dom = page.evaluate(_DOM)

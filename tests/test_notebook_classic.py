@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import PROJECT_ROOT
 from headless_chromium import chromium_page
-from jupyter_server import make_notebook_classic
+from jupyter_server import make_notebook_classic, run_all_cells
 from pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
 from pipeline import report
@@ -56,20 +56,6 @@ _DOM = """(() => {
           tracebacks: Array.from(document.querySelectorAll('.output_error')).map(e => e.textContent),
           body: document.body.innerText};
 })()"""
-
-
-def _run_all_cells(page, timeout: float) -> dict:
-    page.evaluate(_RUN_ALL)
-    deadline = time.monotonic() + timeout
-    progress = None
-    while time.monotonic() < deadline:
-        progress = page.evaluate(_PROGRESS)
-        if progress["done"] == progress["total"] and progress["idle"]:
-            return progress
-        if progress["failed"] and progress["idle"]:   # the kernel drops the queued cells after an error
-            raise AssertionError(f"A notebook cell failed in nbclassic:\n{progress['failed'][0][-3000:]}")
-        time.sleep(2)
-    raise TimeoutError(f"The notebook's cells did not finish within {timeout} s: {progress}")
 
 
 def _wait_for_views(page, slicing_views: int, timeout: float) -> dict:
@@ -123,7 +109,7 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
         page.send("Runtime.enable")
         page.open(server.classic_url(NOTEBOOK.name), timeout=120)
         page.poll(_KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
-        progress = _run_all_cells(page, timeout=300)
+        progress = run_all_cells(page, server, "nbclassic", _RUN_ALL, _PROGRESS, timeout=420)
         dom = _wait_for_views(page, len(report.find_latest_evaluation(str(cnn_run_with_baseline))
                                          .report_family.slicing_features), timeout=30)
         dom["console_errors"] = _console_errors(page)
