@@ -49,7 +49,11 @@ def hyperparameters(space: Sequence[Knob]) -> keras_tuner.HyperParameters:
     """The KerasTuner search space of a family's knobs (defaults kept as KerasTuner defaults)."""
     hp = keras_tuner.HyperParameters()
     for knob in space:
-        if knob.kind == "choice":
+        if knob.kind == "choice" and all(isinstance(v, bool) for v in knob.values):
+            # Choice would store False/True as 0/1 (bool is an int to it): the summary and the
+            # best-hyperparameters file would say fine_tune=1.
+            hp.Boolean(knob.name, default=knob.default)
+        elif knob.kind == "choice":
             hp.Choice(knob.name, list(knob.values), default=knob.default)
         elif knob.kind == "int":
             hp.Int(knob.name, int(knob.low), int(knob.high), step=int(knob.step or 1), default=int(knob.default))
