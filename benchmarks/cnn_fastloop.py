@@ -47,6 +47,7 @@ VARIANTS = {
     "strong_aug": {"augment_strength": 0.2},
     "dense128": {"dense_units": 128},
     "blocks2": {"max_blocks": 2},
+    "wide": {"filters": 32, "convs_per_block": 2, "dense_units": 128, "dropout": 0.3},
 }
 STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
 
@@ -82,6 +83,23 @@ def standardise(train: np.ndarray, *others: np.ndarray):
     return [((a.reshape(len(a), -1).astype(np.float32) / 255.0) - mean) / std for a in (train, *others)]
 
 
+def shifted_views(images: np.ndarray) -> list[np.ndarray]:
+    """Copies of the images shifted by 1/16 of the side up, down, left and right (edges repeated),
+    for test-time augmentation: the softmax averaged over the image and these."""
+    from scipy import ndimage
+
+    step = max(1, images.shape[1] // 16)
+    return [ndimage.shift(images, (0, *shift, 0), order=0, mode="nearest")
+            for shift in ((step, 0), (-step, 0), (0, step), (0, -step))]
+
+
+def _scores(probabilities: np.ndarray, labels: np.ndarray, prefix: str = "") -> dict:
+    pred = probabilities.argmax(1)
+    recalls = [np.mean(pred[labels == c] == c) for c in np.unique(labels)]
+    return {f"{prefix}accuracy": round(float(np.mean(pred == labels)), 4),
+            f"{prefix}balanced_accuracy": round(float(np.mean(recalls)), 4)}
+
+
 def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
     import tensorflow as tf
 
@@ -94,7 +112,7 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
     order = rng.permutation(len(y))
     cut = int(0.8 * len(y))
     tr, ev = order[:cut], order[cut:]
-    xt, xe = standardise(x[tr], x[ev])
+    xt, xe, *xe_shifted = standardise(x[tr], x[ev], *shifted_views(x[ev]))
     yt, ye = y[tr], y[ev]
     result = {"set": name, "seed": seed, "train": len(tr), "eval": len(ev), "shape": list(x.shape[1:])}
     t = time.monotonic()
@@ -117,7 +135,7 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
         members = VARIANTS[variant].get("_members", 1)
         fits = ([fit("off"), fit("on")] if ensemble
                 else [fit(hp.class_weights, member) for member in range(members)])
-        probabilities = 0.0
+        probabilities = shifted = 0.0
         for model, report in fits:
             if refit:
                 weights = regime.balanced_class_weights(yt, num_classes) if report.class_weights else None
@@ -127,10 +145,9 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
                 data = regime._dataset({features.IMAGE_XF: xt}, yt, 64, True, seed)
                 model.fit(data, epochs=1, steps_per_epoch=steps, class_weight=weights, verbose=0)
             probabilities = probabilities + model.predict(xe, verbose=0, batch_size=256)
-        pred = probabilities.argmax(1)
-        acc = float(np.mean(pred == ye))
-        recalls = [np.mean(pred[ye == c] == c) for c in np.unique(ye)]
-        result[variant] = {"accuracy": round(acc, 4), "balanced_accuracy": round(float(np.mean(recalls)), 4),
+            for view in xe_shifted:
+                shifted = shifted + model.predict(view, verbose=0, batch_size=256)
+        result[variant] = {**_scores(probabilities, ye), **_scores(probabilities + shifted, ye, "tta_"),
                            "wall_s": round(time.monotonic() - t, 1), **report.to_dict()}
         log(f"{name} seed {seed} {variant}: {result[variant]}")
     return result
