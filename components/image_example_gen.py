@@ -9,8 +9,12 @@ Two passes over the units (files or batches, grouped in tasks) keep the pixels o
 memory at any size: the first reads each image for its mean pixel value and class (the
 brightness tertiles and, for TFRecords, the class list are whole-data facts: Beam
 combiners), the second reads it again and writes the example (``streaming_write.py``:
-nothing buffers the examples before the write). What grows with the data is the listing
-of file names (benchmarks/README.md, "1,000,000 files"). Examples are identical to the
+nothing buffers the examples before the write). The task list travels through a file
+beside the output (``tasks.jsonl``), not inside the Beam graph: a ``Create`` of a million
+file names is decoded by every multi_processing worker and would exceed a Dataflow job
+graph's size limit; the graph carries only each task's byte range in that file. What
+grows with the data is the listing the executor makes (benchmarks/README.md, "1,000,000
+files"). Examples are identical to the
 prepare step's (``data.images.writer``), and the train/eval split is ExampleGen's hash on
 ``example_id`` as before.
 """
@@ -18,11 +22,14 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import json
+import os
 import random
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import tensorflow as tf
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
@@ -39,6 +46,8 @@ from data.images.writer import brightness_bucket, brightness_thresholds, image_m
 #: runner more per element (its buffers hold every element of a shuffle) than the file
 #: itself. Batches and TFRecord files are big: one per task.
 FILES_PER_TASK = 256
+#: exec_properties key (set by the executor, never by a user): the task list file.
+TASKS_FILE_KEY = "_image_tasks_file"
 
 
 def _tasks(listing: Listing) -> list[tuple[Unit, ...]]:
@@ -53,8 +62,26 @@ def _tasks(listing: Listing) -> list[tuple[Unit, ...]]:
     return [tuple(mixed[i:i + size]) for i in range(0, len(mixed), size)]
 
 
-def _facts(task: tuple[Unit, ...], listing: Listing):
-    for unit in task:
+def _write_tasks(tasks: list[tuple[Unit, ...]], path: str) -> list[tuple[int, int]]:
+    """One JSON line per task in ``path`` (any ``tf.io.gfile`` URI); its (offset, length) in the file."""
+    spans, offset = [], 0
+    with tf.io.gfile.GFile(path, "wb") as out:
+        for task in tasks:
+            line = (json.dumps([dataclasses.astuple(unit) for unit in task]) + "\n").encode()
+            out.write(line)
+            spans.append((offset, len(line)))
+            offset += len(line)
+    return spans
+
+
+def _read_task(span: tuple[int, int], path: str) -> tuple[Unit, ...]:
+    with tf.io.gfile.GFile(path, "rb") as tasks:
+        tasks.seek(span[0])
+        return tuple(Unit(*fields) for fields in json.loads(tasks.read(span[1])))
+
+
+def _facts(span: tuple[int, int], tasks_file: str, listing: Listing):
+    for unit in _read_task(span, tasks_file):
         for pixels, label, _ in read_unit(unit, listing):
             yield image_mean(pixels), label
 
@@ -89,9 +116,10 @@ def _classes(labels: list[str], root: str) -> list[str]:
     return classes
 
 
-def _examples(task: tuple[Unit, ...], listing: Listing, thresholds: list[float], classes: list[str]):
+def _examples(span: tuple[int, int], tasks_file: str, listing: Listing, thresholds: list[float],
+              classes: list[str]):
     index = {name: i for i, name in enumerate(classes)}
-    for unit in task:
+    for unit in _read_task(span, tasks_file):
         for pixels, label, example_id in read_unit(unit, listing):
             yield make_example(pixels, label, index[label], brightness_bucket(image_mean(pixels), thresholds),
                                example_id)
@@ -104,11 +132,12 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     settings = read_settings(exec_properties)
     root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
     listing = list_source(root, settings.get("image_size"), settings.get("channels"))
-    # Both passes read the tasks, so only the tasks (not the units) are held between them.
-    tasks = (pipeline | "Tasks" >> beam.Create(_tasks(listing), reshuffle=False)
+    tasks_file = exec_properties[TASKS_FILE_KEY]
+    # Both passes read their tasks from the file, so only byte ranges are held between them.
+    tasks = (pipeline | "Tasks" >> beam.Create(_write_tasks(_tasks(listing), tasks_file), reshuffle=False)
              | "Spread" >> beam.Reshuffle())  # parallel reads: tasks spread over the workers
     listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
-    facts = tasks | "ReadFacts" >> beam.FlatMap(_facts, listing)
+    facts = tasks | "ReadFacts" >> beam.FlatMap(_facts, tasks_file, listing)
     thresholds = facts | "Means" >> beam.Map(lambda f: f[0]) | "Tertiles" >> beam.CombineGlobally(_Thresholds())
     if listing.classes is not None:
         classes = pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
@@ -119,7 +148,7 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
         lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape)})
     return tasks | "ToExamples" >> beam.FlatMap(
-        _examples, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
+        _examples, tasks_file, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
 
 
 class ImageExampleGenExecutor(StreamingExampleGenExecutor):
@@ -127,6 +156,17 @@ class ImageExampleGenExecutor(StreamingExampleGenExecutor):
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
         return _ImagesToExamples
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        # Beside the output, where every worker of a distributed runner can read it; removed
+        # once the examples are written (a failed run's output is not used).
+        scratch = os.path.join(output_dict[standard_component_specs.EXAMPLES_KEY][0].uri, ".tasks")
+        tf.io.gfile.makedirs(scratch)
+        try:
+            super().Do(input_dict, output_dict,
+                       {**exec_properties, TASKS_FILE_KEY: os.path.join(scratch, "tasks.jsonl")})
+        finally:
+            tf.io.gfile.rmtree(scratch)
 
     def SplitsByBeam(self, pipeline, exec_properties):  # noqa: N802 (the base's hook)
         splits = super().SplitsByBeam(pipeline, exec_properties)

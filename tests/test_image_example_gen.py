@@ -160,3 +160,36 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
     writes = [label for label in labels.labels if label.startswith("WriteSplit[")]
     assert any(label.endswith("/Write/Write/WriteImpl/WriteBundles") for label in writes), writes
     assert not [label for label in writes if "Shuffle" in label], writes
+
+
+def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> None:
+    # Every multi_processing worker decodes the graph, and Dataflow limits its size: a Create
+    # of a million file names does not belong in it. The task file is gone after the run.
+    import apache_beam as beam
+
+    pipelines = []
+
+    class Recording(ImageExampleGenExecutor):
+        def _make_beam_pipeline(self):
+            pipelines.append(super()._make_beam_pipeline())
+            return pipelines[-1]
+
+    out = tmp_path / "out"
+    written = run_example_gen(Recording, str(_image_folder(tmp_path / "images")), out,
+                              custom_config=settings_config(image_size=8, channels=3))
+
+    class Creates(beam.pipeline.PipelineVisitor):
+        def __init__(self):
+            self.values = {}
+
+        def enter_composite_transform(self, node):   # Create expands into an Impulse and a read
+            if isinstance(node.transform, beam.Create):
+                self.values[node.full_label] = list(node.transform.values)
+
+    creates = Creates()
+    pipelines[0].visit(creates)
+    tasks = [values for label, values in creates.values.items() if label.endswith("/Tasks")]
+    assert len(tasks) == 1, creates.values
+    assert tasks[0] and all(isinstance(v, tuple) and [type(x) for x in v] == [int, int] for v in tasks[0]), tasks
+    assert sum(len(split) for split in written.values()) > 0
+    assert not (out / ".tasks").exists() and (out / "Split-train").is_dir()
