@@ -10,12 +10,12 @@ memory at any size: the first reads each image for its mean pixel value and clas
 brightness tertiles and, for TFRecords, the class list are whole-data facts: Beam
 combiners), the second reads it again and writes the example (``streaming_write.py``:
 nothing buffers the examples before the write). The task list travels through a file
-beside the output (``tasks.jsonl``), not inside the Beam graph: a ``Create`` of a million
-file names is decoded by every multi_processing worker and would exceed a Dataflow job
-graph's size limit; the graph carries only each task's byte range in that file. What
-grows with the data is the listing the executor makes (benchmarks/README.md, "1,000,000
-files"). Examples are identical to the
-prepare step's (``data.images.writer``), and the train/eval split is ExampleGen's hash on
+in the output directory (``.tasks/tasks.jsonl``, removed after the run), not inside the
+Beam graph: a ``Create`` of a million file names is decoded by every multi_processing
+worker and would exceed a Dataflow job graph's size limit; the graph carries only each
+task's byte range in that file. What grows with the data is the listing the executor
+makes (benchmarks/README.md, "1,000,000 files"). Examples are identical to the prepare
+step's (``data.images.writer``), and the train/eval split is ExampleGen's hash on
 ``example_id`` as before.
 """
 from __future__ import annotations
@@ -158,8 +158,8 @@ class ImageExampleGenExecutor(StreamingExampleGenExecutor):
         return _ImagesToExamples
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        # Beside the output, where every worker of a distributed runner can read it; removed
-        # once the examples are written (a failed run's output is not used).
+        # In the output directory, where every worker of a distributed runner can read it;
+        # removed once the examples are written (a failed run's output is not used).
         scratch = os.path.join(output_dict[standard_component_specs.EXAMPLES_KEY][0].uri, ".tasks")
         tf.io.gfile.makedirs(scratch)
         try:

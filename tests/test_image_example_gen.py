@@ -194,39 +194,3 @@ def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> No
     assert sum(len(split) for split in written.values()) > 0
     assert not (out / ".tasks").exists() and (out / "Split-train").is_dir()
 
-
-def test_the_task_file_works_on_object_storage(tmp_path: Path, monkeypatch) -> None:
-    # On a cluster the output (and so the task file beside it) is in a bucket: written,
-    # read back by byte range and removed through tf.io.gfile's s3:// (tensorflow-io), here
-    # against moto's S3 server as tests/test_kubeflow_s3.py does for the whole pipeline.
-    import boto3
-    import tensorflow as tf
-    from moto.server import ThreadedMotoServer
-
-    from pipeline.kubeflow_storage import register_filesystems, s3_environment
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        keys = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
-        for name, value in {**s3_environment(endpoint), **keys}.items():
-            monkeypatch.setenv(name, value)
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                     aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-                     aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket="mlpipeline")
-        register_filesystems("s3://")
-        out = "s3://mlpipeline/ImageExampleGen/examples/1"
-        settings = settings_config(image_size=8, channels=3)
-        root = _image_folder(tmp_path / "images")
-        def examples(output):   # serialized canonically: a feature map's byte order may differ
-            written = run_example_gen(ImageExampleGenExecutor, str(root), output, custom_config=settings)
-            return {split: sorted(Example.FromString(r).SerializeToString(deterministic=True) for r in records)
-                    for split, records in written.items()}
-
-        in_bucket, local = examples(out), examples(tmp_path / "local")
-        assert in_bucket == local and sum(len(split) for split in local.values()) == 14
-        assert not tf.io.gfile.glob(out + "/.tasks*") and tf.io.gfile.glob(out + "/Split-train/*")
-    finally:
-        server.stop()
