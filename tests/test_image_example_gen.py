@@ -133,11 +133,8 @@ def test_a_folder_is_written_with_its_classes_mixed(tmp_path: Path) -> None:
     assert train_labels_in_file_order(tmp_path / "second") == labels
 
 
-def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> None:
-    # TFX's WriteSplit reshuffles before writing, and the DirectRunner holds a shuffle's
-    # whole input: every example in memory (benchmarks/README.md, "1,000,000 files").
-    import apache_beam as beam
-
+def _run_recording_the_beam_graph(tmp_path: Path, out: Path):
+    """Run the image executor on a small folder: (its Beam pipeline, the examples written)."""
     pipelines = []
 
     class Recording(ImageExampleGenExecutor):
@@ -145,8 +142,17 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
             pipelines.append(super()._make_beam_pipeline())
             return pipelines[-1]
 
-    run_example_gen(Recording, str(_image_folder(tmp_path / "images")), tmp_path / "out",
-                    custom_config=settings_config(image_size=8, channels=3))
+    written = run_example_gen(Recording, str(_image_folder(tmp_path / "images")), out,
+                              custom_config=settings_config(image_size=8, channels=3))
+    return pipelines[0], written
+
+
+def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> None:
+    # TFX's WriteSplit reshuffles before writing, and the DirectRunner holds a shuffle's
+    # whole input: every example in memory (benchmarks/README.md, "1,000,000 files").
+    import apache_beam as beam
+
+    pipeline, _ = _run_recording_the_beam_graph(tmp_path, tmp_path / "out")
 
     class Labels(beam.pipeline.PipelineVisitor):
         def __init__(self):
@@ -156,7 +162,7 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
             self.labels.append(node.full_label)
 
     labels = Labels()
-    pipelines[0].visit(labels)
+    pipeline.visit(labels)
     writes = [label for label in labels.labels if label.startswith("WriteSplit[")]
     assert any(label.endswith("/Write/Write/WriteImpl/WriteBundles") for label in writes), writes
     assert not [label for label in writes if "Shuffle" in label], writes
@@ -167,16 +173,8 @@ def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> No
     # of a million file names does not belong in it. The task file is gone after the run.
     import apache_beam as beam
 
-    pipelines = []
-
-    class Recording(ImageExampleGenExecutor):
-        def _make_beam_pipeline(self):
-            pipelines.append(super()._make_beam_pipeline())
-            return pipelines[-1]
-
     out = tmp_path / "out"
-    written = run_example_gen(Recording, str(_image_folder(tmp_path / "images")), out,
-                              custom_config=settings_config(image_size=8, channels=3))
+    pipeline, written = _run_recording_the_beam_graph(tmp_path, out)
 
     class Creates(beam.pipeline.PipelineVisitor):
         def __init__(self):
@@ -187,7 +185,7 @@ def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> No
                 self.values[node.full_label] = list(node.transform.values)
 
     creates = Creates()
-    pipelines[0].visit(creates)
+    pipeline.visit(creates)
     tasks = [values for label, values in creates.values.items() if label.endswith("/Tasks")]
     assert len(tasks) == 1, creates.values
     assert tasks[0] and all(isinstance(v, tuple) and [type(x) for x in v] == [int, int] for v in tasks[0]), tasks
