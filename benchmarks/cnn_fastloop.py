@@ -47,6 +47,8 @@ VARIANTS = {
     "strong_aug": {"augment_strength": 0.2},
     "dense128": {"dense_units": 128},
     "blocks2": {"max_blocks": 2},
+    "kernel_off": {"kernel_head": "off"},
+    "kernel_on": {"kernel_head": "on"},
     "wide": {"filters": 32, "convs_per_block": 2, "dense_units": 128, "dropout": 0.3},
 }
 STD_FLOOR = 0.05  # as models/cnn/preprocessing.py
@@ -103,7 +105,7 @@ def _scores(probabilities: np.ndarray, labels: np.ndarray, prefix: str = "") -> 
 def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
     import tensorflow as tf
 
-    from models.cnn import features
+    from models.cnn import features, kernel_head
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn
     from models.common import references, regime
@@ -135,8 +137,16 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
         members = VARIANTS[variant].get("_members", 1)
         fits = ([fit("off"), fit("on")] if ensemble
                 else [fit(hp.class_weights, member) for member in range(members)])
+        fit_seeds = [seed] * len(fits) if ensemble else [seed + 1000 * member for member in range(members)]
         probabilities = shifted = 0.0
-        for model, report in fits:
+        heads = []
+        for (model, report), fit_seed in zip(fits, fit_seeds):
+            if not refit:  # as the Trainer: the kernel head where the held-out part prefers it
+                fit_idx, held_idx = regime.holdout_split(yt, hp.holdout_fraction, fit_seed)
+                model, head = kernel_head.fit_and_select(
+                    model, xt, yt, fit_idx, held_idx, num_classes, report.holdout_accuracy,
+                    mode=hp.kernel_head, seed=seed)
+                heads.append(head.to_dict())
             if refit:
                 weights = regime.balanced_class_weights(yt, num_classes) if report.class_weights else None
                 fit_size = len(yt) - report.holdout_examples
@@ -148,7 +158,8 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
             for view in xe_shifted:
                 shifted = shifted + model.predict(view, verbose=0, batch_size=256)
         result[variant] = {**_scores(probabilities, ye), **_scores(probabilities + shifted, ye, "tta_"),
-                           "wall_s": round(time.monotonic() - t, 1), **report.to_dict()}
+                           "wall_s": round(time.monotonic() - t, 1), **report.to_dict(),
+                           "kernel_heads": heads}
         log(f"{name} seed {seed} {variant}: {result[variant]}")
     return result
 

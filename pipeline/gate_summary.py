@@ -51,7 +51,19 @@ def training_line(training: dict[str, Any] | None) -> str | None:
     stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
     return (f"Training: kept epoch {training['best_epoch']} of {training['epochs_run']} "
             f"({training['steps_per_epoch']} steps each; {stop}; best on {training['holdout_examples']} "
-            f"held-out train examples), {weights}")
+            f"held-out train examples), {weights}{_kernel_head_clause(training.get('kernel_head'))}")
+
+
+def _kernel_head_clause(head: dict[str, Any] | None) -> str:
+    """How the CNN's kernel head (models/cnn/kernel_head.py) was decided, for the training line."""
+    if not head or head.get("why") == "off":
+        return ""
+    compared = ""
+    if head.get("holdout_accuracy") is not None and head.get("softmax_holdout_accuracy") is not None:
+        compared = f", held-out {head['holdout_accuracy']:.4f} vs the softmax's {head['softmax_holdout_accuracy']:.4f}"
+    if head.get("kept"):
+        return f"; kernel head on {head['centers']} train examples{compared}"
+    return f"; softmax head (kernel head not kept: {head.get('why')}{compared})"
 
 
 def references_lines(payload: dict[str, Any] | None, label: str, overall: float | None = None) -> list[str]:

@@ -145,6 +145,15 @@ def test_the_training_line_names_the_regime_each_family_records():
     early = {"regime": "early_stopping", "best_epoch": 7, "epochs_run": 10, "steps_per_epoch": 50,
              "stopped_early": True, "holdout_examples": 120, "class_weights": False}
     assert gate_summary.training_line(early).startswith("Training: kept epoch 7 of 10 (50 steps each; stopped early")
+    kept = {**early, "kernel_head": {"kept": True, "why": "auto", "centers": 480, "holdout_accuracy": 0.85,
+                                     "softmax_holdout_accuracy": 0.8}}
+    assert gate_summary.training_line(kept).endswith(
+        "; kernel head on 480 train examples, held-out 0.8500 vs the softmax's 0.8000")
+    dropped = {**early, "kernel_head": {"kept": False, "why": "the softmax head was better on the held-out part",
+                                        "holdout_accuracy": 0.7, "softmax_holdout_accuracy": 0.8}}
+    assert gate_summary.training_line(dropped).endswith(
+        "(kernel head not kept: the softmax head was better on the held-out part, held-out 0.7000 vs the "
+        "softmax's 0.8000)")
     fixed = {"regime": "fixed_steps", "steps": 2316, "epochs_run": 6,
              "why": "no early stopping: --epochs or --train-steps set the length"}
     assert gate_summary.training_line(fixed) == (

@@ -14,6 +14,7 @@ AUGMENTATIONS = ("translate", "zoom", "contrast", "flip")
 AUTO_AUGMENT = ("translate", "zoom")
 AUTO_AUGMENT_MIN_SIZE = 16
 CLASS_WEIGHT_MODES = ("auto", "on", "off")
+KERNEL_HEAD_MODES = ("auto", "on", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,9 @@ class CnnHyperparameters:
     patience_steps: int = 300      # steps without improvement on the held-out part
     holdout_fraction: float = 0.15  # of train, for early stopping (never the eval split)
     class_weights: str = "auto"    # auto: tried when classes are imbalanced, kept if better
+    # An RBF kernel head on the CNN's features and the pixels, fitted on all of train
+    # (models/cnn/kernel_head.py): auto keeps it when it beats the softmax on the held-out part.
+    kernel_head: str = "auto"
     # Transfer learning (--base-model): the head is trained on the frozen base first; then,
     # with fine_tune, the whole base at learning_rate * fine_tune_lr_factor.
     fine_tune: bool = False
@@ -48,6 +52,8 @@ class CnnHyperparameters:
             raise ValueError(f"Unknown augmentation {sorted(unknown)}; known: {', '.join(AUGMENTATIONS)}")
         if self.class_weights not in CLASS_WEIGHT_MODES:
             raise ValueError(f"class_weights must be one of {CLASS_WEIGHT_MODES}, not {self.class_weights!r}")
+        if self.kernel_head not in KERNEL_HEAD_MODES:
+            raise ValueError(f"kernel_head must be one of {KERNEL_HEAD_MODES}, not {self.kernel_head!r}")
         if not 0.0 <= self.holdout_fraction < 0.5 or not 0.0 <= self.dropout < 1.0:
             raise ValueError("holdout_fraction must be in [0, 0.5) and dropout in [0, 1)")
         if self.augment_strength is not None and not 0.0 <= self.augment_strength <= 0.5:

@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from models.cnn import base_model, evaluation, export, features
+from models.cnn import base_model, evaluation, export, features, kernel_head
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
 from models.common import references, regime
@@ -101,6 +101,9 @@ def run_fn(fn_args: FnArgs) -> None:
                                                    settings.jit_compile)
             model, tuned = fit(unfrozen, class_weights="on" if report.class_weights else "off")
             training["fine_tune"] = tuned.to_dict()
+        if not base:
+            model, head = _with_kernel_head(model, report, train, hparams, num_classes, settings.seed)
+            training["kernel_head"] = head.to_dict()
     else:
         log.info("Train split too big for memory: streaming %d fixed steps, no early stopping",
                  fn_args.train_steps)
@@ -121,6 +124,16 @@ def run_fn(fn_args: FnArgs) -> None:
         references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin)
         _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
         write_record(target, identity, warm.decision)
+
+
+def _with_kernel_head(model, report, train, hparams: CnnHyperparameters, num_classes: int, seed: int):
+    """The trained CNN with a kernel head on its features where it helps (models/cnn/kernel_head.py),
+    decided on the same held-out part of train that stopped the training."""
+    labels = np.asarray(train[features.LABEL_XF]).reshape(-1)
+    fit_idx, held_idx = regime.holdout_split(labels, hparams.holdout_fraction, seed)
+    return kernel_head.fit_and_select(
+        model, train[features.IMAGE_XF], labels, fit_idx, held_idx, num_classes,
+        softmax_holdout_accuracy=report.holdout_accuracy, mode=hparams.kernel_head, seed=seed, log=log.info)
 
 
 def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):

@@ -1,0 +1,90 @@
+"""The CNN's kernel head (models/cnn/kernel_head.py): the served graph computes what was fitted,
+the held-out comparison decides, the export serves it, and a later warm start still finds the
+trained network inside it. Runs on real transformed digits (the session's Transform fixture)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.cnn import export, features, kernel_head
+from models.cnn.model import build_cnn
+from models.common import regime
+from models.common.warm_start import WarmStarter, write_record
+
+SHAPE = (8, 8, 1)
+
+
+@pytest.fixture(scope="module")
+def trained(cnn_transform):
+    """A CNN trained briefly on 300 transformed digits, with its held-out split."""
+    tft_output, rows = cnn_transform
+    x = np.stack([r[features.IMAGE_XF] for r in rows]).astype("float32")
+    y = np.array([r[features.LABEL_XF] for r in rows]).reshape(-1)
+    tf.keras.utils.set_random_seed(4)
+    model = build_cnn(SHAPE, 10)
+    model.fit({features.IMAGE_XF: x}, y, epochs=8, batch_size=32, verbose=0)
+    fit_idx, held_idx = regime.holdout_split(y, 0.15, seed=0)
+    return tft_output, model, x, y, fit_idx, held_idx
+
+
+def test_the_served_graph_computes_the_fitted_kernel_machine(trained):
+    _, model, x, y, fit_idx, held_idx = trained
+    with_head, report = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, None, mode="on")
+    assert report.kept and report.centers == len(y) and report.dimensions == x.shape[1] + 2 * 2 * 32  # 8x8: two blocks, 16 then 32 filters
+    head = with_head.get_layer("probabilities_kernel")
+    joined = tf.keras.Model(with_head.inputs, with_head.get_layer("kernel_inputs").output).predict(x, verbose=0)
+    # The features the head sees are the network's last features, standardised, then the pixels.
+    np.testing.assert_allclose(joined[:, -x.shape[1]:], x, atol=1e-6)
+    centers, alpha, gamma, temperature = (v.numpy() for v in (head.centers, head.alpha, head.gamma,
+                                                               head.temperature))
+    scores = kernel_head._kernel(joined, centers, gamma) @ alpha
+    expected = np.exp(temperature * scores - (temperature * scores).max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    np.testing.assert_allclose(with_head.predict(x, verbose=0), expected, atol=1e-4)
+    # Kernel ridge on all of train with a small ridge reproduces the train labels.
+    assert np.mean(expected.argmax(1) == y) > 0.99
+
+
+def test_auto_keeps_the_head_only_when_it_is_at_least_as_good_on_the_held_out_part(trained):
+    _, model, x, y, fit_idx, held_idx = trained
+    _, kept = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="auto")
+    assert kept.kept and kept.holdout_accuracy > 0.5
+    beaten = kept.holdout_accuracy + 0.01
+    same, dropped = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, beaten, mode="auto")
+    assert same is model and not dropped.kept and "softmax head was better" in dropped.why
+    same, off = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="off")
+    assert same is model and not off.kept and off.holdout_accuracy is None
+
+
+def test_auto_leaves_sets_bigger_than_its_centres_to_the_softmax(trained, monkeypatch):
+    _, model, x, y, fit_idx, held_idx = trained
+    monkeypatch.setattr(kernel_head, "MAX_CENTERS", 100)
+    same, report = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="auto")
+    assert same is model and not report.kept and "more than the 100 centres" in report.why
+    # Forced on, it keeps a seeded subsample of that size.
+    with_head, forced = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="on")
+    assert forced.kept and forced.centers == 100
+    assert with_head.get_layer("probabilities_kernel").centers.shape[0] == 100
+
+
+def test_the_export_serves_the_head_and_a_warm_start_restores_the_network_inside(trained, tmp_path):
+    tft_output, model, x, y, fit_idx, held_idx = trained
+    with_head, _ = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, None, mode="on")
+    target = str(tmp_path / "Format-Serving")
+    export.export_serving_model(with_head, tft_output, target, SHAPE)
+    served = tf.saved_model.load(target)
+    # predict_image takes 0-255 pixels; the Transform layer inside standardises them as in training.
+    pixels = np.random.RandomState(0).randint(0, 256, size=(4, *SHAPE)).astype(np.float32)
+    outputs = served.signatures[export.PREDICT_IMAGE_SIGNATURE](images=tf.constant(pixels))
+    transformed = tft_output.transform_features_layer()(
+        {features.IMAGE: tf.constant(pixels.reshape(4, -1).astype(np.int64))})
+    expected = with_head.predict(transformed[features.IMAGE_XF].numpy(), verbose=0)
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+
+    classes = [v.decode() for v in tft_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
+    identity = {"family": "cnn", "image_shape": list(SHAPE), "classes": classes}
+    write_record(target, identity, WarmStarter(False, None, identity).decision)
+    warm = WarmStarter(True, target, identity, lambda _: None)
+    restored = warm.build(lambda: build_cnn(SHAPE, 10))
+    assert warm.decision.source == target, warm.decision.note
+    for mine, theirs in zip(restored.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
