@@ -29,7 +29,8 @@ def trained(cnn_transform):
 def test_the_served_graph_computes_the_fitted_kernel_machine(trained):
     _, model, x, y, fit_idx, held_idx = trained
     with_head, report = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, None, mode="on")
-    assert report.kept and report.centers == len(y) and report.dimensions == x.shape[1] + 2 * 2 * 32  # 8x8: two blocks, 16 then 32 filters
+    # 8x8 digits: two conv blocks, 16 then 32 filters, so 2x2x32 learned features.
+    assert report.kept and report.centers == len(y) and report.dimensions == x.shape[1] + 2 * 2 * 32
     head = with_head.get_layer("probabilities_kernel")
     joined = tf.keras.Model(with_head.inputs, with_head.get_layer("kernel_inputs").output).predict(x, verbose=0)
     # The features the head sees are the network's last features, standardised, then the pixels.
