@@ -45,13 +45,24 @@ def test_the_served_graph_computes_the_fitted_kernel_machine(trained):
     assert np.mean(expected.argmax(1) == y) > 0.99
 
 
-def test_auto_keeps_the_head_only_when_it_is_at_least_as_good_on_the_held_out_part(trained):
+def test_the_bar_is_the_softmax_minus_one_standard_error():
+    assert kernel_head.kept_above(0.72, 68) == pytest.approx(0.72 - np.sqrt(0.72 * 0.28 / 68))
+    assert kernel_head.kept_above(1.0, 45) == 1.0 and kernel_head.kept_above(0.95, 10_000) > 0.947
+
+
+def test_auto_keeps_the_head_only_when_it_reaches_the_bar(trained, monkeypatch):
     _, model, x, y, fit_idx, held_idx = trained
     _, kept = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="auto")
     assert kept.kept and kept.holdout_accuracy > 0.5
-    beaten = kept.holdout_accuracy + 0.01
-    same, dropped = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, beaten, mode="auto")
+    seen = []
+    monkeypatch.setattr(kernel_head, "kept_above",
+                        lambda softmax, n: seen.append((softmax, n)) or kept.holdout_accuracy + 0.01)
+    same, dropped = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.9, mode="auto")
     assert same is model and not dropped.kept and "softmax head was better" in dropped.why
+    assert seen == [(0.9, len(held_idx))]
+    monkeypatch.setattr(kernel_head, "kept_above", lambda softmax, n: kept.holdout_accuracy)
+    with_head, at_the_bar = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.9, mode="auto")
+    assert with_head is not model and at_the_bar.kept
     same, off = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, 0.0, mode="off")
     assert same is model and not off.kept and off.holdout_accuracy is None
 

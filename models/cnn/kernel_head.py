@@ -6,8 +6,9 @@ and stopped on a small held-out part, while an RBF SVM on the bare pixels uses a
 and a maximum-margin solution, and beat every CNN variant on the icons
 (benchmarks/README.md, "A kernel head"). Kernel ridge regression on the CNN's last features
 joined to the pixels keeps what the convolutions learned and fits like the SVM. It is kept
-only when it beats the softmax on the held-out part of train (``select``); above
-``MAX_CENTERS`` examples it would see a subsample, and the softmax wins there anyway.
+only where the held-out part of train does not prefer the softmax (``kept_above``); above
+``MAX_CENTERS`` examples it would only see a subsample, so ``auto`` keeps the softmax there
+(not measured: a bound on the head's size, not a finding).
 
 The head is ordinary TensorFlow (distances to the stored train rows, ``exp``, a matrix
 product, a softmax at a temperature fitted on the held-out part), so the exported SavedModel
@@ -109,6 +110,20 @@ def _fitted_temperature(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(min(TEMPERATURES, key=loss))
 
 
+def kept_above(softmax_accuracy: float, held_out: int) -> float:
+    """The held-out accuracy the kernel head must reach: the softmax's minus one standard error.
+
+    The comparison is tilted on purpose, because it is not even: the softmax's accuracy is
+    the best of many checks of the same held-out part (early stopping kept that epoch), so it
+    is optimistic, while the kernel head's is one measurement; and the head that is kept is
+    refitted on all of train, held-out part included, which the softmax never sees. A
+    softmax better by more than its own sampling error still wins (the glyphs:
+    benchmarks/README.md, "A kernel head").
+    """
+    p = min(max(softmax_accuracy, 0.0), 1.0)
+    return softmax_accuracy - float(np.sqrt(p * (1.0 - p) / max(1, held_out)))
+
+
 def feature_model(model: tf.keras.Model) -> tf.keras.Model:
     """The trained network up to what its softmax layer reads (dropout is inactive here)."""
     return tf.keras.Model(model.inputs, model.get_layer("probabilities").input)
@@ -145,10 +160,11 @@ def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray
         report.holdout_accuracy = float(np.mean(scores.argmax(1) == labels[held_idx]))
         temperature = _fitted_temperature(scores, labels[held_idx])
         # Rounded: the softmax's accuracy comes from Keras in float32.
-        if mode == "auto" and round(report.holdout_accuracy, 6) < round(softmax_holdout_accuracy or 0.0, 6):
+        bar = kept_above(softmax_holdout_accuracy or 0.0, len(held_idx))
+        if mode == "auto" and round(report.holdout_accuracy, 6) < round(bar, 6):
             report.kept, report.why = False, "the softmax head was better on the held-out part"
         elif mode == "auto":
-            report.why = "at least as good as the softmax head on the held-out part"
+            report.why = "within a standard error of the softmax head on the held-out part, or better"
     elif mode == "auto":
         report.kept, report.why = False, "no held-out part to compare on"
     if log:
