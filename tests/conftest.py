@@ -73,6 +73,34 @@ def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
                                  custom_config={"class_names": list(digits_dataset.classes)})
 
 
+def write_transformed_split(rows, path) -> str:
+    """Transformed rows as a GZIP TFRecord file of tf.Examples, as Transform writes them."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for row in rows:
+            feature = {}
+            for key, value in row.items():
+                value = np.asarray(value).reshape(-1)
+                if value.dtype.kind == "f":
+                    feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                else:
+                    feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def transformed_digits(cnn_transform, tmp_path_factory):
+    """The 300 transformed digits as a Trainer's FnArgs sees them: 240 train, 60 eval files."""
+    output, rows = cnn_transform
+    root = tmp_path_factory.mktemp("transformed-digits")
+    return {"transform_output": output._transform_output_dir,  # noqa: SLF001
+            "train_files": [write_transformed_split(rows[:240], root / "train.gz")],
+            "eval_files": [write_transformed_split(rows[240:], root / "eval.gz")]}
+
+
 def run_cli(*args, cwd=None, timeout=900, env=None):
     """Run ``python -m pipeline ...`` in a subprocess, as a user would; returns CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or PROJECT_ROOT,

@@ -110,3 +110,27 @@ def test_a_search_over_fine_tuning_hands_the_trainer_a_boolean(tmp_path):
     best = search.get_best_hyperparameters()[0].values
     assert best["fine_tune"] is True
     assert with_tuned(CnnHyperparameters(), best).fine_tune is True
+
+
+def test_the_trainer_fine_tunes_when_a_search_chose_it_and_records_both_fits(extractor_dir, transformed_digits,
+                                                                              tmp_path):
+    """run_fn on a base model with the Tuner's {"fine_tune": True}: the fine-tuning fit is
+    recorded, the search's values stay the search's values in training.json, one model exports."""
+    import json
+
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from models.cnn.trainer import run_fn
+    from models.common.training import TrainingSettings
+
+    settings = TrainingSettings(batch_size=16, learning_rate=3e-3, base_model=extractor_dir,
+                                family={"image_shape": [8, 8, 1]})
+    serving = tmp_path / "serving"
+    run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
+                  serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
+                  eval_steps=2, custom_config=settings.to_custom_config(),
+                  hyperparameters={"values": {"fine_tune": True}}))
+    training = json.loads((serving / "assets.extra" / "training.json").read_text())
+    assert training["tuned"] == {"fine_tune": True} and training["hparams"]["fine_tune"] is True
+    assert training["fine_tune"]["epochs_run"] >= 1 and "kernel_head" in training
+    assert "serving_default" in tf.saved_model.load(str(serving)).signatures

@@ -26,15 +26,19 @@ def trained(cnn_transform):
     return tft_output, model, x, y, fit_idx, held_idx
 
 
-def test_the_served_graph_computes_the_fitted_kernel_machine(trained):
+@pytest.mark.parametrize("pixel_floor", [None, 0.05])
+def test_the_served_graph_computes_the_fitted_kernel_machine(trained, pixel_floor):
     _, model, x, y, fit_idx, held_idx = trained
-    with_head, report = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, None, mode="on")
+    with_head, report = kernel_head.fit_and_select(model, x, y, fit_idx, held_idx, 10, None, mode="on",
+                                                   pixel_floor=pixel_floor)
     # 8x8 digits: two conv blocks, 16 then 32 filters, so 2x2x32 learned features.
     assert report.kept and report.centers == len(y) and report.dimensions == x.shape[1] + 2 * 2 * 32
     head = with_head.get_layer("probabilities_kernel")
     joined = tf.keras.Model(with_head.inputs, with_head.get_layer("kernel_inputs").output).predict(x, verbose=0)
-    # The features the head sees are the network's last features, standardised, then the pixels.
-    np.testing.assert_allclose(joined[:, -x.shape[1]:], x, atol=1e-6)
+    # The features the head sees are the network's last features, standardised, then the pixels
+    # (standardised too when the model reads them unstandardised, as on a base model).
+    pixels = x if pixel_floor is None else (x - x.mean(0)) / np.maximum(x.std(0), pixel_floor)
+    np.testing.assert_allclose(joined[:, -x.shape[1]:], pixels, atol=1e-4)
     centers, alpha, gamma, temperature = (v.numpy() for v in (head.centers, head.alpha, head.gamma,
                                                                head.temperature))
     scores = kernel_head._kernel(joined, centers, gamma) @ alpha

@@ -20,31 +20,6 @@ JOB = PROJECT_ROOT / "tests" / "multi_worker_job.py"
 
 
 
-def _write_split(rows, path: Path) -> str:
-    import tensorflow as tf
-
-    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
-        for row in rows:
-            feature = {}
-            for key, value in row.items():
-                value = np.asarray(value).reshape(-1)
-                if value.dtype.kind == "f":
-                    feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
-                else:
-                    feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def transformed_digits(cnn_transform, tmp_path_factory):
-    output, rows = cnn_transform
-    root = tmp_path_factory.mktemp("mw-data")
-    return {"transform_output": output._transform_output_dir,  # noqa: SLF001
-            "train_files": [_write_split(rows[:240], root / "train.gz")],
-            "eval_files": [_write_split(rows[240:], root / "eval.gz")]}
-
-
 def _start_workers(data, root: Path, train_steps: int, epochs: int):
     from models.common.training import TrainingSettings
 

@@ -131,10 +131,14 @@ def feature_model(model: tf.keras.Model) -> tf.keras.Model:
 
 def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray, fit_idx: np.ndarray,
                    held_idx: np.ndarray, num_classes: int, softmax_holdout_accuracy: float | None,
-                   mode: str = "auto", seed: int = 0,
+                   mode: str = "auto", seed: int = 0, pixel_floor: float | None = None,
                    log: Callable[[str], None] | None = None) -> tuple[tf.keras.Model, KernelHeadReport]:
     """``model`` with a kernel head on its features and ``pixels`` (the model's input), or
-    ``model`` itself, as ``mode`` and the held-out comparison decide."""
+    ``model`` itself, as ``mode`` and the held-out comparison decide.
+
+    ``pixel_floor``: standardise the pixels per pixel first, with this floor on the spread
+    (a model on a base model reads [0, 1] pixels; a CNN from scratch reads them standardised
+    by Transform already, and passes None)."""
     if mode not in KERNEL_HEAD_MODES:
         raise ValueError(f"kernel_head must be one of {KERNEL_HEAD_MODES}, not {mode!r}")
     labels = np.asarray(labels).reshape(-1).astype(np.int64)
@@ -149,6 +153,9 @@ def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray
                                                         f"{limit} centres it may keep")
     learned = extractor.predict(pixels, batch_size=512, verbose=0).reshape(len(labels), -1)
     mean, spread = learned.mean(0), learned.std(0) + FEATURE_STD_FLOOR
+    if pixel_floor is not None:
+        pixel_mean, pixel_spread = pixels.mean(0), np.maximum(pixels.std(0), pixel_floor)
+        pixels = (pixels - pixel_mean) / pixel_spread
     z = np.hstack([(learned - mean) / spread, pixels]).astype(np.float32)
     gamma = 1.0 / (z.shape[1] * max(float(z.var()), 1e-12))  # sklearn's gamma="scale"
 
@@ -176,9 +183,11 @@ def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray
     centers = np.sort(np.random.RandomState(seed).permutation(len(labels))[:limit])  # all rows when few
     alpha = _solve(z[centers], labels[centers], num_classes, gamma)
     report.centers, report.temperature = int(len(centers)), temperature
+    pixel_input = tf.keras.layers.Flatten(name="pixels")(model.inputs[0])
+    if pixel_floor is not None:
+        pixel_input = Standardise(pixel_mean, pixel_spread, name="pixel_standardise")(pixel_input)
     joined = tf.keras.layers.Concatenate(name="kernel_inputs")(
-        [Standardise(mean, spread, name="feature_standardise")(extractor.output),
-         tf.keras.layers.Flatten(name="pixels")(model.inputs[0])])
+        [Standardise(mean, spread, name="feature_standardise")(extractor.output), pixel_input])
     outputs = KernelHead(z[centers], alpha, gamma, temperature, name="probabilities_kernel")(joined)
     with_head = tf.keras.Model(model.inputs, outputs, name=f"{model.name}_kernel_head")
     # Tracked, so the export's checkpoint holds the whole trained network under one name and a

@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from models.cnn import base_model, evaluation, export, features, kernel_head
+from models.cnn import base_model, evaluation, export, features, kernel_head, preprocessing
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
 from models.common import references, regime
@@ -99,11 +99,11 @@ def run_fn(fn_args: FnArgs) -> None:
                 with strategy.scope():
                     return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
                                                    settings.jit_compile)
-            model, tuned = fit(unfrozen, class_weights="on" if report.class_weights else "off")
-            training["fine_tune"] = tuned.to_dict()
-        if not base:
-            model, head = _with_kernel_head(model, report, train, hparams, num_classes, settings.seed)
-            training["kernel_head"] = head.to_dict()
+            model, report = fit(unfrozen, class_weights="on" if report.class_weights else "off")
+            training["fine_tune"] = report.to_dict()
+        model, head = _with_kernel_head(model, report, train, input_key, hparams, num_classes, settings.seed,
+                                        base is not None)
+        training["kernel_head"] = head.to_dict()
     else:
         log.info("Train split too big for memory: streaming %d fixed steps, no early stopping",
                  fn_args.train_steps)
@@ -126,14 +126,17 @@ def run_fn(fn_args: FnArgs) -> None:
         write_record(target, identity, warm.decision)
 
 
-def _with_kernel_head(model, report, train, hparams: CnnHyperparameters, num_classes: int, seed: int):
+def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperparameters, num_classes: int,
+                      seed: int, on_base_model: bool):
     """The trained CNN with a kernel head on its features where it helps (models/cnn/kernel_head.py),
-    decided on the same held-out part of train that stopped the training."""
+    decided on the same held-out part of train that stopped the training. On a base model the
+    input is [0, 1] pixels, standardised for the head as Transform does for a CNN from scratch."""
     labels = np.asarray(train[features.LABEL_XF]).reshape(-1)
     fit_idx, held_idx = regime.holdout_split(labels, hparams.holdout_fraction, seed)
     return kernel_head.fit_and_select(
-        model, train[features.IMAGE_XF], labels, fit_idx, held_idx, num_classes,
-        softmax_holdout_accuracy=report.holdout_accuracy, mode=hparams.kernel_head, seed=seed, log=log.info)
+        model, train[input_key], labels, fit_idx, held_idx, num_classes,
+        softmax_holdout_accuracy=report.holdout_accuracy, mode=hparams.kernel_head, seed=seed,
+        pixel_floor=preprocessing.STD_FLOOR if on_base_model else None, log=log.info)
 
 
 def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):
