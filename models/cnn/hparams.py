@@ -39,7 +39,8 @@ class CnnHyperparameters:
     holdout_fraction: float = 0.15  # of train, for early stopping (never the eval split)
     class_weights: str = "auto"    # auto: tried when classes are imbalanced, kept if better
     # An RBF kernel head on the CNN's features and the pixels, fitted on all of train
-    # (models/cnn/kernel_head.py): auto keeps it when it beats the softmax on the held-out part.
+    # (models/cnn/kernel_head.py): auto keeps it unless the softmax head is better on the
+    # held-out part by more than a standard error; it lifted the icons and digits, not glyphs.
     kernel_head: str = "auto"
     # Transfer learning (--base-model): the head is trained on the frozen base first; then,
     # with fine_tune, the whole base at learning_rate * fine_tune_lr_factor.
