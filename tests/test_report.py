@@ -3,6 +3,8 @@
 The expected values come straight from ``tfma.load_eval_result`` and MLMD, not from the
 code under test. One output dir (two runs) is shared with test_notebook.py.
 """
+import html
+import io
 import json
 import shutil
 from pathlib import Path
@@ -123,12 +125,12 @@ def test_candidate_vs_baseline_are_tfma_values(evaluation):
 def test_validation_says_which_threshold_failed(evaluation):
     summary = report.validation_summary(evaluation)
     assert summary["blessed"] is False
-    assert any(f.startswith(f"{ACCURACY} (overall) = ") and "the minimum 0.99" in f for f in summary["failures"])
+    assert any(f.startswith(f"{ACCURACY} (overall) = ") and "the minimum 0.999" in f for f in summary["failures"])
     assert summary["text"].startswith("NOT blessed")
     checks = report.validation_frame(evaluation).set_index("check")
     overall = _tfma_metrics(evaluation.uri, "candidate")["overall"]
-    assert checks.loc[f"{ACCURACY} (overall) >= 0.99", "passed"] == False  # noqa: E712 (numpy bool)
-    assert checks.loc[f"{ACCURACY} (overall) >= 0.99", "value"] == overall[ACCURACY]
+    assert checks.loc[f"{ACCURACY} (overall) >= 0.999", "passed"] == False  # noqa: E712 (numpy bool)
+    assert checks.loc[f"{ACCURACY} (overall) >= 0.999", "value"] == overall[ACCURACY]
     change = checks.loc[f"{ACCURACY} (overall) at most 0.01 below the baseline"]
     assert change["value"] == overall[f"{ACCURACY}_diff"]
     assert change["passed"] == (overall[f"{ACCURACY}_diff"] >= -0.01)
@@ -177,6 +179,28 @@ def test_write_report_writes_html_and_json(written_report, evaluation):
     assert data["blessed"] is False and data["pushed_path"] is None
     assert data["baseline"][ACCURACY] == _tfma_metrics(evaluation.uri, "baseline")["overall"][ACCURACY]
     assert data["evaluation_uri"] == evaluation.uri and data["key_metric"] == ACCURACY
+
+
+def test_report_shows_the_reference_predictors_and_the_training_regime(written_report, evaluation):
+    """The Trainer's references.json and training.json, next to the model's own overall value."""
+    import pandas as pd
+    from tfx.utils import path_utils
+
+    from models.common import references
+    from pipeline import gate_summary
+
+    page = open(written_report, encoding="utf-8").read()
+    [table] = pd.read_html(io.StringIO(page), attrs={"id": "references"})
+    payload = references.read_references(path_utils.serving_model_path(evaluation.model_uri))
+    shown = dict(zip(table["model"], table[ACCURACY]))
+    assert set(shown) == set(payload["references"]) | {"this model"}
+    for name, value in payload["references"].items():
+        assert shown[name] == pytest.approx(value, abs=5e-5)  # printed to 4 decimals
+    overall = _tfma_metrics(evaluation.uri, "candidate")["overall"][ACCURACY]
+    assert shown["this model"] == pytest.approx(overall, abs=5e-5)
+    assert list(table[ACCURACY]) == sorted(table[ACCURACY], reverse=True)
+    training = gate_summary.training_line(gate_summary.read_model_extras(evaluation.model_uri)["training"])
+    assert training.startswith("Training: kept epoch ") and html.escape(training) in page
 
 
 def test_report_renders_in_headless_chromium(written_report, tmp_path):

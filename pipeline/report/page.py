@@ -35,6 +35,7 @@ table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
 th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
 tr.worst td { background: #fde0dd; font-weight: bold; }
+tr.this-model td { background: #deebf7; font-weight: bold; }
 tr.failed td { background: #fde0dd; } tr.passed td { background: #e5f5e0; }
 .badge { display: inline-block; padding: .2em .7em; border-radius: .8em; font-weight: bold; }
 .blessed { background: #c7e9c0; } .not-blessed { background: #fcbba1; } .unknown { background: #ddd; }
@@ -112,6 +113,11 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
     }
 
 
+def _overall(slices: pd.DataFrame, key: str) -> float | None:
+    values = slices.loc[slices["slice"] == "overall", key].dropna()
+    return float(values.iloc[0]) if len(values) else None
+
+
 def _section(title: str, body: str, section_id: str) -> str:
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{body}</section>'
 
@@ -172,6 +178,38 @@ def _pictures_html(evaluation: Evaluation) -> str:
     return "".join(f"<h3>{html.escape(title)}</h3>{_img(figure, title)}" for title, figure in figures.items())
 
 
+def references_frame(extras: dict[str, Any], overall: float | None) -> pd.DataFrame:
+    """This model's key metric next to its reference predictors' on the same eval split, best first."""
+    payload = extras.get("references") or {}
+    rows = [(name, float(value), name == payload.get("gate_reference"))
+            for name, value in (payload.get("references") or {}).items()]
+    if not rows:
+        return pd.DataFrame()
+    rows.append(("this model", float("nan") if overall is None else float(overall), False))
+    frame = pd.DataFrame(rows, columns=["model", payload.get("metric", "value"), "gate reference"])
+    return frame.sort_values(frame.columns[1], ascending=False, na_position="last").reset_index(drop=True)
+
+
+def _references_section(evaluation: Evaluation, overall: float | None) -> list[str]:
+    """What the model had to beat (the Trainer's references.json) and how it was trained."""
+    from pipeline import gate_summary
+
+    extras = gate_summary.read_model_extras(evaluation.model_uri)
+    frame = references_frame(extras, overall)
+    if frame.empty:
+        return []
+    margin = float(extras["references"].get("margin", 0.0))
+    note = ('<p class="note">Fitted by the Trainer on the same transformed train split and scored on this '
+            f"eval split (the model's assets.extra/references.json). The gate asks for the gate reference "
+            f"plus a margin of {margin:.4f}.</p>")
+    training = gate_summary.training_line(extras.get("training"))
+    body = note + html_table(frame, "references", ["this-model" if m == "this model" else "" for m in frame["model"]],
+                             text_columns=["model"])
+    if training:
+        body += f'<p id="training-line">{html.escape(training)}</p>'
+    return [_section("Reference predictors and training", body, "references-section")]
+
+
 def _trials_section(output_dir: str | None, evaluation: Evaluation) -> list[str]:
     """The hyperparameter search behind the model (pipeline/report/trials.py), if there was one."""
     from pipeline.report.trials import SECTION_ID, section_parts
@@ -198,6 +236,7 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[
         _warnings_section(warnings),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
+        *_references_section(evaluation, _overall(slices, key)),
         _section(f"Metrics per slice (worst {key} first)",
                  html_table(slices, "slice-metrics", ["worst" if w else "" for w in worst])
                  + _img(plot_slice_metric(slices), f"{key} by slice"), "slices"),
