@@ -31,9 +31,18 @@ _KERNEL_READY = ("!!(window.Jupyter && Jupyter.notebook && Jupyter.notebook.kern
                  " && document.querySelector('#kernel_indicator_icon.kernel_idle_icon'))")
 # Cell > Run All, the menu's own action.
 _RUN_ALL = "Jupyter.actions.call('jupyter-notebook:run-all-cells') || true"
+_RESUME = """(() => {
+  const remaining = [];
+  Jupyter.notebook.get_cells().forEach((c, i) => {
+    if (c.cell_type === 'code' && typeof c.input_prompt_number !== 'number') remaining.push(i);
+  });
+  Jupyter.notebook.execute_cells(remaining);
+  return remaining.length;
+})()"""
 _PROGRESS = """(() => {
   const cells = Jupyter.notebook.get_cells().filter(c => c.cell_type === 'code');
   return {total: cells.length, done: cells.filter(c => typeof c.input_prompt_number === 'number').length,
+          prompts: cells.map(c => c.input_prompt_number === undefined ? null : c.input_prompt_number),
           idle: !!document.querySelector('#kernel_indicator_icon.kernel_idle_icon'),
           failed: Array.from(document.querySelectorAll('.output_error')).map(e => e.textContent).slice(0, 1)};
 })()"""
@@ -109,7 +118,7 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
         page.send("Runtime.enable")
         page.open(server.classic_url(NOTEBOOK.name), timeout=120)
         page.poll(_KERNEL_READY, "nbclassic with the notebook and an idle kernel", timeout=180)
-        progress = run_all_cells(page, server, "nbclassic", _RUN_ALL, _PROGRESS, timeout=420)
+        progress = run_all_cells(page, server, "nbclassic", _RUN_ALL, _PROGRESS, timeout=420, resume=_RESUME)
         dom = _wait_for_views(page, len(report.find_latest_evaluation(str(cnn_run_with_baseline))
                                          .report_family.slicing_features), timeout=30)
         dom["console_errors"] = _console_errors(page)

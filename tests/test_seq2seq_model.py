@@ -221,16 +221,19 @@ def test_generate_continues_for_max_new_tokens(loaded, top_k, temperature):
 def test_generate_stops_only_on_the_callers_stop_tokens(loaded):
     prompts = ["the cat sat on the", "a bird sat on", "the dog ran in the"]
     free = _generate(loaded, prompts, 32)
-    stopped, counts = _generate(loaded, prompts, 32, stop_at=". !", counts=True)
+    # A stop word the model certainly emits (the 4th word of the first free continuation), so
+    # the test does not depend on how often a briefly trained model ends a sentence.
+    stops = {".", "!", free[0].split(" ")[3]}
+    stopped, counts = _generate(loaded, prompts, 32, stop_at=" ".join(sorted(stops)), counts=True)
     for text, full, count in zip(stopped, free, counts):
-        tokens = text.split(" ")
+        tokens, full_tokens = text.split(" "), full.split(" ")
         assert len(tokens) == count
-        if "." in full.split(" "):   # greedy: the same tokens up to the first stop token
-            assert tokens[-1] == "." and "." not in tokens[:-1], text
-            assert full.startswith(text)
-        else:
+        first = next((i for i, token in enumerate(full_tokens) if token in stops), None)
+        if first is None:
             assert text == full and count == 32
-    assert any(c < 32 for c in counts), stopped  # this corpus ends sentences often
+        else:  # greedy: the same tokens up to and including the first stop token
+            assert tokens == full_tokens[:first + 1], (text, full, stops)
+    assert counts[0] <= 4, (stopped, stops)
 
 
 def test_generate_through_tf_serving_rest_columnar_form(loaded):
