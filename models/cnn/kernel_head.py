@@ -50,20 +50,26 @@ class KernelHeadReport:
         return dataclasses.asdict(self)
 
 
-class KernelHead(tf.keras.layers.Layer):
-    """softmax(temperature * exp(-gamma * |z - c|^2) @ alpha) over the stored centres c."""
+class _Constants(tf.keras.layers.Layer):
+    """A layer whose fitted numpy values become non-trainable weights (so the SavedModel holds them)."""
 
-    def __init__(self, centers: np.ndarray, alpha: np.ndarray, gamma: float, temperature: float, **kwargs):
+    def __init__(self, values: dict[str, np.ndarray], **kwargs):
         super().__init__(**kwargs)
-        self._values = {"centers": np.asarray(centers, np.float32), "alpha": np.asarray(alpha, np.float32),
-                        "gamma": np.float32(gamma), "temperature": np.float32(temperature)}
+        self._values = {name: np.asarray(value, np.float32) for name, value in values.items()}
 
     def build(self, input_shape):
         for name, value in self._values.items():
-            weight = self.add_weight(name=name, shape=np.shape(value), trainable=False,
-                                     initializer=tf.keras.initializers.Constant(value))
-            setattr(self, name, weight)
+            setattr(self, name, self.add_weight(name=name, shape=value.shape, trainable=False,
+                                                initializer=tf.keras.initializers.Constant(value)))
         super().build(input_shape)
+
+
+class KernelHead(_Constants):
+    """softmax(temperature * exp(-gamma * |z - c|^2) @ alpha) over the stored centres c."""
+
+    def __init__(self, centers: np.ndarray, alpha: np.ndarray, gamma: float, temperature: float, **kwargs):
+        super().__init__({"centers": centers, "alpha": alpha, "gamma": gamma, "temperature": temperature},
+                         **kwargs)
 
     def call(self, z):
         squared = (tf.reduce_sum(z * z, axis=1, keepdims=True) + tf.reduce_sum(self.centers ** 2, axis=1)[None]
@@ -72,19 +78,11 @@ class KernelHead(tf.keras.layers.Layer):
         return tf.nn.softmax(self.temperature * scores)
 
 
-class Standardise(tf.keras.layers.Layer):
+class Standardise(_Constants):
     """(x - mean) / spread with the fitted rows' statistics, stored as constants."""
 
     def __init__(self, mean: np.ndarray, spread: np.ndarray, **kwargs):
-        super().__init__(**kwargs)
-        self._mean, self._spread = np.asarray(mean, np.float32), np.asarray(spread, np.float32)
-
-    def build(self, input_shape):
-        self.mean = self.add_weight(name="mean", shape=self._mean.shape, trainable=False,
-                                    initializer=tf.keras.initializers.Constant(self._mean))
-        self.spread = self.add_weight(name="spread", shape=self._spread.shape, trainable=False,
-                                      initializer=tf.keras.initializers.Constant(self._spread))
-        super().build(input_shape)
+        super().__init__({"mean": mean, "spread": spread}, **kwargs)
 
     def call(self, x):
         return (x - self.mean) / self.spread
