@@ -19,7 +19,7 @@ help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
 	@echo "make test   - set up if needed, lint, run the test suite (PYTEST_ARGS=...)"
-	@echo "make lint   - ruff check (rules in pyproject.toml; ruff check --fix repairs most)"
+	@echo "make lint   - ruff, the layer contract (lint-imports) and mypy; rules in pyproject.toml"
 	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
 	@echo "make beam-pool - a Beam SDK worker pool with this project's Python (POOL_PORT=50000)"
@@ -42,8 +42,11 @@ run: setup
 test: setup chromium lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# ruff (style), import-linter (the layer contract in pyproject.toml, docs/ARCHITECTURE.md), mypy (types).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # Heavy cases (bigger data, longer training) live behind the `slow` marker.
 test-all: setup chromium lint

@@ -10,7 +10,7 @@ setup(
     version="0.1.0",
     description="End-to-end TFX pipeline: Keras CNN and seq2seq text models, local Beam or Kubeflow.",
     python_requires=">=3.10,<3.11",
-    packages=find_packages(include=["stackenv*", "pipeline*", "components*", "models*", "data*"]),
+    packages=find_packages(include=["stackenv*", "pipeline*", "components*", "models*", "data*", "artifacts*"]),
     install_requires=[
         "tfx==1.16.0",
         "tensorflow==2.16.2",
@@ -28,7 +28,8 @@ setup(
         "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
     ],
     extras_require={
-        "dev": ["pytest", "pytest-timeout", "ruff", "moto[s3]", "flask", "flask-cors"],  # moto: a local S3 for tests
+        "dev": ["pytest", "pytest-timeout", "ruff", "mypy", "import-linter", "moto[s3]", "flask", "flask-cors"],
+        # moto: a local S3 for tests; mypy and import-linter: `make lint` (types, the layer contract)
         # The metrics notebook: Jupyter, its widgets (TFMA's views), Plotly (the project's offline views:
         # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
         # nbclassic + ipywidgets 7.6 (whose front end is widgetsnbextension 3.5): the only front end

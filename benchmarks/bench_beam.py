@@ -128,8 +128,8 @@ def count_records(pattern: str) -> int:
 
 def verify_counts(output: Path, pipeline_name: str, n_in: int):
     """Counts out of ExampleGen (records), StatisticsGen (num_examples) and Transform (records)."""
-    from pipeline import mlmd
-    from pipeline.summary import split_counts_from_statistics
+    from pipeline.results import mlmd
+    from pipeline.results.summary import split_counts_from_statistics
 
     store = mlmd.open_store(mlmd.sqlite_config(str(output / "metadata.sqlite")))
     run = mlmd.latest_run(store, pipeline_name)

@@ -57,7 +57,7 @@ def run_pipeline(name: str, data, work: Path, extra=()):
         return {"name": name, "error": res["stderr"][-1500:], "wall_s": res["wall_s"]}
     pipeline_name, run, store = Q.latest_run(out)
     metrics = Q.overall_metrics(Q.uri(run, "Evaluator", "evaluation"))
-    from pipeline import gate_summary
+    from pipeline.results import gate_summary
 
     extras = gate_summary.read_model_extras(Q.uri(run, "Trainer", "model"))
     blessing = run["Evaluator"].outputs["blessing"][0]

@@ -85,7 +85,7 @@ def child(variant: str, data: Path, out: Path, workers: int) -> int:
 
         return prepare_image_dataset(str(data), out / "cache", image_size=16, channels=1).num_examples
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from example_gen_helpers import run_example_gen
+    from support.example_gen_helpers import run_example_gen
 
     from components.image_example_gen import ImageExampleGenExecutor
     from components.ingest_config import settings_config

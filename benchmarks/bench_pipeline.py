@@ -7,7 +7,7 @@ For each model (``--models``, default cnn and seq2seq), in a fresh output dir:
     third:   and once more (the first run pins the schema, which changes the second run's
              graph: ImportSchemaGen replaces SchemaGen; the third run shows the steady state)
 
-Per-component times and states come from ML Metadata (``pipeline.mlmd.latest_run``); the
+Per-component times and states come from ML Metadata (``pipeline.results.mlmd.latest_run``); the
 gate metric (CNN accuracy, seq2seq top-5) from the printed run summary. Reported: the
 cached/cold ratio (target <= 0.25), the CNN cold wall time (target <= 60 s on 2 cores) and
 its accuracy, and how much of each run is outside the components (interpreter start,
@@ -49,7 +49,7 @@ IMPORTS = {
     "import stackenv, tensorflow": "import stackenv, tensorflow",
     "from tfx import v1": "import stackenv; from tfx import v1",
     "import tensorflow_model_analysis": "import stackenv, tensorflow_model_analysis",
-    "import pipeline.local_runner (a run's imports)": "import stackenv, pipeline.local_runner, pipeline.summary",
+    "import pipeline.local.runner (a run's imports)": "import stackenv, pipeline.local.runner, pipeline.results.summary",
     # What ``from tfx import v1`` adds on top of the TFX/TFMA modules a run needs anyway
     # (tfx.v1.extensions imports google.cloud.aiplatform): what graph.py saves by importing
     # the components directly (tfx.components, tfx.orchestration.pipeline, tfx.proto).
@@ -130,7 +130,7 @@ EXAMPLES_RE = re.compile(r"^Examples: (?P<n>\d+) in", re.M)
 
 
 def read_mlmd(output_dir: Path, pipeline_name: str):
-    from pipeline import mlmd
+    from pipeline.results import mlmd
 
     store = mlmd.open_store(mlmd.sqlite_config(str(output_dir / "metadata.sqlite")))
     run = mlmd.latest_run(store, pipeline_name)

@@ -70,7 +70,7 @@ def ensure_run(model: str, given, extra: str, work: Path):
 
 def latest_run(output: Path):
     """(pipeline name, {node: NodeExecution}) of the most recent run in ``output``."""
-    from pipeline import mlmd
+    from pipeline.results import mlmd
 
     store = mlmd.open_store(mlmd.sqlite_config(str(output / "metadata.sqlite")))
     names = [c.name for c in store.get_contexts_by_type("pipeline")]
@@ -88,7 +88,7 @@ def latest_run(output: Path):
 
 def training_seconds(store, pipeline_name: str, node: str = "Trainer"):
     """Seconds of the newest execution of ``node`` that really ran (a cached one takes ~0 s)."""
-    from pipeline import mlmd
+    from pipeline.results import mlmd
 
     context = store.get_context_by_type_and_name("node", f"{pipeline_name}.{node}")
     if context is None:
@@ -107,7 +107,7 @@ def uri(run, node, key):
 
 
 def overall_metrics(evaluation_uri: str):
-    from data.tfma_results import overall_metrics as read_overall_metrics
+    from artifacts.tfma_results import overall_metrics as read_overall_metrics
 
     return read_overall_metrics(evaluation_uri)
 

@@ -25,8 +25,8 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils
 
+from artifacts.serving_dir import latest_version_dir
 from components.reference_gate import apply_reference_gate
-from data.serving_dir import latest_version_dir
 
 BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
 # Blessing custom property: the served version directory the candidate was compared with.

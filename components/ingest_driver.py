@@ -4,7 +4,7 @@ Why: the ExampleGens read a source root recursively (class folders, nested image
 TFX fingerprints only what the split pattern matches; the extra part makes a changed image
 anywhere below the root a cache miss. Local runs call it as the ExampleGen's driver; on
 Kubeflow the compiled pipeline's input-resolution step calls :func:`resolve_input` (the same
-code) and hands its results to the ExampleGen as parameters (pipeline/kubeflow_fresh_data.py).
+code) and hands its results to the ExampleGen as parameters (pipeline/kubeflow/fresh_data.py).
 """
 from __future__ import annotations
 

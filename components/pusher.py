@@ -21,7 +21,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, proto_utils
 
-from data.serving_dir import publish_version
+from artifacts.serving_dir import publish_version
 
 EVALUATION_KEY = "evaluation"
 
@@ -37,7 +37,7 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
 
 def _push_metrics(evaluation_uri: str) -> dict[str, Any]:
     """The candidate's overall metrics for push_info.json (empty if unreadable)."""
-    from data.tfma_results import overall_metrics  # TFMA loads only when a push needs it
+    from artifacts.tfma_results import overall_metrics  # TFMA loads only when a push needs it
 
     try:
         return overall_metrics(evaluation_uri)

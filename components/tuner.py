@@ -23,8 +23,8 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
+from artifacts.search_record import BEST_FILE, RESULTS_FILE, SEARCH_FILE
 from components.facts_steps import with_graph_facts
-from data.search_record import BEST_FILE, RESULTS_FILE, SEARCH_FILE
 
 
 class Executor(tuner_executor.Executor):
@@ -43,7 +43,7 @@ class Executor(tuner_executor.Executor):
 
 
 def _working_dir(exec_properties: dict[str, Any], results_dir: str) -> str | None:
-    """A search whose trials run in other pods (compile --tune-workers, pipeline/tuner_launcher.py) needs a
+    """A search whose trials run in other pods (compile --tune-workers: kubeflow/training/tuner_launcher.py) needs a
     working directory they share: under ``tuner_results`` in the pipeline root, not the step's local temp."""
     custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
     return os.path.join(results_dir, "search") if custom.get("shared_working_dir") else None

@@ -291,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """Pod settings compiled into the package (pipeline/kubeflow_platform.py)."""
+    """Pod settings compiled into the package (pipeline/kubeflow/platform.py)."""
     pods = parser.add_argument_group("pod settings (every step unless named Trainer)")
     for flag, what in (("--cpu-request", "CPU request, e.g. 500m"), ("--cpu-limit", "CPU limit, e.g. 2"),
                        ("--memory-request", "memory request, e.g. 2Gi"), ("--memory-limit", "memory limit, e.g. 8Gi"),
@@ -314,7 +314,7 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_trainer_workers_arguments(parser: argparse.ArgumentParser) -> None:
-    """compile --trainer-workers: the Trainer step as a TFJob (pipeline/tfjob_launcher.py)."""
+    """compile --trainer-workers: the Trainer step as a TFJob (pipeline/kubeflow/training/trainer_launcher.py)."""
     group = parser.add_argument_group("multi-worker Trainer (Kubeflow Training Operator TFJob)")
     group.add_argument("--trainer-workers", type=int, default=1, metavar="N",
                        help="N > 1: the Trainer step starts a TFJob of N pods of --image (1 Chief + N-1 Workers, "

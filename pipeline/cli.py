@@ -59,9 +59,9 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.kubeflow_platform import StepSettings
-    from pipeline.kubeflow_runner import compile_pipeline, dataset_for_cluster
-    from pipeline.kubeflow_storage import check_pipeline_root
+    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster
+    from pipeline.kubeflow.platform import StepSettings
+    from pipeline.kubeflow.storage import check_pipeline_root
 
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
     settings = StepSettings(
@@ -80,7 +80,7 @@ def command_compile(args: argparse.Namespace) -> int:
 
 
 def command_tfjob(args: argparse.Namespace) -> int:
-    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest, trainer_job, write_manifest
+    from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest, trainer_job, write_manifest
 
     settings = TFJobSettings(image=args.image, transformed_examples=args.transformed_examples,
                              transform_graph=args.transform_graph, model_dir=args.model_dir, workers=args.workers,
@@ -96,8 +96,8 @@ def command_tfjob(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from pipeline.preflight import check_run
-    from pipeline.run_lock import exclusive_run
+    from pipeline.local.preflight import check_run
+    from pipeline.local.run_lock import exclusive_run
 
     config = config_from_args(args)
     check_run(config)  # scale-out settings (TF_CONFIG, worker pool, dispatcher) before anything runs
@@ -110,7 +110,7 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
     log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
 
     from pipeline import schema_pin
-    from pipeline import summary as run_summary
+    from pipeline.results import summary as run_summary
 
     if not args.accept_schema_change:
         config.schema_file = schema_pin.pinned_schema(config)
@@ -119,7 +119,7 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
     # example-gen: the pipeline reads the data itself; its facts come back from the run.
     dataset = None if config.ingests_in_pipeline() else _prepare(config)
 
-    from pipeline.local_runner import ingested_dataset, run_local
+    from pipeline.local.runner import ingested_dataset, run_local
 
     run_local(config, dataset)  # a failure is reported by main(): one paragraph, traceback to a file
     result = run_summary.collect(config, dataset or ingested_dataset(config))
@@ -175,7 +175,7 @@ def command_deploy(args: argparse.Namespace) -> int:
     if not args.package:
         raise ConfigError("--package", "is required to deploy: pass the pipeline YAML that `python -m pipeline "
                                        "compile` wrote (or use --list-schedules / --delete-schedule ID).")
-    from pipeline.kubeflow_deploy import deploy
+    from pipeline.kubeflow.deploy import deploy
 
     result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
                     run=args.run, namespace=args.namespace, run_name=args.run_name,
@@ -188,9 +188,9 @@ def command_deploy(args: argparse.Namespace) -> int:
 
 
 def _schedules(args: argparse.Namespace) -> int:
-    from pipeline.kubeflow_connection import check_health, normalize_host, resolve_token
-    from pipeline.kubeflow_deploy import connect
-    from pipeline.kubeflow_schedule import delete_schedule, list_schedules
+    from pipeline.kubeflow.connection import check_health, normalize_host, resolve_token
+    from pipeline.kubeflow.deploy import connect
+    from pipeline.kubeflow.schedule import delete_schedule, list_schedules
 
     host, token = normalize_host(args.host), resolve_token(None)
     check_health(host, timeout=10.0, token=token)
@@ -236,7 +236,7 @@ def command_rollback(args: argparse.Namespace) -> int:
 
 
 def command_beam_pool(args: argparse.Namespace) -> int:
-    from pipeline.beam_pool import serve
+    from pipeline.local.beam_pool import serve
 
     serve(args.port)  # replaces this process
     return 0

@@ -80,7 +80,7 @@ class PipelineConfig:
     profile: str | None = None        # "START,END" batches to trace with the TF profiler
     data_service: str = ""               # Trainer input via tf.data service: "auto" or HOST:PORT
     # compile only: N > 1 runs the Trainer step as a Training Operator TFJob of N workers
-    # (pipeline/tfjob_launcher.py); the step waits at most trainer_job_timeout seconds for it.
+    # (pipeline/kubeflow/training/trainer_launcher.py); the step waits at most trainer_job_timeout seconds for it.
     trainer_workers: int = 1
     trainer_job_timeout: int = 24 * 3600
 
@@ -106,7 +106,7 @@ class PipelineConfig:
     tune_algorithm: str | None = None    # random (default), bayesian, hyperband
     hyperparameters_file: str | None = None
     # compile only: N > 1 runs the Tuner step's trials in a TFJob of a KerasTuner oracle and N trial
-    # workers (pipeline/tuner_launcher.py); the step waits at most tune_job_timeout seconds for it.
+    # workers (pipeline/kubeflow/training/tuner_launcher.py); the step waits at most tune_job_timeout seconds for it.
     tune_workers: int = 1
     tune_job_timeout: int = 24 * 3600
 

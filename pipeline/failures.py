@@ -65,7 +65,7 @@ def _tf_permission_error(error: BaseException) -> ProjectError | None:
 
 
 def _component_failed(error: BaseException):
-    runner = sys.modules.get("pipeline.local_runner")  # only a local run can have failed in a component
+    runner = sys.modules.get("pipeline.local.runner")  # only a local run can have failed in a component
     return find_in_chain(error, runner.ComponentFailed) if runner is not None else None
 
 

@@ -4,7 +4,8 @@ ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Tra
 -> Evaluator (baseline: the model being served) -> Pusher. Local Beam and Kubeflow
 runners both call ``create_pipeline`` and only add their own orchestration settings.
 """
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform) on every run, cached ones included (benchmarks/README.md).
@@ -37,6 +38,22 @@ PUSHER = "Pusher"
 TUNER = "Tuner"
 HYPERPARAMETERS_IMPORTER = "HyperparametersImporter"
 
+# How a training function executes: ``(dotted function, custom_config) -> (dotted function, custom_config)``.
+# The graph calls the family's function inside the step; a runner may hand the work over (Kubeflow
+# compile: a launcher that creates a training job, pipeline/kubeflow/training/). The graph only applies it.
+FunctionLauncher = Callable[[str, dict], tuple[str, dict]]
+
+
+def _in_the_step(function: str, custom_config: dict) -> tuple[str, dict]:
+    return function, custom_config
+
+
+@dataclasses.dataclass(frozen=True)
+class StepLaunchers:
+    """What a runner changes about where the Trainer's ``run_fn`` and the Tuner's ``tuner_fn`` run."""
+    trainer: FunctionLauncher = _in_the_step
+    tuner: FunctionLauncher = _in_the_step
+
 
 def create_pipeline(
     config: PipelineConfig,
@@ -44,6 +61,7 @@ def create_pipeline(
     *,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = (),
+    launchers: StepLaunchers = StepLaunchers(),
 ) -> Pipeline:
     family = get_family(config.model)
     code_version = family.code_version()
@@ -124,14 +142,9 @@ def create_pipeline(
     # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
     hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
-                                                     code_version)
-    trainer_config = {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name}
-    run_fn = family.run_fn
-    if config.trainer_workers > 1:  # compile --trainer-workers: the step launches a TFJob (pipeline/tfjob_launcher.py)
-        from pipeline.tfjob_launcher import launcher_config
-
-        run_fn, trainer_config = launcher_config(run_fn, trainer_config, config.trainer_workers,
-                                                 config.trainer_job_timeout)
+                                                     code_version, launchers.tuner)
+    run_fn, trainer_config = launchers.trainer(
+        family.run_fn, {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name})
     trainer = FactsTrainer(
         run_fn=run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
@@ -171,7 +184,7 @@ def create_pipeline(
 
 
 def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, settings: TrainingSettings,
-                     code_version: str):
+                     code_version: str, launch_tuner: FunctionLauncher):
     """The Trainer's ``hyperparameters`` input and the nodes producing it: TFX's Tuner
     (``--tune-trials``), TFX's Importer of a past search (``--hyperparameters``), or none."""
     if config.tune_trials:
@@ -182,13 +195,9 @@ def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, sett
 
         tuning = TuningSettings(trials=config.tune_trials, algorithm=config.tune_algorithm or "random",
                                 budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
-        tuner_fn, tuner_config = family.tuner_fn, {**settings.to_custom_config(), **tuning.to_custom_config(),
-                                                   "code_version": code_version, FAMILY_KEY: family.name}
-        if config.tune_workers > 1:  # compile --tune-workers: the step launches a TFJob (pipeline/tuner_launcher.py)
-            from pipeline.tuner_launcher import launcher_config
-
-            tuner_fn, tuner_config = launcher_config(tuner_fn, tuner_config, config.tune_workers,
-                                                     config.tune_job_timeout)
+        tuner_fn, tuner_config = launch_tuner(family.tuner_fn, {
+            **settings.to_custom_config(), **tuning.to_custom_config(), "code_version": code_version,
+            FAMILY_KEY: family.name})
         tuner = RecordingTuner(
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],

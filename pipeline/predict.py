@@ -10,8 +10,8 @@ from stackenv.errors import MissingInput, PathError, ProjectError
 import numpy as np
 import tensorflow as tf
 
+from artifacts.serving_dir import latest_version_dir
 from data.images import load_image_array
-from data.serving_dir import latest_version_dir
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"

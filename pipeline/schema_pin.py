@@ -48,15 +48,3 @@ def pin_schema(config: PipelineConfig, inferred_schema_uri: str,
     with tf.io.gfile.GFile(os.path.join(directory, CURRENT_POINTER), "w") as handle:
         handle.write(name + "\n")
     return os.path.join(directory, name)
-
-
-def keep_string_domains(schema: schema_pb2.Schema, features) -> None:
-    """Drop inferred value lists except for ``features`` (ids, documents: new values are normal)."""
-    keep = set(features)
-    for feature in schema.feature:
-        if feature.HasField("domain") and feature.name not in keep:
-            feature.ClearField("domain")
-    used = {f.domain for f in schema.feature if f.HasField("domain")}
-    kept = [d for d in schema.string_domain if d.name in used]
-    del schema.string_domain[:]
-    schema.string_domain.extend(kept)

@@ -4,7 +4,7 @@ import os
 
 from stackenv.errors import MissingInput, PathError
 
-from data import serving_dir
+from artifacts import serving_dir
 from models.common import references
 from pipeline.families import gate_metrics
 

@@ -13,7 +13,8 @@ from stackenv.errors import MissingInput
 
 import tensorflow as tf
 
-from pipeline import graph, mlmd
+from pipeline import graph
+from pipeline.results import mlmd
 
 _OK_STATES = ("COMPLETE", "CACHED")
 PROFILE_DIR = os.path.join("plugins", "profile")

@@ -18,7 +18,7 @@ from typing import Any
 
 from stackenv.errors import ConfigError
 
-from data.search_record import BEST_FILE
+from artifacts.search_record import BEST_FILE
 from models.common.search_space import ALGORITHMS, names, values_of
 from pipeline.families import FAMILIES, get_family
 

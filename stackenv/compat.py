@@ -247,7 +247,7 @@ def bound_multi_worker_waits(cluster_wait_s: float, check_interval_s: float, pee
 import json  # noqa: E402
 from collections.abc import Mapping  # noqa: E402
 
-# TFX's V2 container entrypoint; ours (pipeline/kubeflow_entrypoint.py) wraps it.
+# TFX's V2 container entrypoint; ours (pipeline/kubeflow/entrypoint.py) wraps it.
 TFX_ENTRYPOINT_MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"

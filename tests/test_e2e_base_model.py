@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import run_cli
-from tf_serving_rest import predict
+from support.tf_serving_rest import predict
 
 pytestmark = pytest.mark.e2e
 

@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 from conftest import run_cli
 from PIL import Image
-from tf_serving_rest import predict
+from support.tf_serving_rest import predict
 
-from pipeline import graph, mlmd
+from pipeline import graph
 from pipeline.config import PipelineConfig
+from pipeline.results import mlmd
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +61,7 @@ def test_summary_reports_metrics_blessing_and_push(first_run):
 
 
 def test_evaluation_has_overall_class_and_brightness_slices(first_run):
-    from pipeline.summary import slice_metrics
+    from pipeline.results.summary import slice_metrics
 
     _, _, run = first_run
     uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
@@ -135,7 +136,7 @@ def test_second_run_is_served_from_cache(first_run):
 
 def test_new_model_is_gated_against_the_served_model(first_run):
     """A retrained model is evaluated against the served one; failing the gate pushes nothing."""
-    from pipeline.summary import slice_metrics
+    from pipeline.results.summary import slice_metrics
 
     config, _, _ = first_run
     served = _pushed_version_dir(config)

@@ -6,11 +6,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from conftest import run_cli
-from tf_serving_rest import predict
+from support.tf_serving_rest import predict
 
-from pipeline import graph, mlmd
+from pipeline import graph
 from pipeline.config import PipelineConfig
-from pipeline.summary import slice_metrics
+from pipeline.results import mlmd
+from pipeline.results.summary import slice_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +80,7 @@ def test_generate_cli_continues_prompts_with_vocabulary_tokens(seq2seq_run, samp
 
 def test_serving_default_answers_tf_serving_rest(seq2seq_run):
     config, _, run = seq2seq_run
-    from data.serving_dir import latest_version_dir
+    from artifacts.serving_dir import latest_version_dir
 
     model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
     example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(

@@ -11,9 +11,9 @@ from pydoc_data.topics import topics
 import pytest
 from conftest import run_cli
 
-from pipeline import mlmd
 from pipeline.config import PipelineConfig
-from pipeline.summary import split_counts_from_statistics
+from pipeline.results import mlmd
+from pipeline.results.summary import split_counts_from_statistics
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +48,7 @@ def test_one_file_is_split_into_train_and_eval_and_pushed(one_file_run):
 
 def test_pushed_model_carries_its_reference_scores(one_file_run):
     config, _ = one_file_run
-    from data.serving_dir import latest_version_dir
+    from artifacts.serving_dir import latest_version_dir
 
     run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
     model_run = run["Trainer"].outputs["model_run"][0].uri

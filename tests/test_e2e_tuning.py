@@ -9,8 +9,9 @@ from pydoc_data.topics import topics
 import pytest
 from conftest import run_cli
 
-from pipeline import graph, mlmd
+from pipeline import graph
 from pipeline.config import PipelineConfig
+from pipeline.results import mlmd
 
 pytestmark = pytest.mark.e2e
 

@@ -13,13 +13,13 @@ from pipeline import cli, failures
 def test_every_user_facing_error_is_a_project_error():
     from components.validator import DataAnomaliesError
     from data.errors import DataError
-    from pipeline.kube_api import KubeApiError
-    from pipeline.kubeflow_deploy import DeployError
+    from pipeline.kubeflow.deploy import DeployError
+    from pipeline.kubeflow.training.kube_api import KubeApiError
+    from pipeline.kubeflow.training.trainer_launcher import TFJobFailed
+    from pipeline.kubeflow.training.tuner_worker import TunerWorkerError
+    from pipeline.local.run_lock import OutputDirBusy
     from pipeline.report import ReportError
-    from pipeline.run_lock import OutputDirBusy
-    from pipeline.summary import RecordCountMismatch
-    from pipeline.tfjob_launcher import TFJobFailed
-    from pipeline.tuner_worker import TunerWorkerError
+    from pipeline.results.summary import RecordCountMismatch
 
     for kind in (DataError, DataAnomaliesError, OutputDirBusy, ReportError, DeployError, RecordCountMismatch,
                  ConfigError, KubeApiError, TFJobFailed, TunerWorkerError):
@@ -38,7 +38,8 @@ def test_config_errors_name_the_flag():
 
 def test_record_count_mismatch_is_one_paragraph_not_a_traceback(tmp_path, monkeypatch, capsys):
     """A run whose ExampleGen lost records ends with the check's paragraph and exit 1."""
-    from pipeline import local_runner, summary
+    from pipeline.local import runner as local_runner
+    from pipeline.results import summary
 
     def collect(config, dataset):
         return summary.RunSummary(pipeline_name=config.pipeline_name, components=[],
@@ -95,7 +96,7 @@ def test_unexpected_error_prints_its_first_line_and_the_log(tmp_path, monkeypatc
 def test_project_error_inside_a_component_is_printed_whole(tmp_path):
     """Beam and TFX wrap an executor's error; the paragraph is found on the chain."""
     from components.validator import DataAnomaliesError
-    from pipeline.local_runner import ComponentFailed
+    from pipeline.local.runner import ComponentFailed
 
     paragraph = "The data does not match the pinned schema.\n  - [eval] feature 'label': new value"
     try:

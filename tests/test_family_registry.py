@@ -1,18 +1,18 @@
 """The family registry: a family is one registration, and a third one needs no edit elsewhere.
 
-Fast unit tests of the registry, then a tiny third family (tests/dense_family.py: a dense
+Fast unit tests of the registry, then a tiny third family (tests/support/dense_family.py: a dense
 classifier on the digits) registered for the duration of a test and taken through
 config -> ``pipeline.graph.create_pipeline`` -> the Kubeflow compile.
 """
 import json
 
-import dense_family
 import pytest
+from support import dense_family
 
 from pipeline import families
 from pipeline.arguments import build_parser, config_from_args
 from pipeline.config import PipelineConfig
-from pipeline.kubeflow_fresh_data import RESOLVE_TASK
+from pipeline.kubeflow.fresh_data import RESOLVE_TASK
 
 IMAGE = "registry.example.com/tfx-project:test"
 
@@ -105,7 +105,7 @@ def test_family_of_trainer_properties():
 
 
 def test_served_versions_list_every_registered_gate_metric(tmp_path):
-    from data import serving_dir
+    from artifacts import serving_dir
     from pipeline.serving_commands import list_models
 
     version = tmp_path / "1700000000"
@@ -146,7 +146,7 @@ def third_family_compiled(tmp_path_factory):
     import yaml
 
     from pipeline.graph import create_pipeline
-    from pipeline.kubeflow_runner import compile_pipeline, dataset_for_cluster
+    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster
 
     root = tmp_path_factory.mktemp("dense-family")
     with families.registered(dense_family.FAMILY) as family:
@@ -170,8 +170,8 @@ def test_third_family_components_and_settings_reach_the_compiled_spec(third_fami
         "Evaluator", "Pusher"}
     params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()
                   if "runtimeValue" in v} for t, body in tasks.items()}
-    assert params["Transform"]["preprocessing_fn"] == "dense_family.preprocessing_fn"
-    assert params["Trainer"]["run_fn"] == "dense_family.run_fn"
+    assert params["Transform"]["preprocessing_fn"] == "support.dense_family.preprocessing_fn"
+    assert params["Trainer"]["run_fn"] == "support.dense_family.run_fn"
     transform_config = json.loads(params["Transform"]["custom_config"])
     assert transform_config["pixel_scale"] == 8.0 and transform_config["code_version"] == code_version
     assert transform_config["class_names"] == [str(d) for d in range(10)]

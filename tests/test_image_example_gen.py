@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from example_gen_helpers import run_example_gen, run_import_example_gen
 from PIL import Image
+from support.example_gen_helpers import run_example_gen, run_import_example_gen
 from tensorflow.train import Example
 
 from components.data_facts import read_facts

@@ -22,9 +22,9 @@ from tfx.orchestration.pipeline import Pipeline
 
 from components.data_facts import read_facts
 from components.image_example_gen import image_example_gen
-from pipeline import mlmd
 from pipeline.config import PipelineConfig
-from pipeline.kubeflow_runner import compile_pipeline, dataset_for_cluster
+from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster
+from pipeline.results import mlmd
 
 
 def _images(root: Path, classes: dict[str, int], seed: int) -> Path:

@@ -1,7 +1,7 @@
 """Kubeflow: the compiled KFP v2 spec is the local graph, with the root and entrypoint a cluster needs.
 
 No cluster here: the spec is parsed with kfp's own PipelineSpec proto and loader; its steps
-run in tests/test_kubeflow_contract.py, passed what a KFP backend passes (tests/kfp_contract.py).
+run in tests/test_kubeflow_contract.py, passed what a KFP backend passes (tests/support/kfp_contract.py).
 """
 import json
 
@@ -15,11 +15,11 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline
-from pipeline.kubeflow_fresh_data import RESOLVE_TASK
-from pipeline.kubeflow_runner import dataset_for_cluster
+from pipeline.kubeflow.compile import dataset_for_cluster
+from pipeline.kubeflow.fresh_data import RESOLVE_TASK
 
 IMAGE = "registry.example.com/tfx-project:test"
-ENTRYPOINT = ["python", "-m", "pipeline.kubeflow_entrypoint"]  # wraps TFX's kubeflow_v2_run_executor
+ENTRYPOINT = ["python", "-m", "pipeline.kubeflow.entrypoint"]  # wraps TFX's kubeflow_v2_run_executor
 ROOT = "gs://my-bucket/team/tfx-root"
 
 
@@ -54,7 +54,7 @@ def test_dag_equals_the_local_graph(compiled):
     local = create_pipeline(config, dataset_for_cluster(config, FAMILIES[model].prepare_data))
     local_edges = {c.id: {u.id for u in c.upstream_nodes} for c in local.components}
     tasks = spec["root"]["dag"]["tasks"]
-    # Plus the input-resolution step before the ExampleGen (pipeline/kubeflow_fresh_data.py).
+    # Plus the input-resolution step before the ExampleGen (pipeline/kubeflow/fresh_data.py).
     assert set(tasks[RESOLVE_TASK].get("dependentTasks", [])) == set()
     assert {t: set(body.get("dependentTasks", [])) - {RESOLVE_TASK} for t, body in tasks.items()
             if t != RESOLVE_TASK} == local_edges
@@ -67,7 +67,7 @@ def test_every_executor_runs_the_image_entrypoint(compiled):
     for name, executor in executors.items():
         container = executor["container"]
         if name == f"{RESOLVE_TASK}_executor":  # not a TFX component: lists the ExampleGen's input
-            assert container["image"] == IMAGE and container["command"][-1] == "pipeline.kubeflow_resolve_input"
+            assert container["image"] == IMAGE and container["command"][-1] == "pipeline.kubeflow.resolve_input"
             continue
         assert container["image"] == IMAGE, name
         assert container["command"] == ENTRYPOINT, name

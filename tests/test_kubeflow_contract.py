@@ -1,6 +1,6 @@
 """Every compiled step of both families, twice, passed exactly what a KFP 2.x backend passes.
 
-The backend is emulated from its source (tests/kfp_contract.py cites the files): upstream
+The backend is emulated from its source (tests/support/kfp_contract.py cites the files): upstream
 artifacts arrive with an empty ``instanceSchema`` and their MLMD id as name, outputs get
 URIs under ``<root>/<pipeline>/<run>/<task>/<key>``. The second run finds the first run's
 model served, so the Evaluator's served-model baseline path runs and the blessing goes
@@ -13,13 +13,13 @@ from pydoc_data.topics import topics
 import pytest
 import tensorflow as tf
 import yaml
-from kfp_contract import Cluster, TaskFailed, topological_tasks
+from support.kfp_contract import Cluster, TaskFailed, topological_tasks
 
-from data.serving_dir import list_versions
+from artifacts.serving_dir import list_versions
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
-from pipeline.kubeflow_fresh_data import override_caching
-from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
+from pipeline.kubeflow.compile import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
+from pipeline.kubeflow.fresh_data import override_caching
 
 # Two full runs of every step, each step a fresh process: far over the suite's default timeout
 # on a busy 2-core machine.

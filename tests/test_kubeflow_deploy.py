@@ -1,4 +1,4 @@
-"""``pipeline.kubeflow_deploy`` against a fake KFP v2 REST API on 127.0.0.1.
+"""``pipeline.kubeflow.deploy`` against a fake KFP v2 REST API on 127.0.0.1.
 
 The fake speaks the endpoints kfp 2.5.0 / kfp_server_api 2.0.5 call, records every request
 (multipart uploads decoded), and can answer with errors, so the tests check what the real
@@ -27,7 +27,7 @@ import kfp
 import pytest
 import yaml
 
-from pipeline.kubeflow_deploy import DeployError, deploy
+from pipeline.kubeflow.deploy import DeployError, deploy
 
 API = "/apis/v2beta1"
 PACKAGE_ROOT = "gs://bucket/tfx"
@@ -659,7 +659,7 @@ def test_wait_on_a_failed_run_names_the_step_and_its_log(kfp_server: FakeKfp, pa
 
 
 def test_wait_is_bounded(kfp_server: FakeKfp, package: Path) -> None:
-    from pipeline.kubeflow_wait import follow_run  # noqa: PLC0415
+    from pipeline.kubeflow.wait import follow_run  # noqa: PLC0415
 
     kfp_server.run_states = [("RUNNING", {"Trainer": "RUNNING"})]
     result = deploy(kfp_server.url, str(package), run=True)
@@ -728,13 +728,13 @@ def test_bad_cron_is_refused_before_anything_is_sent(kfp_server: FakeKfp, packag
 @pytest.mark.parametrize("cron", ["0 0 2 * * *", "0 30 6 * * 1-5", "0 0 */6 * * ?", "@daily", "@every 6h",
                                   "0 0 0 1 JAN,JUL *"])
 def test_every_cron_the_cli_accepts_the_api_accepts(cron: str) -> None:
-    from pipeline.kubeflow_schedule import check_cron
+    from pipeline.kubeflow.schedule import check_cron
 
     assert check_cron(cron) == cron and _robfig_v1_parses(cron)
 
 
 def test_fake_server_rejects_what_the_recurring_run_api_rejects(kfp_server: FakeKfp, package: Path) -> None:
-    from pipeline.kubeflow_deploy import connect
+    from pipeline.kubeflow.deploy import connect
 
     result = deploy(kfp_server.url, str(package))
     client = connect(kfp_server.url)

@@ -1,6 +1,6 @@
-"""Fresh data is never served stale from KFP's cache (pipeline/kubeflow_fresh_data.py).
+"""Fresh data is never served stale from KFP's cache (pipeline/kubeflow/fresh_data.py).
 
-The compiled pipeline runs through tests/kfp_contract.py, whose cache is KFP's own
+The compiled pipeline runs through tests/support/kfp_contract.py, whose cache is KFP's own
 (cacheutils/cache.go key, enableCache per task, cached outputs reused; the file cites the
 source): the input-resolution step always runs, and the ExampleGen is a cache hit exactly
 while its input's listing is unchanged. The cheap cases run the resolution step and the
@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
-from kfp_contract import Cluster, TaskFailed, topological_tasks
 from PIL import Image
+from support.kfp_contract import Cluster, TaskFailed, topological_tasks
 from test_kubeflow_contract import compile_for_contract
 
 from components.data_facts import read_facts
-from pipeline.kubeflow_fresh_data import RESOLVE_TASK, override_caching
+from pipeline.kubeflow.fresh_data import RESOLVE_TASK, override_caching
 
 pytestmark = pytest.mark.timeout(900)
 EXAMPLE_GEN = "ImportExampleGen"
@@ -107,7 +107,7 @@ def test_kfp_contract_example_gen_is_cached_until_the_data_changes(tmp_path):
 @pytest.mark.parametrize("version, recorded", [(-1.0, None), (3.0, 3)])
 def test_entrypoint_hands_the_resolved_input_over_as_tfx_driver_would(version, recorded):
     """No {VERSION}: no version property (TFX's driver leaves it None); else it is recorded as an int."""
-    from pipeline.kubeflow_entrypoint import apply_resolved_input
+    from pipeline.kubeflow.entrypoint import apply_resolved_input
 
     executor_input = {"inputs": {"parameterValues": {"input_fingerprint": "split:all,num_files:2\ntree:files=2",
                                                      "span": 2.0, "version": version}},
@@ -141,7 +141,7 @@ def _one_paragraph(text: str, data, expected: str) -> None:
 @pytest.mark.parametrize("case, expected", BAD_INPUT)
 def test_kfp_contract_bad_input_is_one_paragraph_from_the_resolution_step(tmp_path, capsys, case, expected):
     """The step's own command on the ExecutorInput the backend passes (in this process: quick)."""
-    from pipeline.kubeflow_resolve_input import main
+    from pipeline.kubeflow.resolve_input import main
 
     data, spec = _bad_input(tmp_path, case)
     parameters = {k: v["runtimeValue"]["constant"] for k, v in
@@ -169,7 +169,7 @@ def test_kfp_contract_bad_input_fails_the_resolution_pod(tmp_path, case, expecte
 @pytest.mark.timeout(3600)
 def test_kfp_contract_whole_pipeline_cached_downstream_until_new_data(tmp_path):
     """Unchanged data: every step after the listing is a KFP cache hit; a new file: all re-run, one more push."""
-    from data.serving_dir import list_versions
+    from artifacts.serving_dir import list_versions
 
     data = _images(tmp_path / "pets", {"cat": 6, "dog": 6}, seed=0)
     spec, config = _cnn(tmp_path, data, train_steps=5)
@@ -193,7 +193,7 @@ def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path
     import boto3
     from test_kubeflow_s3 import KEYS, _keys
 
-    from pipeline.kubeflow_storage import s3_environment
+    from pipeline.kubeflow.storage import s3_environment
 
     with _moto() as endpoint:
         client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_keys())

@@ -5,7 +5,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from pipeline.families import FAMILIES
-from pipeline.kubeflow_runner import IMAGE_DATA_ROOT
+from pipeline.kubeflow.compile import IMAGE_DATA_ROOT
 
 DOCKERFILE = (PROJECT_ROOT / "kubeflow" / "Dockerfile").read_text()
 

@@ -10,11 +10,11 @@ import os
 
 import boto3
 import pytest
-from kfp_contract import Cluster, topological_tasks
 from moto.server import ThreadedMotoServer
+from support.kfp_contract import Cluster, topological_tasks
 from test_kubeflow_contract import compile_for_contract
 
-from pipeline.kubeflow_storage import s3_environment
+from pipeline.kubeflow.storage import s3_environment
 
 # Two full runs, see test_kubeflow_contract.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]

@@ -1,8 +1,8 @@
 """Which roots a KFP step can write, and the S3 environment the steps get (no TFX, no cluster)."""
 import pytest
-from kfp_contract import DEFAULT_PIPELINE_ROOT, LAUNCHER_SCHEMES
+from support.kfp_contract import DEFAULT_PIPELINE_ROOT, LAUNCHER_SCHEMES
 
-from pipeline.kubeflow_storage import (
+from pipeline.kubeflow.storage import (
     DEFAULT_KFP_ROOT,
     WRITABLE_SCHEMES,
     KubeflowConfigError,

@@ -17,7 +17,7 @@ import yaml
 from conftest import PROJECT_ROOT
 
 from models.common.multi_worker import read_tf_config
-from pipeline.kubeflow_tfjob import PORT, PORT_NAME, TFJobSettings, tfjob_manifest
+from pipeline.kubeflow.training.tfjob import PORT, PORT_NAME, TFJobSettings, tfjob_manifest
 
 SCHEMA = json.loads((PROJECT_ROOT / "tests" / "data" / "tfjob_crd_schema.json").read_text())
 EXAMPLES = "gs://bucket/tfx/cnn-pipeline/Transform/transformed_examples/12"
@@ -114,7 +114,7 @@ def test_manifest_matches_the_tfjob_crd_and_the_operator_webhook(generated: dict
     container = replicas["Worker"]["template"]["spec"]["containers"][0]
     assert container["ports"] == [{"name": PORT_NAME, "containerPort": PORT}]
     assert container["resources"] == {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
-    assert container["command"] == ["python", "-m", "pipeline.trainer_worker"]
+    assert container["command"] == ["python", "-m", "pipeline.kubeflow.training.trainer_worker"]
 
 
 def test_the_checks_reject_what_the_api_server_and_operator_reject(generated: dict) -> None:
@@ -149,7 +149,7 @@ def test_multi_worker_reads_the_tf_config_the_operator_sets_in_each_pod(generate
 
 
 def test_every_pod_runs_the_pipelines_own_trainer_settings_multi_worker(generated: dict) -> None:
-    from pipeline.trainer_worker import fn_args
+    from pipeline.kubeflow.training.trainer_worker import fn_args
 
     args = [c["args"] for spec in generated["spec"]["tfReplicaSpecs"].values()
             for c in spec["template"]["spec"]["containers"]]

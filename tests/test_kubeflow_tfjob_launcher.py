@@ -1,6 +1,6 @@
 """``compile --trainer-workers N``: the Trainer step trains in a TFJob it creates through the Kubernetes API.
 
-Tested up to the API boundary: tests/k8s_tfjob_api.py is a local HTTP API server for TFJobs
+Tested up to the API boundary: tests/support/k8s_tfjob_api.py is a local HTTP API server for TFJobs
 with the Training Operator's reconciler (derived from their source; it validates against the
 CRD schema and runs each pod's own command as a local process). The launcher talks to it
 through the real ``kubernetes`` client and a kubeconfig. Fast here: the compiled YAML, API
@@ -13,11 +13,11 @@ import os
 
 import pytest
 import yaml
-from k8s_tfjob_api import TFJobApiServer
+from support.k8s_tfjob_api import TFJobApiServer
 
 from pipeline.config import PipelineConfig
-from pipeline.kube_api import KubeApiError, connect
-from pipeline.tfjob_launcher import TEMPLATE_ENV, TFJOB_KEY, TFJobFailed, launch, launcher_config
+from pipeline.kubeflow.training.kube_api import KubeApiError, connect
+from pipeline.kubeflow.training.trainer_launcher import TEMPLATE_ENV, TFJOB_KEY, TFJobFailed, launch, launcher_config
 
 IMAGE = "registry.example.com/tfx-project:test"
 
@@ -47,8 +47,8 @@ TEMPLATE = {"image": IMAGE, "container": {"env": [{"name": "PIPELINE_SECRET", "v
 
 
 def test_compiled_trainer_step_launches_a_tfjob_of_n_workers(tmp_path):
-    from pipeline.kubeflow_platform import StepSettings
-    from pipeline.kubeflow_runner import compile_pipeline
+    from pipeline.kubeflow.compile import compile_pipeline
+    from pipeline.kubeflow.platform import StepSettings
 
     config = PipelineConfig(model="cnn", output_dir="gs://bucket/root", train_steps=30, trainer_workers=3)
     settings = StepSettings(trainer_cpu="4", trainer_memory="8Gi", trainer_gpus=1, cpu_request="500m",
@@ -57,7 +57,7 @@ def test_compiled_trainer_step_launches_a_tfjob_of_n_workers(tmp_path):
     package = compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml"), settings)
     spec = next(yaml.safe_load_all(open(package)))
     trainer = spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]
-    assert trainer["run_fn"]["runtimeValue"]["constant"] == "pipeline.tfjob_launcher.run_fn"
+    assert trainer["run_fn"]["runtimeValue"]["constant"] == "pipeline.kubeflow.training.trainer_launcher.run_fn"
     custom = json.loads(trainer["custom_config"]["runtimeValue"]["constant"])
     assert custom[TFJOB_KEY] == {"workers": 3, "run_fn": "models.cnn.trainer.run_fn", "timeout_seconds": 86400}
     assert custom["training"]["strategy"] == "multi_worker"
@@ -154,7 +154,7 @@ def test_timeout_deletes_the_tfjob_and_names_the_setting(tmp_path):
 
 
 def test_a_restarted_step_follows_its_existing_tfjob(tmp_path):
-    from pipeline.tfjob_launcher import tfjob_for
+    from pipeline.kubeflow.training.trainer_launcher import tfjob_for
 
     with TFJobApiServer(tmp_path, secrets={"creds": {"password": "s3cret"}}) as server:
         server.kill_after.update({"chief-0": 0.0, "worker-0": 0.0})
@@ -186,7 +186,7 @@ def test_rbac_manifest_grants_what_the_launcher_calls():
 
     from conftest import PROJECT_ROOT
 
-    from pipeline import kube_api
+    from pipeline.kubeflow.training import kube_api
 
     role, binding = yaml.safe_load_all((PROJECT_ROOT / "kubeflow" / "tfjob-rbac.yaml").read_text())
     (rule,) = role["rules"]
@@ -204,11 +204,11 @@ def test_rbac_manifest_grants_what_the_launcher_calls():
 def test_compiled_pipeline_trains_in_a_two_worker_tfjob_and_the_evaluator_and_pusher_run_unchanged(tmp_path):
     """Every compiled step through the KFP contract emulator; the Trainer step's TFJob through the API emulator."""
     import tensorflow as tf
-    from kfp_contract import Cluster
+    from support.kfp_contract import Cluster
     from test_kubeflow_contract import SETTINGS
 
-    from data.serving_dir import list_versions
-    from pipeline.kubeflow_runner import compile_pipeline
+    from artifacts.serving_dir import list_versions
+    from pipeline.kubeflow.compile import compile_pipeline
 
     config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), trainer_workers=2, **SETTINGS["cnn"])
     spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml")))))
@@ -241,10 +241,10 @@ def test_compiled_pipeline_trains_in_a_two_worker_tfjob_and_the_evaluator_and_pu
 @pytest.mark.slow  # ExampleGen to Transform as processes, then a TFJob whose worker dies mid-run
 @pytest.mark.timeout(3600)
 def test_compiled_trainer_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(tmp_path):
-    from k8s_tfjob_api import run_with_a_dying_replica
+    from support.k8s_tfjob_api import run_with_a_dying_replica
     from test_kubeflow_contract import SETTINGS
 
-    from pipeline.kubeflow_runner import compile_pipeline
+    from pipeline.kubeflow.compile import compile_pipeline
 
     config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), trainer_workers=2,
                             **{**SETTINGS["cnn"], "train_steps": 400})

@@ -1,10 +1,10 @@
-"""``compile --tune-workers N``: the Tuner step's trials run in a TFJob (pipeline/tuner_launcher.py).
+"""``compile --tune-workers N``: the Tuner step's trials run in a TFJob (pipeline/kubeflow/training/tuner_launcher.py).
 
 Fast: the KerasTuner roles each pod derives from the TF_CONFIG the operator would set for the
 manifest the launcher builds (tests/test_kubeflow_tfjob.py's operator_tf_config, derived from
 the operator's source), the compiled YAML and the option's checks. Slow: the compiled pipeline
 through the KFP contract emulator with the Tuner's TFJob through the TFJob API emulator
-(tests/k8s_tfjob_api.py), both trial workers running trials, and a worker that dies.
+(tests/support/k8s_tfjob_api.py), both trial workers running trials, and a worker that dies.
 """
 import json
 import os
@@ -17,9 +17,9 @@ import yaml
 from test_kubeflow_tfjob import operator_tf_config
 
 from pipeline.config import PipelineConfig
-from pipeline.tfjob_launcher import TEMPLATE_ENV, TFJOB_KEY
-from pipeline.tuner_launcher import LAUNCHER_TUNER_FN, launcher_config, tfjob_for
-from pipeline.tuner_worker import TunerWorkerError, keras_tuner_env
+from pipeline.kubeflow.training.trainer_launcher import TEMPLATE_ENV, TFJOB_KEY
+from pipeline.kubeflow.training.tuner_launcher import LAUNCHER_TUNER_FN, launcher_config, tfjob_for
+from pipeline.kubeflow.training.tuner_worker import TunerWorkerError, keras_tuner_env
 
 IMAGE = "registry.example.com/tfx-project:test"
 
@@ -41,7 +41,7 @@ def test_each_pod_derives_its_keras_tuner_role_from_the_operators_tf_config():
     replicas = manifest["spec"]["tfReplicaSpecs"]
     assert (replicas["Chief"]["replicas"], replicas["Worker"]["replicas"]) == (1, 2)  # the oracle + 2 trial runners
     container = replicas["Worker"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "pipeline.tuner_worker"]
+    assert container["command"] == ["python", "-m", "pipeline.kubeflow.training.tuner_worker"]
     job = json.loads(container["args"][1])
     assert job["tuner_fn"] == "models.cnn.tuning.tuner_fn" and TFJOB_KEY not in job["custom_config"]
     assert job["workers"] == 2  # the chief stops serving once both trial runners wrote their records
@@ -67,8 +67,8 @@ def test_a_pod_without_the_operators_tf_config_is_one_paragraph(tf_config):
 
 
 def test_compiled_tuner_step_launches_a_tfjob_of_an_oracle_and_n_trial_workers(tmp_path):
-    from pipeline.kubeflow_platform import StepSettings
-    from pipeline.kubeflow_runner import compile_pipeline
+    from pipeline.kubeflow.compile import compile_pipeline
+    from pipeline.kubeflow.platform import StepSettings
 
     config = PipelineConfig(model="cnn", output_dir="gs://bucket/root", tune_trials=6, tune_workers=3)
     settings = StepSettings(trainer_cpu="4", trainer_memory="8Gi", cpu_request="500m")
@@ -105,7 +105,7 @@ def test_tune_workers_needs_a_search_and_the_cli_offers_it():
 def _compiled_with_tfjob(tmp_path, trials: int):
     from test_kubeflow_contract import SETTINGS
 
-    from pipeline.kubeflow_runner import compile_pipeline
+    from pipeline.kubeflow.compile import compile_pipeline
 
     config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), tune_trials=trials, tune_steps=5,
                             tune_workers=2, **SETTINGS["cnn"])
@@ -119,8 +119,8 @@ def _compiled_with_tfjob(tmp_path, trials: int):
 @pytest.mark.slow  # ExampleGen to Trainer as processes, the Tuner's oracle and two trial workers as pods
 @pytest.mark.timeout(3600)
 def test_compiled_tuner_step_runs_trials_on_two_workers_and_the_trainer_uses_the_best(tmp_path):
-    from k8s_tfjob_api import TFJobApiServer
-    from kfp_contract import Cluster
+    from support.k8s_tfjob_api import TFJobApiServer
+    from support.kfp_contract import Cluster
 
     trials = 4
     spec, step_env = _compiled_with_tfjob(tmp_path, trials)
@@ -159,7 +159,7 @@ def test_compiled_tuner_step_runs_trials_on_two_workers_and_the_trainer_uses_the
 @pytest.mark.slow  # ExampleGen to Transform as processes, then a Tuner TFJob whose worker dies
 @pytest.mark.timeout(3600)
 def test_compiled_tuner_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(tmp_path):
-    from k8s_tfjob_api import run_with_a_dying_replica
+    from support.k8s_tfjob_api import run_with_a_dying_replica
 
     spec, step_env = _compiled_with_tfjob(tmp_path, 20)
     failure, name, cluster = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-1")  # while it runs trials
@@ -184,7 +184,7 @@ def test_the_chief_stops_serving_once_every_runner_recorded_its_end(tmp_path, mo
     from models.cnn.hparams import SEARCH_SPACE
     from models.common import tuner
     from models.common.search_space import TuningSettings
-    from pipeline.tuner_worker import RECORDS, serve
+    from pipeline.kubeflow.training.tuner_worker import RECORDS, serve
 
     (port,) = free_ports(1)
     monkeypatch.setenv("KERASTUNER_TUNER_ID", "chief")

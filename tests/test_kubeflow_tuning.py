@@ -1,15 +1,15 @@
 """The Tuner on Kubeflow: compiled into the KFP v2 spec like any other step (cheap), and run
-through the container entrypoint by the emulated KFP 2.x backend (tests/kfp_contract.py; slow)."""
+through the container entrypoint by the emulated KFP 2.x backend (tests/support/kfp_contract.py; slow)."""
 import json
 import os
 
 import pytest
 import yaml
-from kfp_contract import Cluster, topological_tasks
+from support.kfp_contract import Cluster, topological_tasks
 
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
-from pipeline.kubeflow_runner import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
+from pipeline.kubeflow.compile import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
 
 IMAGE = "registry.example.com/tfx-project:test"
 
@@ -30,7 +30,7 @@ def test_tuner_compiles_into_the_spec_and_feeds_the_trainer(tmp_path):
     trainer_input = tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]
     assert trainer_input == {"outputArtifactKey": "best_hyperparameters", "producerTask": "Tuner"}
     executor = spec["deploymentSpec"]["executors"]["Tuner_executor"]["container"]
-    assert executor["command"][:3] == ["python", "-m", "pipeline.kubeflow_entrypoint"]
+    assert executor["command"][:3] == ["python", "-m", "pipeline.kubeflow.entrypoint"]
     assert executor["args"][:2] == ["--executor_class_path", "components.tuner.Executor"]
     parameters = spec["components"][tasks["Tuner"]["componentRef"]["name"]]["inputDefinitions"]["parameters"]
     assert "tuner_fn" in parameters and "custom_config" in parameters

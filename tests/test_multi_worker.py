@@ -1,6 +1,6 @@
 """Multi-worker training for real: two worker processes, one TF_CONFIG cluster on localhost.
 
-Each worker runs the CNN family's real ``run_fn`` (tests/multi_worker_job.py) on a split
+Each worker runs the CNN family's real ``run_fn`` (tests/support/multi_worker_job.py) on a split
 transformed by real tft_beam; the chief alone exports to its serving dir, the other
 worker's serving dir stays empty. A worker killed mid-run ends the other with the
 WorkerFailure paragraph within a bounded time. Bad TF_CONFIGs are ConfigErrors naming it.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import PROJECT_ROOT, free_ports, run_cli
 
-JOB = PROJECT_ROOT / "tests" / "multi_worker_job.py"
+JOB = PROJECT_ROOT / "tests" / "support" / "multi_worker_job.py"
 
 
 
@@ -57,7 +57,7 @@ def _finish(workers, timeout):
 @pytest.mark.slow  # two training processes on 2 cores
 def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_digits, digits_examples, tmp_path):
     import tensorflow as tf
-    from tf_serving_rest import predict
+    from support.tf_serving_rest import predict
 
     workers = _start_workers(transformed_digits, tmp_path, train_steps=40, epochs=1)
     results = _finish(workers, timeout=420)

@@ -11,7 +11,7 @@ import tensorflow_model_analysis as tfma
 from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
+from support.pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
 from pipeline import report
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 from conftest import PROJECT_ROOT
-from headless_chromium import chromium_page
-from jupyter_server import make_notebook_classic, run_all_cells
-from pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
+from support.headless_chromium import chromium_page
+from support.jupyter_server import make_notebook_classic, run_all_cells
+from support.pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
 from pipeline import report
 

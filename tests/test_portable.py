@@ -74,7 +74,7 @@ def test_portable_unreachable_pool_names_the_setting(tmp_path):
 
 
 def test_portable_pool_environment_puts_this_interpreter_first():
-    from pipeline import beam_pool
+    from pipeline.local import beam_pool
 
     env = beam_pool.pool_environment({"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere"})
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)

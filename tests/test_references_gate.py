@@ -9,7 +9,7 @@ from google.protobuf import json_format
 from components import reference_gate
 from models.cnn.evaluation import ACCURACY, eval_config
 from models.common import references
-from pipeline import gate_summary
+from pipeline.results import gate_summary
 
 
 def test_classifier_references_on_separable_data():

@@ -11,9 +11,10 @@ import pytest
 from conftest import PROJECT_ROOT, run_cli
 from PIL import Image
 
-from data import serving_dir
-from pipeline import graph, mlmd
+from artifacts import serving_dir
+from pipeline import graph
 from pipeline.config import PipelineConfig
+from pipeline.results import mlmd
 
 pytestmark = pytest.mark.e2e
 

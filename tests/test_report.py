@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import tensorflow_model_analysis as tfma
-from headless_chromium import ChromiumNotFound, chromium_page, find_chromium
-from pipeline_runs import ARTIFACTS_DIR, PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401
+from support.headless_chromium import ChromiumNotFound, chromium_page, find_chromium
+from support.pipeline_runs import ARTIFACTS_DIR, PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401
 
-from pipeline import graph, mlmd, report
+from pipeline import graph, report
+from pipeline.results import mlmd
 
 pytestmark = pytest.mark.e2e
 
@@ -187,7 +188,7 @@ def test_report_shows_the_reference_predictors_and_the_training_regime(written_r
     from tfx.utils import path_utils
 
     from models.common import references
-    from pipeline import gate_summary
+    from pipeline.results import gate_summary
 
     page = open(written_report, encoding="utf-8").read()
     [table] = pd.read_html(io.StringIO(page), attrs={"id": "references"})
@@ -257,9 +258,9 @@ def test_seq2seq_picture_stub_works_off_whatever_slices_exist(evaluation):
 
 
 def test_summary_report_and_pusher_read_the_same_metrics(cnn_run_with_baseline):
-    """One reader (data/tfma_results.py): the run summary, the report and push_info.json agree with TFMA."""
-    from data import tfma_results
-    from pipeline import summary
+    """One reader (artifacts/tfma_results.py): the run summary, the report and push_info.json agree with TFMA."""
+    from artifacts import tfma_results
+    from pipeline.results import summary
 
     first, second = report.list_evaluations(str(cnn_run_with_baseline))
     expected = _tfma_metrics(first.uri, None)["overall"]

@@ -34,19 +34,19 @@ def test_tfma_and_mlmd_readers_sit_below_their_users():
     tfma_reader = _imports(PROJECT_ROOT / "data" / "tfma_results.py")
     assert not {n for n in tfma_reader if n.split(".")[0] in ("pipeline", "components", "models")}, tfma_reader
     pusher = _imports(PROJECT_ROOT / "components" / "pusher.py")
-    assert "data.tfma_results" in pusher and not {n for n in pusher if n.startswith("pipeline")}, pusher
+    assert "artifacts.tfma_results" in pusher and not {n for n in pusher if n.startswith("pipeline")}, pusher
     for user in ("summary.py", "report/tables.py", "report/validation.py", "report/evaluations.py"):
-        assert "data.tfma_results" in _imports(PROJECT_ROOT / "pipeline" / user), user
+        assert "artifacts.tfma_results" in _imports(PROJECT_ROOT / "pipeline" / user), user
     summary = _imports(PROJECT_ROOT / "pipeline" / "summary.py")
     assert not any(n.startswith("tensorflow_model_analysis") for n in summary), summary
 
 
 def test_report_reads_mlmd_only_through_pipeline_mlmd():
-    """No second lineage reader: only pipeline/mlmd.py talks to ml_metadata."""
+    """No second lineage reader: only pipeline/results/mlmd.py talks to ml_metadata."""
     modules = [*(PROJECT_ROOT / "pipeline").glob("*.py"), *(PROJECT_ROOT / "pipeline" / "report").glob("*.py")]
     readers = [m.relative_to(PROJECT_ROOT).as_posix() for m in modules
                if any(n.startswith("ml_metadata") for n in _imports(m))]
-    assert readers == ["pipeline/mlmd.py"], readers
+    assert readers == ["pipeline/results/mlmd.py"], readers
 
 
 def test_family_pictures_are_reachable_by_dotted_path():

@@ -237,7 +237,7 @@ def test_generate_stops_only_on_the_callers_stop_tokens(loaded):
 
 
 def test_generate_through_tf_serving_rest_columnar_form(loaded):
-    from tf_serving_rest import predict
+    from support.tf_serving_rest import predict
 
     answer = predict(loaded, {"signature_name": export.GENERATE_SIGNATURE, "inputs": {
         "prompts": ["the cat sat on the", "a bird"], "max_new_tokens": 32, "top_k": 5, "temperature": 0.8,

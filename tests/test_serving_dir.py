@@ -8,8 +8,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from artifacts import serving_dir
 from components import pusher
-from data import serving_dir
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ def _modules_loaded_by(code: str) -> set:
 
 
 def test_a_run_does_not_import_tfx_v1_or_vertex_ai():
-    modules = _modules_loaded_by("import stackenv, pipeline.graph, pipeline.local_runner, pipeline.summary")
+    modules = _modules_loaded_by("import stackenv, pipeline.graph, pipeline.local.runner, pipeline.results.summary")
     assert "tfx.components" in modules  # the probe really loaded the pipeline
     assert "tfx.v1" not in modules
     assert not any(m.startswith("google.cloud.aiplatform") for m in modules)

@@ -41,8 +41,8 @@ def test_class_missing_from_eval_is_a_warning():
 
 
 def test_summary_prints_the_split_warnings(tmp_path):
-    from pipeline import summary
     from pipeline.config import PipelineConfig
+    from pipeline.results import summary
 
     result = summary.RunSummary(pipeline_name="p", components=[], split_counts={"train": 3, "eval": 2},
                                 num_input_examples=5, metric_name="accuracy",
@@ -52,7 +52,7 @@ def test_summary_prints_the_split_warnings(tmp_path):
 
 
 def test_summary_reads_the_warnings_from_statistics(tmp_path):
-    from pipeline.summary import _split_warnings
+    from pipeline.results.summary import _split_warnings
 
     _write_stats(str(tmp_path), "train", ["a", "a", "b"])
     _write_stats(str(tmp_path), "eval", ["a"])
@@ -97,7 +97,7 @@ def test_summary_warns_about_slices_the_family_declares(tmp_path):
     import pandas as pd
 
     from pipeline.families import get_family
-    from pipeline.summary import _split_warnings
+    from pipeline.results.summary import _split_warnings
 
     cnn = get_family("cnn")
     _write_frame_stats(str(tmp_path), "train", pd.DataFrame({"label": ["a", "b"], "brightness": ["dark", "bright"]}))

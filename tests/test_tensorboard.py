@@ -1,6 +1,6 @@
 """``python -m pipeline tensorboard``: a real TensorBoard on the last run's Trainer logs, found through MLMD.
 
-The shared second run (tests/pipeline_runs.py) trains with ``--profile``, so the newest
+The shared second run (tests/support/pipeline_runs.py) trains with ``--profile``, so the newest
 Trainer's logs hold per-epoch scalars and a profiler trace; the server is asked for both
 over HTTP on a free local port, then stopped with Ctrl-C as a person stops it.
 """
@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 from conftest import PROJECT_ROOT, run_cli
-from jupyter_server import free_port
-from pipeline_runs import cnn_run_with_baseline  # noqa: F401
+from support.jupyter_server import free_port
+from support.pipeline_runs import cnn_run_with_baseline  # noqa: F401
 
 
 def _get_json(url: str, process: subprocess.Popen, timeout: float):

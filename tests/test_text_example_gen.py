@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from example_gen_helpers import run_example_gen, run_import_example_gen
+from support.example_gen_helpers import run_example_gen, run_import_example_gen
 from tensorflow.train import Example
 from tfx.proto import example_gen_pb2
 

@@ -136,7 +136,7 @@ def test_budget_stops_the_search_with_the_best_trial_so_far(tmp_path):
 def test_search_record_hands_the_trainer_the_defaults_when_they_win(tmp_path, defaults_win):
     from components.tuner import write_search_record
     from models.common import tuner
-    from pipeline.tuning_summary import lines
+    from pipeline.results.tuning_summary import lines
 
     def score(values, steps):  # {} = the untuned defaults
         return (2.0 if not values else 0.0) if defaults_win else _objective(values, steps) + (5.0 if values else 0.0)

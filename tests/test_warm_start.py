@@ -3,14 +3,14 @@
 The CNN side runs on a real export (the family's own ``export_serving_model`` over a real
 Transform output); the seq2seq side checks the subclassed model, which Keras cannot clone.
 The two-run pipeline check (Resolver -> Trainer.base_model -> summary) reuses the session's
-two-run fixture (tests/pipeline_runs.py), whose second run asks for --warm-start.
+two-run fixture (tests/support/pipeline_runs.py), whose second run asks for --warm-start.
 """
 import json
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from pipeline_runs import PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401 (fixture)
+from support.pipeline_runs import PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401 (fixture)
 
 from models.cnn import export, features
 from models.cnn.hparams import CnnHyperparameters
@@ -123,7 +123,8 @@ def test_seq2seq_subclassed_model_warm_starts(tmp_path):
 
 def test_second_pipeline_run_warm_starts_from_the_first_blessed_model(cnn_run_with_baseline):
     """Resolver -> Trainer.base_model -> run_fn, read back through MLMD (shared two-run fixture)."""
-    from pipeline import graph, mlmd, warm_start
+    from pipeline import graph
+    from pipeline.results import mlmd, warm_start
 
     store = mlmd.open_output_store(str(cnn_run_with_baseline))
     first, second = mlmd.node_executions(store, PIPELINE_NAME, graph.TRAINER)[-2:]

@@ -93,7 +93,7 @@ def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalC
 def curate_image_schema(schema: schema_pb2.Schema) -> None:
     """The data contract: pixels are 0-255, classes are the known labels, brightness its buckets."""
     from data import features
-    from pipeline.schema_pin import keep_string_domains
+    from pipeline.families.schema_curation import keep_string_domains
 
     keep_string_domains(schema, [features.LABEL, features.BRIGHTNESS])
     for feature in schema.feature:

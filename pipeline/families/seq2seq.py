@@ -69,7 +69,7 @@ def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalC
 def curate_text_schema(schema: schema_pb2.Schema) -> None:
     """Documents and windows are open-ended; only the position buckets are a closed set."""
     from data import text_features
-    from pipeline.schema_pin import keep_string_domains
+    from pipeline.families.schema_curation import keep_string_domains
 
     keep_string_domains(schema, [text_features.POSITION])
 

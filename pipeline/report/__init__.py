@@ -3,8 +3,8 @@
 The notebook (``notebooks/inspect_metrics.ipynb``), the ``report`` command and the tests
 use the names below; each lives in a module with one job:
 
-- ``evaluations``: find evaluations through MLMD lineage (``pipeline/mlmd.py``)
-- ``tables`` / ``validation``: TFMA results as pandas (read by ``data/tfma_results.py``)
+- ``evaluations``: find evaluations through MLMD lineage (``pipeline/results/mlmd.py``)
+- ``tables`` / ``validation``: TFMA results as pandas (read by ``artifacts/tfma_results.py``)
 - ``figures``: matplotlib figures of those tables
 - ``families``: the per-family facts (key metric, slices, pictures); ``pictures``
   looks up a family's own pictures (``pictures_cnn``, ``pictures_seq2seq``)

@@ -1,6 +1,6 @@
 """What the evaluation could not measure: classes and slices with no eval example.
 
-The run summary prints these (``pipeline/summary.py``); a reader of the report alone would
+The run summary prints these (``pipeline/results/summary.py``); a reader of the report alone would
 otherwise take a slice table without, say, ``brightness=bright`` for a complete one. Both
 read the same StatisticsGen output through ``components/split_check.py``.
 """

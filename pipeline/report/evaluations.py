@@ -1,7 +1,7 @@
 """Find evaluations through ML Metadata: an Evaluator execution and what its lineage says.
 
 The evaluation is found like the run summary finds it (Evaluator -> Trainer -> Transform,
-ExampleGen, Pusher, read with ``pipeline/mlmd.py``), never by guessing artifact paths.
+ExampleGen, Pusher, read with ``pipeline/results/mlmd.py``), never by guessing artifact paths.
 """
 import dataclasses
 import datetime
@@ -10,9 +10,10 @@ import os
 
 from stackenv.errors import ProjectError
 
-from data.tfma_results import evaluated_models
-from pipeline import graph, mlmd
+from artifacts.tfma_results import evaluated_models
+from pipeline import graph
 from pipeline.report.families import ReportFamily, get_report_family
+from pipeline.results import mlmd
 
 _OK_STATES = ("COMPLETE", "CACHED")
 

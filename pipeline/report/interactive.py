@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from data import tfma_results
-from data.tfma_results import COUNT_METRIC
+from artifacts import tfma_results
+from artifacts.tfma_results import COUNT_METRIC
 from pipeline.report.evaluations import Evaluation
 from pipeline.report.tables import comparison_frame, per_class_frame, slice_metrics_frame
 

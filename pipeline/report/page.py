@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from data.tfma_results import COUNT_METRIC
+from artifacts.tfma_results import COUNT_METRIC
 from pipeline.report.data_warnings import split_warnings
 from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation
 from pipeline.report.figures import figure_png, plot_slice_metric
@@ -192,7 +192,7 @@ def references_frame(extras: dict[str, Any], overall: float | None) -> pd.DataFr
 
 def _references_section(evaluation: Evaluation, overall: float | None) -> list[str]:
     """What the model had to beat (the Trainer's references.json) and how it was trained."""
-    from pipeline import gate_summary
+    from pipeline.results import gate_summary
 
     extras = gate_summary.read_model_extras(evaluation.model_uri)
     frame = references_frame(extras, overall)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline import mlmd
 from pipeline.report.evaluations import find_latest_evaluation
+from pipeline.results import mlmd
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 TFMA's notebook widgets do not render in many Jupyter setups (tensorflow/model-analysis
 #112, #116), so the notebook and the HTML report share these plain frames. Values are read
-with ``data/tfma_results.py``, the reader the run summary and the Pusher use too.
+with ``artifacts/tfma_results.py``, the reader the run summary and the Pusher use too.
 """
 import logging
 import math
@@ -15,8 +15,8 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.view import view_types
 
-from data import tfma_results
-from data.tfma_results import COUNT_METRIC
+from artifacts import tfma_results
+from artifacts.tfma_results import COUNT_METRIC
 from pipeline.report.evaluations import Evaluation
 from pipeline.report.inputs import dataset_manifest
 

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from data.search_record import read_search_results
-from pipeline import mlmd
+from artifacts.search_record import read_search_results
+from pipeline.results import mlmd
 
 SECTION_ID = "tuning-trials"
 

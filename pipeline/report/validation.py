@@ -1,6 +1,6 @@
 """The gate of an evaluation in plain words: every threshold per slice, passed or not.
 
-Wording of failures is the run summary's (``data/tfma_results.py`` holds both), so the
+Wording of failures is the run summary's (``artifacts/tfma_results.py`` holds both), so the
 terminal, the notebook and the HTML report say the same thing.
 """
 import math
@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import tensorflow_model_analysis as tfma
 
-from data import tfma_results
+from artifacts import tfma_results
 from pipeline.report.evaluations import Evaluation
 from pipeline.report.tables import load_result
 

@@ -1,6 +1,6 @@
 """A local Kubernetes API server for TFJobs, with the Training Operator's reconciler, over HTTP.
 
-What the Trainer step's launcher (pipeline/tfjob_launcher.py, through the ``kubernetes`` client)
+What the Trainer step's launcher (pipeline/kubeflow/training/trainer_launcher.py, through the ``kubernetes`` client)
 talks to in the tests. Derived from the real systems, and no kinder than they are:
 
 - paths, verbs and error bodies of the API server for a namespaced custom resource:
@@ -37,8 +37,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import PROJECT_ROOT, free_ports
-from kfp_contract import dockerfile_env
 from test_kubeflow_tfjob import SCHEMA, operator_tf_config, violations, webhook_problems
+
+from support.kfp_contract import dockerfile_env
 
 _PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/?]+))?/?(?:\?.*)?$")
 
@@ -286,7 +287,8 @@ def run_with_a_dying_replica(tmp_path, spec: dict, step_env: dict, replica: str,
     TFJob is killed ``after_s`` seconds after it started; -> (the TaskFailed, the TFJob's name, the
     cluster). Fails the test when the run does not fail."""
     import pytest
-    from kfp_contract import Cluster, TaskFailed
+
+    from support.kfp_contract import Cluster, TaskFailed
 
     (tmp_path / "pods").mkdir(exist_ok=True)
     with TFJobApiServer(tmp_path / "pods") as server:

@@ -8,8 +8,8 @@ re-run prints the same lines.
 import os
 from typing import Any
 
-from data.search_record import BEST_FILE, read_search_results
-from pipeline import mlmd
+from artifacts.search_record import BEST_FILE, read_search_results
+from pipeline.results import mlmd
 
 
 def read_search(tuner: mlmd.NodeExecution | None) -> dict[str, Any] | None:

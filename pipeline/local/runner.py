@@ -13,9 +13,9 @@ from tfx.orchestration.beam import beam_dag_runner
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 
 from data.tfrecords import DatasetManifest
-from pipeline import mlmd
 from pipeline.config import PipelineConfig
 from pipeline.graph import create_pipeline
+from pipeline.results import mlmd
 
 log = logging.getLogger("pipeline")
 

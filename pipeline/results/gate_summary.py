@@ -121,7 +121,7 @@ def imbalance_text(evaluation_uri: str | None, slice_name: str) -> str:
     """'; balanced accuracy 0.81, macro F1 0.79' for a slice, or '' when not computed."""
     if not evaluation_uri:
         return ""
-    from pipeline.summary import slice_metrics
+    from artifacts.tfma_results import slice_metrics
 
     parts = []
     for name, label in IMBALANCE_METRICS:

@@ -101,7 +101,7 @@ def _prepare_digits(config):
 
 
 def _curate_schema(schema) -> None:
-    from pipeline.schema_pin import keep_string_domains
+    from pipeline.families.schema_curation import keep_string_domains
 
     keep_string_domains(schema, ["label"])
 

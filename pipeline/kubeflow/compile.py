@@ -10,14 +10,15 @@ Choices (TFX 1.16 traps included):
   so no module file has to be found in the container.
 - The baseline is read from the serving dir by our Evaluator (components/evaluator.py),
   since TFX's Resolver compiles to a step only Vertex AI implements.
-- Every step runs ``pipeline/kubeflow_entrypoint.py`` (``default_commands``), which fixes
+- Every step runs ``pipeline/kubeflow/entrypoint.py`` (``default_commands``), which fixes
   what a KFP backend passes before TFX's own entrypoint runs (stackenv/compat.py).
 - The pipeline root is recorded in the package (``defaultPipelineRoot``, which TFX's YAML
-  writer drops) and must be storage a pod can write (pipeline/kubeflow_storage.py).
+  writer drops) and must be storage a pod can write (pipeline/kubeflow/storage.py).
 - A step before the ExampleGen lists its input with KFP caching off, so the ExampleGen's
-  cache key changes when the data does (pipeline/kubeflow_fresh_data.py).
+  cache key changes when the data does (pipeline/kubeflow/fresh_data.py).
 """
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -31,10 +32,10 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
-from pipeline.graph import create_pipeline
-from pipeline.kubeflow_entrypoint import COMMAND
-from pipeline.kubeflow_fresh_data import add_input_resolution
-from pipeline.kubeflow_platform import StepSettings, apply_step_settings
+from pipeline.graph import StepLaunchers, create_pipeline
+from pipeline.kubeflow.entrypoint import COMMAND
+from pipeline.kubeflow.fresh_data import add_input_resolution
+from pipeline.kubeflow.platform import StepSettings, apply_step_settings
 
 log = logging.getLogger("pipeline")
 
@@ -84,25 +85,47 @@ def kfp_pipeline_root(config: PipelineConfig) -> str:
     return f"{config.output_dir.rstrip('/')}/tfx"
 
 
+def training_job_launchers(config: PipelineConfig) -> StepLaunchers:
+    """``--trainer-workers``/``--tune-workers`` > 1: the step's function becomes a launcher that creates a
+    training job of that many pods and waits for it (pipeline/kubeflow/training/); otherwise it runs in the step."""
+    launchers = StepLaunchers()
+    if config.trainer_workers > 1:
+        from pipeline.kubeflow.training import trainer_launcher
+
+        launchers = dataclasses.replace(launchers, trainer=functools.partial(
+            _with_job, trainer_launcher.launcher_config, config.trainer_workers, config.trainer_job_timeout))
+    if config.tune_workers > 1:
+        from pipeline.kubeflow.training import tuner_launcher
+
+        launchers = dataclasses.replace(launchers, tuner=functools.partial(
+            _with_job, tuner_launcher.launcher_config, config.tune_workers, config.tune_job_timeout))
+    return launchers
+
+
+def _with_job(launcher_config, workers: int, timeout_s: int, function: str, custom_config: dict) -> tuple[str, dict]:
+    return launcher_config(function, custom_config, workers, timeout_s)
+
+
 def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, image: str,
                      package_path: str | None = None, settings: StepSettings | None = None) -> str:
     """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
     Kubernetes platform spec as a second document when ``settings`` need one."""
     package_path = package_path or default_package_path(config)
     pipeline = create_pipeline(config, dataset,
-                               beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples if dataset else 0))
+                               beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples if dataset else 0),
+                               launchers=training_job_launchers(config))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
     spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), kfp_pipeline_root(config))
     spec = add_input_resolution(spec)  # the ExampleGen's cache key includes its input's listing
     platform = apply_step_settings(spec, settings or StepSettings())
-    if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow_tfjob_step.py)
-        from pipeline.kubeflow_tfjob_step import apply_trainer_workers
+    if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow/training/tfjob_step.py)
+        from pipeline.kubeflow.training.tfjob_step import apply_trainer_workers
 
         apply_trainer_workers(spec, image, settings or StepSettings())
-    if config.tune_trials and config.tune_workers > 1:  # the Tuner step launches a TFJob (pipeline/tuner_launcher.py)
-        from pipeline.kubeflow_tfjob_step import apply_tune_workers
+    if config.tune_trials and config.tune_workers > 1:  # the Tuner step launches a TFJob (training/tuner_launcher.py)
+        from pipeline.kubeflow.training.tfjob_step import apply_tune_workers
 
         apply_tune_workers(spec, image, settings or StepSettings())
     directory = os.path.dirname(os.path.abspath(package_path))

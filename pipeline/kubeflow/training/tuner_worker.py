@@ -1,7 +1,7 @@
 """One process of the Tuner's TFJob (``compile --tune-workers N``): the KerasTuner oracle, or a trial runner.
 
-``python -m pipeline.tuner_worker --job JSON``, the command pipeline/tuner_launcher.py gives
-every replica. The Training Operator sets ``TF_CONFIG`` in each pod (pipeline/kubeflow_tfjob.py
+``python -m pipeline.kubeflow.training.tuner_worker --job JSON``, the command tuner_launcher.py gives
+every replica. The Training Operator sets ``TF_CONFIG`` in each pod (pipeline/kubeflow/training/tfjob.py
 cites its source); KerasTuner's distributed mode wants ``KERASTUNER_TUNER_ID`` /
 ``KERASTUNER_ORACLE_IP`` / ``KERASTUNER_ORACLE_PORT`` instead, which :func:`keras_tuner_env`
 derives from it: the Chief serves the oracle (and runs no trials: KerasTuner's chief only
@@ -113,7 +113,7 @@ def search(job: dict, environ=os.environ) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.tuner_worker")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.tuner_worker")
     parser.add_argument("--job", required=True, help="the job as JSON (written by the Tuner step's launcher)")
     job = json.loads(parser.parse_args(argv).job)
     try:

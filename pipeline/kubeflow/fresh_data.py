@@ -13,12 +13,12 @@ own remedy, the driver in ``lifecycle.preCacheCheck``, runs only on Vertex AI.
 
 So the compiled pipeline gets a step before the ExampleGen (``RESOLVE_TASK``, caching off for
 that task alone, same image) that lists the input and resolves ``{SPAN}``
-(pipeline/kubeflow_resolve_input.py), and the ExampleGen takes the step's outputs as input
+(pipeline/kubeflow/resolve_input.py), and the ExampleGen takes the step's outputs as input
 parameters (``taskOutputParameter``, resolved by driver.go resolveInputs from the producer's
 recorded outputs): the resolved ``input_config`` in place of the constant one, plus
 ``input_fingerprint``, ``span`` and ``version``. Its key now changes exactly when the listing
 does. The container entrypoint hands them to TFX's executor as TFX's driver would
-(pipeline/kubeflow_entrypoint.py ``apply_resolved_input``). The ExampleGen's ``preCacheCheck`` hook is
+(pipeline/kubeflow/entrypoint.py ``apply_resolved_input``). The ExampleGen's ``preCacheCheck`` hook is
 dropped: where it runs it would resolve the already resolved pattern again (span 0).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 
-from pipeline.kubeflow_resolve_input import ARGS, COMMAND, INPUTS, OUTPUTS
+from pipeline.kubeflow.resolve_input import ARGS, COMMAND, INPUTS, OUTPUTS
 
 RESOLVE_TASK = "ResolveInput"
 #: Tasks whose KFP cache stays off whatever a run or deploy option says (they must always run).

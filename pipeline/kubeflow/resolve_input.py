@@ -6,7 +6,7 @@ KFP cache key would be its parameters alone, the data URI: new files at the same
 be served from KFP's cache. This step runs before the ExampleGen with caching off, lists the
 input exactly as the local driver does (``components.ingest_driver.resolve_input``: TFX's
 span resolution and fingerprint plus the whole-tree fingerprint), and returns the results as
-output parameters, which the ExampleGen takes as inputs (pipeline/kubeflow_fresh_data.py); so
+output parameters, which the ExampleGen takes as inputs (pipeline/kubeflow/fresh_data.py); so
 the ExampleGen's cache key, and everything downstream of it, changes exactly when the data does.
 
 KFP's launcher passes the ExecutorInput as ``--executor_input`` (``{{$}}``) and reads the output
@@ -25,9 +25,9 @@ import stackenv  # noqa: F401 - the TF/TFX environment first
 from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
-from pipeline.kubeflow_storage import register_filesystems
+from pipeline.kubeflow.storage import register_filesystems
 
-COMMAND = ["python", "-m", "pipeline.kubeflow_resolve_input"]
+COMMAND = ["python", "-m", "pipeline.kubeflow.resolve_input"]
 ARGS = ["--executor_input", "{{$}}"]
 #: The step's outputs: name -> KFP parameter type (the ExampleGen's extra inputs).
 OUTPUTS = {"input_config": "STRING", "input_fingerprint": "STRING", "span": "NUMBER_INTEGER",
@@ -52,7 +52,7 @@ def resolve(parameters: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pipeline.kubeflow_resolve_input")
+    parser = argparse.ArgumentParser(prog="pipeline.kubeflow.resolve_input")
     parser.add_argument("--executor_input", required=True)
     args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     executor_input = json.loads(args.executor_input)

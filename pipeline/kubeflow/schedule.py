@@ -15,7 +15,7 @@ from typing import Any
 
 from stackenv.errors import ConfigError
 
-from pipeline.kubeflow_connection import api_errors
+from pipeline.kubeflow.connection import api_errors
 
 #: (name, lowest, highest, names) of robfig/cron's six fields, seconds first (parser.go).
 FIELDS = (("second", 0, 59, None), ("minute", 0, 59, None), ("hour", 0, 23, None),

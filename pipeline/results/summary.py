@@ -11,11 +11,12 @@ from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from data.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
+from artifacts.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.tfrecords import DatasetManifest
-from pipeline import gate_summary, graph, mlmd, tuning_summary, warm_start
+from pipeline import graph
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
+from pipeline.results import gate_summary, mlmd, tuning_summary, warm_start
 
 
 class RecordCountMismatch(ProjectError):
@@ -43,7 +44,7 @@ class RunSummary:
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
-    tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/tuning_summary.py
+    tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/results/tuning_summary.py
 
     @property
     def worst_slice(self) -> SliceMetric | None:

@@ -1,6 +1,6 @@
 """``compile --trainer-workers N``: the compiled Trainer step's pod becomes a TFJob launcher.
 
-The graph already gave the Trainer the launcher's ``run_fn`` (pipeline/tfjob_launcher.py). Here,
+The graph already gave the Trainer the launcher's ``run_fn`` (pipeline/kubeflow/training/trainer_launcher.py). Here,
 where the image and pod settings are known, the package gets (a) the TFJob replicas' pod
 template, as the Trainer container's ``TFJOB_TEMPLATE`` environment variable (a KFP 2.x driver
 copies a container's ``env`` into the pod: backend src/v2/driver/driver.go initPodSpecPatch),
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline.kubeflow_platform import TRAINER_TASK, StepSettings
-from pipeline.kubeflow_storage import s3_environment
-from pipeline.tfjob_launcher import TEMPLATE_ENV
+from pipeline.kubeflow.platform import TRAINER_TASK, StepSettings
+from pipeline.kubeflow.storage import s3_environment
+from pipeline.kubeflow.training.trainer_launcher import TEMPLATE_ENV
 
 TUNER_TASK = "Tuner"  # pipeline/graph.py TUNER
 
@@ -70,6 +70,6 @@ def apply_trainer_workers(spec: dict, image: str, settings: StepSettings, task: 
 
 
 def apply_tune_workers(spec: dict, image: str, settings: StepSettings) -> None:
-    """``compile --tune-workers N``: the Tuner step launches the TFJob (pipeline/tuner_launcher.py); its
+    """``compile --tune-workers N``: the Tuner step launches the TFJob (tuner_launcher.py); its
     replicas run trials, i.e. train models, so they get the Trainer's pod settings."""
     apply_trainer_workers(spec, image, settings, TUNER_TASK)

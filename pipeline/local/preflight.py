@@ -16,7 +16,7 @@ def check_run(config: PipelineConfig) -> None:
         from models.common.data_service import target
 
         target(config.data_service)  # an unreachable dispatcher: a ConfigError in seconds
-    from pipeline import beam_pool
+    from pipeline.local import beam_pool
 
     pool = beam_pool.external_pool_address(config.beam_args)
     if pool is not None:

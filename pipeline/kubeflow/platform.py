@@ -13,7 +13,7 @@
 import dataclasses
 import re
 
-from pipeline.kubeflow_storage import KubeflowConfigError, s3_environment
+from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
 TRAINER_TASK = "Trainer"
 # KFP's own MinIO keeps its keys under these names (backend src/v2/config/env.go).

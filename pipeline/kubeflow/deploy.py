@@ -5,7 +5,7 @@ deploy of a name creates the pipeline; later deploys add a version to it, so the
 the history and runs can point at exactly the version that was uploaded.
 
 Every failure a user can fix is raised as :class:`DeployError` with one paragraph saying what
-went wrong, where, and how to fix it (connection handling: pipeline/kubeflow_connection.py).
+went wrong, where, and how to fix it (connection handling: pipeline/kubeflow/connection.py).
 
 kfp prints a link after each call; those prints are swallowed (``redirect_stdout``, i.e.
 process-wide while a call runs) because :class:`DeployResult` carries the same links.
@@ -25,7 +25,7 @@ from typing import Any
 import kfp
 import yaml
 
-from pipeline.kubeflow_connection import (
+from pipeline.kubeflow.connection import (
     DeployError,
     api_errors,
     bound_client_io,
@@ -33,10 +33,10 @@ from pipeline.kubeflow_connection import (
     normalize_host,
     resolve_token,
 )
-from pipeline.kubeflow_fresh_data import override_caching
-from pipeline.kubeflow_schedule import check_cron, create_schedule
-from pipeline.kubeflow_storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
-from pipeline.kubeflow_wait import follow_run
+from pipeline.kubeflow.fresh_data import override_caching
+from pipeline.kubeflow.schedule import check_cron, create_schedule
+from pipeline.kubeflow.storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
+from pipeline.kubeflow.wait import follow_run
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +238,8 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     ``enable_caching`` (True/False) overrides every step's caching in the uploaded version:
     kfp 2.5's ``run_pipeline(enable_caching=...)`` ignores it for a run of an uploaded version.
     ``service_account`` runs the pods under that Kubernetes service account. With
-    ``wait_timeout`` the run is followed until it ends (pipeline/kubeflow_wait.py). With
-    ``schedule`` (a cron, checked before anything is sent: pipeline/kubeflow_schedule.py) a
+    ``wait_timeout`` the run is followed until it ends (pipeline/kubeflow/wait.py). With
+    ``schedule`` (a cron, checked before anything is sent: pipeline/kubeflow/schedule.py) a
     recurring run of the uploaded version is created in ``experiment``.
     Raises DeployError (ConfigError for a bad schedule) for anything the user can fix.
     """

@@ -3,18 +3,18 @@
 Why a ``run_fn`` and not a new executor: TFX's Trainer executor (with the data facts filled in,
 components/facts_steps.py) already resolves everything a training worker needs into ``FnArgs``
 (split file patterns, transform graph, step budgets, tuned hyperparameters, and the output
-URIs of this step's ``model`` and ``model_run`` artifacts). The graph makes this module's
+URIs of this step's ``model`` and ``model_run`` artifacts). The Kubeflow compile makes this module's
 :func:`run_fn` the Trainer's ``run_fn`` and keeps the family's own in ``custom_config["tfjob"]``;
-this function turns ``FnArgs`` into the job of ``python -m pipeline.trainer_worker`` and starts
-it as a Kubeflow Training Operator TFJob (pipeline/kubeflow_tfjob.py: Chief + N-1 Workers of the
-pipeline image, TF_CONFIG set by the operator) through the Kubernetes API (pipeline/kube_api.py),
+this function turns ``FnArgs`` into the job of ``python -m pipeline.kubeflow.training.trainer_worker`` and starts
+it as a Kubeflow Training Operator TFJob (pipeline/kubeflow/training/tfjob.py: Chief + N-1 Workers of the
+pipeline image, TF_CONFIG set by the operator) through the Kubernetes API (pipeline/kubeflow/training/kube_api.py),
 waits for the job's Succeeded or Failed condition (bounded by ``--trainer-job-timeout``), and
 returns once the chief has written ``<model>/Format-Serving``: TFX then checks that model and
 records the step's artifacts, so the Evaluator and the Pusher run unchanged.
 
 The replicas' pod settings (image, ``--trainer-*`` resources, env, secrets, node selector,
 tolerations, pull secrets) come from the step's environment (``TEMPLATE_ENV``, written by
-``compile``: pipeline/kubeflow_tfjob_step.py), since the graph itself knows no image.
+``compile``: pipeline/kubeflow/training/tfjob_step.py), since the graph itself knows no image.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import time
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
-LAUNCHER_RUN_FN = "pipeline.tfjob_launcher.run_fn"
+LAUNCHER_RUN_FN = "pipeline.kubeflow.training.trainer_launcher.run_fn"
 TFJOB_KEY = "tfjob"
 TEMPLATE_ENV = "TFJOB_TEMPLATE"
 POLL_S = 5.0
@@ -60,7 +60,7 @@ TRAINER = JobStep("Trainer", "No model was trained, so nothing is evaluated or p
 
 
 def launcher_config(run_fn: str, custom_config: dict, workers: int, timeout_s: int) -> tuple[str, dict]:
-    """The Trainer's ``run_fn`` and ``custom_config`` for a TFJob of ``workers`` pods (pipeline/graph.py)."""
+    """The Trainer's ``run_fn`` and ``custom_config`` for a TFJob of ``workers`` pods (compile.py)."""
     return LAUNCHER_RUN_FN, {**custom_config, TFJOB_KEY: {"workers": workers, "run_fn": run_fn,
                                                           "timeout_seconds": timeout_s}}
 
@@ -73,7 +73,7 @@ def job_name(fn_args) -> str:
 
 
 def worker_job(fn_args) -> dict:
-    """What ``python -m pipeline.trainer_worker`` gets: the resolved FnArgs, the family's own run_fn."""
+    """What the training worker (trainer_worker.py) gets: the resolved FnArgs, the family's own run_fn."""
     custom = {key: value for key, value in fn_args.custom_config.items() if key != TFJOB_KEY}
     return {"run_fn": fn_args.custom_config[TFJOB_KEY]["run_fn"],
             "transformed_examples": os.path.dirname(os.path.dirname(fn_args.train_files[0])),
@@ -97,7 +97,7 @@ def replica_template_from_env(environ=os.environ, step: JobStep = TRAINER) -> di
 
 
 def tfjob_for(fn_args, api, template: dict) -> dict:
-    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest
+    from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest
 
     settings = TFJobSettings(
         image=template["image"], transformed_examples=fn_args.train_files[0],
@@ -176,6 +176,6 @@ def launch(fn_args, api, template: dict, poll_s: float = POLL_S) -> dict:
 
 def run_fn(fn_args) -> None:
     """The Trainer's run_fn on Kubeflow with --trainer-workers: the training happens in the TFJob."""
-    from pipeline.kube_api import connect
+    from pipeline.kubeflow.training.kube_api import connect
 
     launch(fn_args, connect(), replica_template_from_env())

@@ -1,7 +1,7 @@
 """One training worker of a TFJob pod: the family's real ``run_fn`` on a finished Transform's outputs.
 
-``python -m pipeline.trainer_worker --job JSON`` (the command kubeflow/tfjob.yaml gives every
-replica, pipeline/kubeflow_tfjob.py). JSON holds what TFX's Trainer executor would put into
+``python -m pipeline.kubeflow.training.trainer_worker --job JSON`` (the command kubeflow/tfjob.yaml gives every
+replica, pipeline/kubeflow/training/tfjob.py). JSON holds what TFX's Trainer executor would put into
 ``FnArgs``: the transformed examples and transform graph URIs of a pipeline run, where the
 model goes, the step counts and the Trainer's ``custom_config`` (strategy ``multi_worker``).
 The training operator sets ``TF_CONFIG`` in each pod; ``models/common/multi_worker.py`` reads it,
@@ -29,7 +29,7 @@ def fn_args(job: dict):
     if missing:
         raise ValueError(f"trainer_worker job lacks {missing}; regenerate it with `python -m pipeline tfjob`")
     examples = job["transformed_examples"].rstrip("/")
-    # The Trainer step's launcher (pipeline/tfjob_launcher.py) passes the file patterns and the
+    # The Trainer step's launcher (pipeline/kubeflow/training/trainer_launcher.py) passes the file patterns and the
     # tuned hyperparameters TFX's executor resolved; `tfjob` names the artifact directory only.
     return FnArgs(
         train_files=job.get("train_files") or [os.path.join(examples, "Split-train", "*")],
@@ -42,7 +42,7 @@ def fn_args(job: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.trainer_worker")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.trainer_worker")
     parser.add_argument("--job", required=True, help="the job as JSON (written by `python -m pipeline tfjob`)")
     job = json.loads(parser.parse_args(argv).job)
     from pipeline.families import load_function

@@ -1,15 +1,15 @@
 """The container command of every compiled step: TFX's V2 entrypoint, after the KFP fixes.
 
-``pipeline/kubeflow_runner.py`` sets it as the V2 runner's ``default_commands``, so a KFP
-pod runs ``python -m pipeline.kubeflow_entrypoint <TFX's own arguments>``. It applies the
+``pipeline/kubeflow/compile.py`` sets it as the V2 runner's ``default_commands``, so a KFP
+pod runs ``python -m pipeline.kubeflow.entrypoint <TFX's own arguments>``. It applies the
 work-arounds of ``stackenv/compat.py`` to the arguments the KFP launcher passes
 (``{{$}}`` replaced by the ExecutorInput JSON), registers the filesystems the step's URIs
-need (pipeline/kubeflow_storage.py), and then runs TFX's ``kubeflow_v2_run_executor``
+need (pipeline/kubeflow/storage.py), and then runs TFX's ``kubeflow_v2_run_executor``
 exactly as ``python -m`` would, so TFX's flag parsing, executor dispatch and ExecutorOutput
 writing stay untouched.
 
 For the ExampleGen it also applies what the input-resolution step found
-(pipeline/kubeflow_fresh_data.py) as TFX's ExampleGen driver would have: the resolved
+(pipeline/kubeflow/fresh_data.py) as TFX's ExampleGen driver would have: the resolved
 ``input_config``, ``span``, ``version`` and ``input_fingerprint`` arrive as input parameters,
 so TFX's entrypoint already makes them execution properties; ``version`` is dropped when the
 pattern has none (the driver's None), and the output Examples artifact gets the span, version
@@ -26,10 +26,10 @@ from stackenv.compat import (
     restore_artifact_types_in_argv,
 )
 
-from pipeline.kubeflow_resolve_input import NO_VERSION
-from pipeline.kubeflow_storage import register_filesystems
+from pipeline.kubeflow.resolve_input import NO_VERSION
+from pipeline.kubeflow.storage import register_filesystems
 
-COMMAND = ["python", "-m", "pipeline.kubeflow_entrypoint"]
+COMMAND = ["python", "-m", "pipeline.kubeflow.entrypoint"]
 
 
 def apply_resolved_input(executor_input: dict) -> bool:

@@ -2,7 +2,7 @@
 
 ``python -m pipeline tfjob`` writes kubeflow/tfjob.yaml (``kubectl apply -f`` it): one
 ``Chief`` and N-1 ``Worker`` replicas of the pipeline image, each running
-``python -m pipeline.trainer_worker`` (pipeline/trainer_worker.py) with the same job: the
+``python -m pipeline.kubeflow.training.trainer_worker`` (trainer_worker.py) with the same job: the
 transformed examples and transform graph of a pipeline run, and the Trainer settings the
 pipeline graph itself would give its Trainer (read from ``create_pipeline``, so the job
 cannot drift from a pipeline run), with strategy ``multi_worker``.
@@ -51,13 +51,13 @@ class TFJobSettings:
     cpu: str | None = None
     memory: str | None = None
     # More of each replica's pod: {"container": {env, resources, volumeMounts}, "pod": {nodeSelector, ...}}
-    # (compile --trainer-workers: the Trainer step's pod settings, pipeline/kubeflow_tfjob_step.py).
+    # (compile --trainer-workers: the Trainer step's pod settings, pipeline/kubeflow/training/tfjob_step.py).
     pod: dict = dataclasses.field(default_factory=dict)
     # False for the Trainer step's own launcher: its URIs come from the KFP launcher, under a root
     # `compile` already checked (and local in the tests' emulated cluster).
     remote_only: bool = True
-    # What every replica runs: the training worker, or the Tuner's search worker (pipeline/tuner_worker.py).
-    module: str = "pipeline.trainer_worker"
+    # What every replica runs: the training worker, or the Tuner's search worker (tuner_worker.py).
+    module: str = "pipeline.kubeflow.training.trainer_worker"
 
     def check(self) -> None:
         if self.workers < 1:

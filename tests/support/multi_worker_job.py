@@ -1,6 +1,6 @@
 """One training worker process: the CNN family's real ``run_fn`` under ``TF_CONFIG``.
 
-``python tests/multi_worker_job.py JOB.json``; JOB.json holds the FnArgs fields. The test
+``python tests/support/multi_worker_job.py JOB.json``; JOB.json holds the FnArgs fields. The test
 starts one such process per worker (tests/test_multi_worker.py), as a TFJob starts pods.
 """
 import json

@@ -1,6 +1,6 @@
 """One process of a distributed KerasTuner search (tests/test_tuning_parallel.py starts them).
 
-``python tests/tuner_worker.py DIRECTORY TRIALS``; the role comes from KerasTuner's own
+``python tests/support/tuner_worker.py DIRECTORY TRIALS``; the role comes from KerasTuner's own
 environment variables (KERASTUNER_TUNER_ID=chief serves the oracle; tuner0, tuner1, ...
 run trials). A worker prints one JSON line: the trials it ran and the best trial it sees.
 """

@@ -1,11 +1,11 @@
 """The Tuner step of a pipeline compiled with ``--tune-workers N``: run the trials in a TFJob, not here.
 
-As for the Trainer (pipeline/tfjob_launcher.py, whose TFJob client, manifest and waiter this
-reuses): the graph makes this module's :func:`tuner_fn` the Tuner's ``tuner_fn`` and keeps the
+As for the Trainer (pipeline/kubeflow/training/trainer_launcher.py, whose TFJob client, manifest and waiter this
+reuses): the Kubeflow compile (compile.py) makes this module's :func:`tuner_fn` the Tuner's ``tuner_fn`` and keeps the
 family's own in ``custom_config["tfjob"]``. TFX's Tuner executor (components/tuner.py) resolves
 the inputs into ``FnArgs`` and calls it; the returned tuner's ``search`` starts a TFJob of one
 Chief (the KerasTuner oracle: it serves trials, runs none) and N Workers (``tuner0``..: each
-runs the family's trials), all ``python -m pipeline.tuner_worker`` (pipeline/tuner_worker.py
+runs the family's trials), all ``python -m pipeline.kubeflow.training.tuner_worker`` (tuner_worker.py
 derives KerasTuner's variables from the operator's TF_CONFIG), waits for it (bounded by
 ``--tune-job-timeout``), then reloads the chief's oracle from the shared search directory and
 merges the workers' records. The executor then writes ``best_hyperparameters``,
@@ -24,9 +24,15 @@ import logging
 import os
 import re
 
-from pipeline.tfjob_launcher import TFJOB_KEY, JobStep, TFJobFailed, replica_template_from_env, run_job
+from pipeline.kubeflow.training.trainer_launcher import (
+    TFJOB_KEY,
+    JobStep,
+    TFJobFailed,
+    replica_template_from_env,
+    run_job,
+)
 
-LAUNCHER_TUNER_FN = "pipeline.tuner_launcher.tuner_fn"
+LAUNCHER_TUNER_FN = "pipeline.kubeflow.training.tuner_launcher.tuner_fn"
 #: custom_config key: components/tuner.py gives the executor a working directory under tuner_results.
 SHARED_WORKING_DIR_KEY = "shared_working_dir"
 
@@ -39,7 +45,7 @@ log = logging.getLogger("pipeline")
 
 
 def launcher_config(tuner_fn: str, custom_config: dict, workers: int, timeout_s: int) -> tuple[str, dict]:
-    """The Tuner's ``tuner_fn`` and ``custom_config`` for a TFJob of ``workers`` trial runners (pipeline/graph.py)."""
+    """The Tuner's ``tuner_fn`` and ``custom_config`` for a TFJob of ``workers`` trial runners (compile.py)."""
     return LAUNCHER_TUNER_FN, {**custom_config, SHARED_WORKING_DIR_KEY: True,
                                TFJOB_KEY: {"workers": workers, "tuner_fn": tuner_fn, "timeout_seconds": timeout_s}}
 
@@ -52,7 +58,7 @@ def job_name(fn_args) -> str:
 
 
 def worker_job(fn_args) -> dict:
-    """What ``python -m pipeline.tuner_worker`` gets: the resolved FnArgs, the family's own tuner_fn."""
+    """What the search worker (tuner_worker.py) gets: the resolved FnArgs, the family's own tuner_fn."""
     custom = {k: v for k, v in fn_args.custom_config.items() if k not in (TFJOB_KEY, SHARED_WORKING_DIR_KEY)}
     return {"tuner_fn": fn_args.custom_config[TFJOB_KEY]["tuner_fn"], "train_files": list(fn_args.train_files),
             "eval_files": list(fn_args.eval_files), "transform_graph": fn_args.transform_graph_path,
@@ -62,14 +68,14 @@ def worker_job(fn_args) -> dict:
 
 
 def tfjob_for(fn_args, api, template: dict) -> dict:
-    from pipeline.kubeflow_tfjob import TFJobSettings, tfjob_manifest
+    from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest
 
     examples = os.path.dirname(os.path.dirname(fn_args.train_files[0]))
     settings = TFJobSettings(
         image=template["image"], transformed_examples=examples, transform_graph=fn_args.transform_graph_path,
         model_dir=fn_args.working_dir, workers=1 + int(fn_args.custom_config[TFJOB_KEY]["workers"]),
         name=job_name(fn_args), namespace=api.namespace, service_account=api.service_account, pod=template,
-        remote_only=False, module="pipeline.tuner_worker")
+        remote_only=False, module="pipeline.kubeflow.training.tuner_worker")
     return tfjob_manifest(worker_job(fn_args), settings)
 
 
@@ -88,8 +94,8 @@ class TFJobTuner:
         self.stopped_by_budget = False
 
     def search(self, **_):
-        from pipeline.kube_api import connect
-        from pipeline.tfjob_launcher import POLL_S
+        from pipeline.kubeflow.training.kube_api import connect
+        from pipeline.kubeflow.training.trainer_launcher import POLL_S
 
         api = self.api or connect()
         template = self.template or replica_template_from_env(step=TUNER)
@@ -105,7 +111,7 @@ class TFJobTuner:
         import tensorflow as tf
 
         from models.common.tuner import TuningSettings, make_oracle
-        from pipeline.tuner_worker import CHIEF_ID, RECORDS
+        from pipeline.kubeflow.training.tuner_worker import CHIEF_ID, RECORDS
 
         search_dir = self.fn_args.working_dir.rstrip("/")
         oracle = make_oracle(TuningSettings.from_custom_config(self.fn_args.custom_config), [])

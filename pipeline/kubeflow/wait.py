@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.kubeflow_connection import DeployError
+from pipeline.kubeflow.connection import DeployError
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 # Driver and DAG bookkeeping tasks the KFP UI hides too.
