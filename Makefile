@@ -68,8 +68,11 @@ beam-pool: setup
 	$(PY) -m pipeline beam-pool --port $(POOL_PORT)
 
 # Jupyter on the metrics notebook, pointed at the last run in $(OUTPUT).
+# As root (usual in containers) Jupyter refuses to start without --allow-root; ARGS: more options, e.g.
+# ARGS="--port 8890 --no-browser".
+ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 notebook: setup
-	METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" $(VENV)/bin/jupyter lab notebooks/inspect_metrics.ipynb
+	METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" $(VENV)/bin/jupyter lab $(ALLOW_ROOT) notebooks/inspect_metrics.ipynb $(ARGS)
 
 # The same notebook in nbclassic, where TFMA's own views draw (README "Reading the metrics"): TFMA's
 # nbextension (and tfma_preload, which loads TFMA's bundle without a require.js race) enabled through
@@ -82,7 +85,8 @@ notebook-classic: setup
 	METRICS_FRONT_END=classic METRICS_OUTPUT_DIR="$(abspath $(OUTPUT))" \
 	$(VENV)/bin/jupyter nbclassic --ServerApp.root_dir="$(abspath $(NOTEBOOKS))" \
 	  --NotebookApp.extra_nbextensions_path="$(abspath notebooks/classic/nbextensions)" \
-	  --NotebookApp.default_url=/nbclassic/notebooks/inspect_metrics.ipynb --NotebookApp.show_banner=False $(ARGS)
+	  --NotebookApp.default_url=/nbclassic/notebooks/inspect_metrics.ipynb --NotebookApp.show_banner=False \
+	  $(ALLOW_ROOT) $(ARGS)
 
 # TensorBoard on the newest Trainer's logs in $(OUTPUT) (found through MLMD); ARGS="--port 6007".
 tensorboard: setup

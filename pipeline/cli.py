@@ -59,7 +59,7 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster
+    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster, kfp_pipeline_root
     from pipeline.kubeflow.platform import StepSettings
     from pipeline.kubeflow.storage import check_pipeline_root
 
@@ -73,9 +73,10 @@ def command_compile(args: argparse.Namespace) -> int:
     dataset = dataset_for_cluster(config, _prepare)
     package = compile_pipeline(config, dataset, args.image, args.package, settings)
     print(package)
-    log.info("Compiled %s for image %s, pipeline root %s, data %s. Deploy: python -m pipeline deploy "
-             "--host URL --package %s --run", config.pipeline_name, args.image, config.pipeline_root,
-             dataset.examples_dir if dataset else config.data or "bundled (read by the ExampleGen)", package)
+    data = dataset.examples_dir if dataset else config.data or "the family's bundled default set, inside the image"
+    log.info("Compiled %s for image %s; data: %s; each run writes its artifacts under %s/<pipeline>/<run id>/ and "
+             "pushes models to %s/. Deploy: python -m pipeline deploy --host URL --package %s --run",
+             config.pipeline_name, args.image, data, kfp_pipeline_root(config), config.serving_model_dir, package)
     return 0
 
 

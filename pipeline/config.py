@@ -1,13 +1,19 @@
 """The one typed configuration of a pipeline run; the CLI fills it, defaults run as is."""
+import argparse
 import dataclasses
 import math
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from stackenv.errors import ConfigError
 
-from pipeline.families import DEFAULT_MODEL, get_family
+from models.common.search_space import ALGORITHMS
+from pipeline.families import DEFAULT_MODEL, FAMILIES, ModelFamily, family_names, get_family
+from pipeline.settings import DATA_COMMANDS, check_values, setting
+from pipeline.tuning import DEFAULT_STEPS as DEFAULT_TUNE_STEPS
+from pipeline.tuning import MAX_BUDGET_MINUTES, MAX_STEPS, MAX_TRIALS
 
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up per Beam component costs
@@ -16,11 +22,8 @@ AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
 # On 2 cores multi_processing was slower than in_memory even at 100k examples (same
 # reference), so auto only picks it on machines with more cores than that.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
-
-
-def _flag(field: str) -> str:
-    """The command-line option that sets a config field (they share names)."""
-    return "--" + field.replace("_", "-")
+# Far above any batch that trains well here; what one batch needs in memory is checked on top of it.
+MAX_BATCH_SIZE = 1 << 16
 
 
 def _is_batch_range(text: str) -> bool:
@@ -47,15 +50,67 @@ def _is_uri(path: str) -> bool:
     return "://" in path
 
 
+TUNING = "hyperparameter search (KerasTuner through TFX's Tuner)"
+TRAINER_JOB = "multi-worker Trainer (Kubeflow Training Operator TFJob)"
+TUNER_JOB = "parallel Tuner trials (Kubeflow Training Operator TFJob)"
+DAY = 24 * 3600
+
+
+def per_family(value: Callable[[ModelFamily], object]) -> str:
+    """``cnn 15, seq2seq 6``; a single value when every family has the same one."""
+    values = {family.name: str(value(family)) for family in FAMILIES.values()}
+    if len(set(values.values())) == 1:
+        return next(iter(values.values()))
+    return ", ".join(f"{name} {text}" for name, text in values.items())
+
+
+def _model_help() -> str:
+    described = [f"{f.name} ({f.description})" for f in FAMILIES.values()]
+    listed = described[0] if len(described) == 1 else f"{', '.join(described[:-1])} or {described[-1]}"
+    return f"model family: {listed}"
+
+
+def _data_help() -> str:
+    return ". ".join(f"{f.name}: {f.data_help}" for f in FAMILIES.values())
+
+
+def _gate_help() -> str:
+    key_metrics = ", ".join(f"{f.name}: {f.gate_metric_label.lower()}" for f in FAMILIES.values())
+    return f"bless only if the overall key metric ({key_metrics}) >= this, on top of --gate-margin"
+
+
+def _gate_floors() -> str:
+    return per_family(lambda f: f"{f.defaults.min_accuracy}"
+                      + (f", {f.defaults.min_accuracy_note}" if f.defaults.min_accuracy_note else ""))
+
+
+def _span_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    if not (first.strip().isdigit() and (last or first).strip().isdigit()) or int(first) > int(last or first):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a span range: use A-B with A <= B, e.g. 1-1 or 3-5")
+    return int(first), int(last or first)
+
+
 @dataclasses.dataclass
 class PipelineConfig:
-    """Everything that shapes a run. Paths may be local or object-store URIs (gs://, s3://)."""
+    """Everything that shapes a run. Paths may be local or object-store URIs (gs://, s3://).
 
-    model: str = DEFAULT_MODEL            # a registered model family (pipeline/families/)
-    data: str | None = None          # None: the bundled default data set
-    output_dir: str = "output"
-    pipeline_name: str | None = None  # default: "<model>-pipeline"
-    serving_model_name: str | None = None  # default: the model family name
+    Each field made by ``setting`` is also a command-line flag, a checked range and a row of the docs'
+    settings table (pipeline/settings.py): declare a new setting here, once. A field typed without ``None``
+    but declared with a None default is filled in ``__post_init__`` (from the family, or from --model), so
+    every reader of a config sees a value.
+    """
+
+    model: str = setting(DEFAULT_MODEL, flag="--model", help=_model_help, choices=family_names,
+                         commands=DATA_COMMANDS)  # a registered model family (pipeline/families/)
+    data: str | None = setting(None, flag="--data", help=_data_help, commands=DATA_COMMANDS, command_help={
+        "compile": "a PREPARED dataset directory (holding manifest.json), local or an object-store URI readable by "
+                   "the cluster; see `prepare` (default: the bundled data baked into the image)"})
+    output_dir: str = "output"  # --output (run, prepare, tfjob) or --pipeline-root (compile): see pipeline/arguments.py
+    pipeline_name: str = setting(None, flag="--pipeline-name", help="pipeline name in ML Metadata and Kubeflow",
+                                        default_text=lambda: "<model>-pipeline")
+    serving_model_name: str = setting(None, flag="--serving-name", help="model name in the serving dir",
+                                             default_text=lambda: "--model")
 
     # The family's own settings (image size, text windows, ...): an instance of its
     # ``settings_type`` or a dict of its fields; None: the family's defaults.
@@ -64,57 +119,117 @@ class PipelineConfig:
     eval_buckets: int = 1
     # Ingestion: "example-gen" reads --data inside the pipeline (components/*_example_gen.py);
     # "prepare" converts it before the run and the pipeline imports the TFRecords (data/prepare.py).
-    ingest: str = "example-gen"
-    span_pattern: str | None = None       # e.g. "span-{SPAN}": span folders inside --data
-    spans: tuple[int, int] | None = None  # inclusive span range; None: the newest span
+    ingest: str = setting("example-gen", flag="--ingest", choices=("example-gen", "prepare"), help=(
+        "example-gen: the pipeline's ExampleGen reads --data (local, gs://, s3://; compile reads nothing); "
+        "prepare: convert it locally first, then import the TFRecords"))
+    span_pattern: str | None = setting(None, flag="--span-pattern", metavar="PATTERN", help=(
+        "span folders inside --data, e.g. 'span-{SPAN}': the newest span is read unless --spans says otherwise "
+        "(example-gen ingestion)"))
+    spans: tuple[int, int] | None = setting(None, flag="--spans", parse=_span_range, metavar="A-B",
+                                            help="read spans A to B (inclusive) of --span-pattern, not the newest")
 
-    # Training (None: the model family's default, ModelFamily.defaults)
-    epochs: int | None = None
-    train_steps: int | None = None    # overrides epochs when set
-    eval_steps: int | None = None     # default: one pass over the eval split
-    batch_size: int | None = None     # per replica
-    learning_rate: float | None = None
-    strategy: str = "mirrored"
-    seed: int = 42
-    xla: bool = False                    # jit_compile the train step
-    profile: str | None = None        # "START,END" batches to trace with the TF profiler
-    data_service: str = ""               # Trainer input via tf.data service: "auto" or HOST:PORT
+    # Training (None given: the model family's default, ModelFamily.defaults)
+    epochs: int = setting(None, flag="--epochs", low=1, high=100_000, exclusive="steps",
+                                 help="passes over the training split", default_text=lambda: per_family(
+                                     lambda f: f.defaults.epochs))
+    train_steps: int | None = setting(None, flag="--train-steps", low=1, high=10**9, exclusive="steps",
+                                      help="total training steps (overrides --epochs)")
+    eval_steps: int | None = setting(None, flag="--eval-steps", low=1, high=10**9, help=(
+        "validation steps during training"), default_text=lambda: "one pass over the eval split")
+    batch_size: int = setting(None, flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
+                                     help="batch size per replica",
+                                     default_text=lambda: per_family(lambda f: f.defaults.batch_size))
+    learning_rate: float = setting(None, flag="--learning-rate", low=1e-9, high=10.0, help="Adam learning rate",
+                                          default_text=lambda: per_family(lambda f: f.defaults.learning_rate))
+    strategy: str = setting("mirrored", flag="--strategy", choices=("mirrored", "multi_worker", "default"),
+                            help="tf.distribute strategy (multi_worker reads TF_CONFIG)")
+    seed: int = setting(42, flag="--seed", low=0, high=2**31 - 1, help="seed of the split-independent randomness "
+                        "(initial weights, shuffling, sampling)")
+    xla: bool = setting(False, flag="--xla", help="compile the train step with XLA (jit_compile)")
+    profile: str | None = setting(None, flag="--profile", metavar="START,END", help=(
+        "write a TensorBoard profiler trace of training batches START..END into the Trainer's model_run dir "
+        "(view: tensorboard --logdir <it>, Profile tab)"))
+    data_service: str = setting("", flag="--data-service", metavar="auto|HOST:PORT", help=(
+        "read the Trainer's input through tf.data service: a dispatcher's address, or auto for a local dispatcher "
+        "and worker started for the run"), default_text=lambda: "in process")
     # compile only: N > 1 runs the Trainer step as a Training Operator TFJob of N workers
     # (pipeline/kubeflow/training/trainer_launcher.py); the step waits at most trainer_job_timeout seconds for it.
-    trainer_workers: int = 1
-    trainer_job_timeout: int = 24 * 3600
+    trainer_workers: int = setting(1, flag="--trainer-workers", low=1, high=1024, metavar="N", commands={"compile"},
+                                   group=TRAINER_JOB, help=(
+        "N > 1: the Trainer step starts a TFJob of N pods of --image (1 Chief + N-1 Workers, TF_CONFIG set by the "
+        "operator, --strategy multi_worker, each with the --trainer-* pod settings), waits for it and passes the "
+        "chief's model on to the Evaluator; needs the Training Operator and kubeflow/tfjob-rbac.yaml (1: train in "
+        "the step's own pod)"))
+    trainer_job_timeout: int = setting(DAY, flag="--trainer-job-timeout", low=1, high=30 * DAY, metavar="SECONDS",
+                                       commands={"compile"}, group=TRAINER_JOB,
+                                       help="the Trainer step deletes the TFJob and fails after this long")
 
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
-    min_accuracy: float | None = None  # value threshold on the overall slice
-    max_regression: float = 0.01         # tolerated absolute drop vs. the served model
-    gate_margin: float = 0.01            # must beat the gate reference predictor by this (references.json)
-    base_model: str | None = None     # cnn: TF Hub handle/URL or SavedModel dir of a feature extractor
-    warm_start: bool = False          # Trainer starts from the latest blessed model (pipeline/warm_start.py)
+    min_accuracy: float = setting(None, flag="--min-accuracy", low=0.0, high=1.0, help=_gate_help,
+                                         default_text=_gate_floors, runtime=True)  # on the overall slice
+    max_regression: float = setting(0.01, flag="--max-regression", low=0.0, high=1.0, runtime=True, help=(
+        "bless only if the key metric is at most this much below the served model's (absolute)"))
+    gate_margin: float = setting(0.01, flag="--gate-margin", low=-1.0, high=1.0, runtime=True, help=(
+        "bless only if the key metric beats the family's reference predictor (cnn: logistic regression, seq2seq: "
+        "bigram counts) by this much (absolute; negative: may trail it)"))  # references.json
+    base_model: str | None = setting(None, flag="--base-model", metavar="HANDLE|DIR", help=(
+        "cnn: train a new head on a pretrained image feature extractor: a TF Hub handle or URL (resolved where the "
+        "Trainer runs; TFHUB_CACHE_DIR sets its cache) or a local SavedModel directory"),
+        default_text=lambda: "a CNN from scratch")
+    warm_start: bool = setting(False, flag="--warm-start", commands={"run"}, help=(
+        "start training from the latest blessed model of this pipeline when it fits (same family, input shape and "
+        "classes or vocabulary); otherwise train from scratch and say why"))  # pipeline/warm_start.py
 
     # Transform's pre-/post-transform statistics cost time on every run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
-    transform_statistics: bool = False
+    transform_statistics: bool = setting(False, flag="--transform-statistics", help=(
+        "let Transform compute pre-/post-transform statistics for TFDV (a longer Transform; off by default since "
+        "StatisticsGen already describes the input)"))
 
-    # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies.
-    schema_file: str | None = None    # None: SchemaGen infers the schema from the data
+    # Data validation: a pinned schema file makes ExampleValidator stop runs on anomalies (`run` pins its own).
+    schema_file: str | None = setting(None, flag="--schema", commands={"compile"}, help=(
+        "curated schema.pbtxt URI to validate data against (e.g. the one `run` pinned under output/schema/)"),
+        default_text=lambda: "infer it every run")
 
     # Hyperparameter search (pipeline/tuning.py): None = off. Steps/budget/algorithm only
     # with trials; --hyperparameters FILE reuses a past search instead.
-    tune_trials: int | None = None
-    tune_steps: int | None = None        # per trial (default pipeline.tuning.DEFAULT_STEPS)
-    tune_budget: float | None = None     # minutes of search wall time
-    tune_algorithm: str | None = None    # random (default), bayesian, hyperband
-    hyperparameters_file: str | None = None
+    tune_trials: int | None = setting(None, flag="--tune-trials", low=1, high=MAX_TRIALS, metavar="N", group=TUNING,
+                                      help="search N hyperparameter settings before training and train with the best",
+                                      default_text=lambda: "off, the family's defaults")
+    tune_steps: int | None = setting(None, flag="--tune-steps", low=1, high=MAX_STEPS, metavar="N", group=TUNING,
+                                     help="training steps per trial, on a subsample of train",
+                                     default_text=lambda: str(DEFAULT_TUNE_STEPS))
+    tune_budget: float | None = setting(None, flag="--tune-budget", low=0.1, high=MAX_BUDGET_MINUTES, metavar="MINUTES",
+                                        group=TUNING, help=(
+        "stop the search after this wall time with the best trial so far (checked between trials)"),
+        default_text=lambda: "no limit")
+    tune_algorithm: str | None = setting(None, flag="--tune-algorithm", choices=ALGORITHMS, group=TUNING,
+                                         help="KerasTuner's search algorithm (random search, Bayesian "
+                                         "optimisation, Hyperband)",
+                                         default_text=lambda: "random")
+    hyperparameters_file: str | None = setting(None, flag="--hyperparameters", metavar="FILE", group=TUNING, help=(
+        "train with the best hyperparameters of an earlier search (its best_hyperparameters.txt, imported by TFX's "
+        "Importer) instead of searching"))
     # compile only: N > 1 runs the Tuner step's trials in a TFJob of a KerasTuner oracle and N trial
     # workers (pipeline/kubeflow/training/tuner_launcher.py); the step waits at most tune_job_timeout seconds for it.
-    tune_workers: int = 1
-    tune_job_timeout: int = 24 * 3600
+    tune_workers: int = setting(1, flag="--tune-workers", low=1, high=1024, metavar="N", commands={"compile"},
+                                group=TUNER_JOB, help=(
+        "with --tune-trials, N > 1: the Tuner step starts a TFJob of a KerasTuner oracle (the Chief, runs no "
+        "trials) and N Workers running trials in parallel (pods of --image with the --trainer-* settings), waits "
+        "for it and hands the best hyperparameters to the Trainer; needs the Training Operator and "
+        "kubeflow/tfjob-rbac.yaml (1: search in the step's own pod)"))
+    tune_job_timeout: int = setting(DAY, flag="--tune-job-timeout", low=1, high=30 * DAY, metavar="SECONDS",
+                                    commands={"compile"}, group=TUNER_JOB,
+                                    help="the Tuner step deletes its TFJob and fails after this long")
 
     # Orchestration
-    beam_mode: str = "auto"
-    beam_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
-    beam_args: list[str] = dataclasses.field(default_factory=list)
-    enable_cache: bool = True
+    beam_mode: str = setting("auto", flag="--beam-mode", choices=BEAM_MODES, help=(
+        "DirectRunner mode; auto = multi_processing from 50k examples on machines with 3+ cores, else in_memory"))
+    beam_workers: int = setting(flag="--beam-workers", low=1, high=1024, default_factory=lambda: os.cpu_count() or 1,
+                                help="multi_processing workers", default_text=lambda: "CPU count")
+    beam_args: list[str] = setting(flag="--beam-arg", repeatable=True, metavar="ARG", default_factory=list, help=(
+        "extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner"))
+    enable_cache: bool = setting(True, flag="--no-cache", negate=True, help="re-run every component")
 
     def __post_init__(self) -> None:
         family = get_family(self.model)  # an unknown name raises, listing the registered ones
@@ -122,35 +237,20 @@ class PipelineConfig:
         for name in ("epochs", "batch_size", "learning_rate", "min_accuracy"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(family.defaults, name))
-        if self.beam_mode not in BEAM_MODES:
-            raise ConfigError("--beam-mode", f"must be one of {BEAM_MODES}, got {self.beam_mode!r}")
-        for name in ("epochs", "batch_size", "beam_workers", "train_buckets", "eval_buckets", "trainer_workers",
-                     "trainer_job_timeout", "tune_workers", "tune_job_timeout"):
+        check_values(self)  # every declared range and choice; the message names the flag, value and range
+        for name in ("train_buckets", "eval_buckets"):
             if getattr(self, name) < 1:
-                raise ConfigError(_flag(name), f"must be >= 1, got {getattr(self, name)}")
-        for name in ("train_steps", "eval_steps"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(_flag(name), f"must be >= 1 (or left out), got {getattr(self, name)}")
+                raise ConfigError(name, f"must be >= 1, got {getattr(self, name)}")
         if self.trainer_workers > 1:
             if self.strategy not in ("mirrored", "multi_worker"):
                 raise ConfigError("--trainer-workers", f"trains under --strategy multi_worker (one replica per worker "
                                   f"pod); drop --strategy {self.strategy}.")
             self.strategy = "multi_worker"
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ConfigError("--learning-rate", f"must be a finite number > 0 (e.g. 0.001), got {self.learning_rate}")
-        if not (math.isfinite(self.max_regression)):
-            raise ConfigError("--max-regression", f"must be a finite number >= 0, got {self.max_regression}")
         for flag, name in (("--pipeline-name", self.pipeline_name), ("--serving-name", self.serving_model_name)):
             if name is not None:
                 check_name(flag, name)
         if self.profile and not _is_batch_range(self.profile):
             raise ConfigError("--profile", f"takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
-        if not 0.0 <= self.min_accuracy <= 1.0:  # also refuses nan
-            raise ConfigError("--min-accuracy", f"must be in [0, 1], got {self.min_accuracy}")
-        if self.max_regression < 0:
-            raise ConfigError("--max-regression", f"must be >= 0, got {self.max_regression}")
-        if not -1.0 <= self.gate_margin <= 1.0:
-            raise ConfigError("--gate-margin", f"must be in [-1, 1], got {self.gate_margin}")
         from pipeline.tuning import check_options, read_hyperparameters
 
         check_options(self)

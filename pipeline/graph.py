@@ -63,18 +63,62 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     launchers: StepLaunchers = StepLaunchers(),
 ) -> Pipeline:
+    """The pipeline of ``config``: ``dataset`` is the prepared data (``--ingest prepare``) or None, when the
+    ExampleGen reads ``--data`` itself; ``launchers`` is all a runner may change (see :class:`StepLaunchers`)."""
     family = get_family(config.model)
     code_version = family.code_version()
+    example_gen, dataset, train_steps, eval_steps = _ingestion(config, family, dataset)
+    statistics_gen, schema_gen, pinned_schema, example_validator = _validation(config, example_gen)
+    transform = FactsTransform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=family.preprocessing_fn,
+        disable_statistics=not config.transform_statistics,
+        custom_config={**family.transform_config(config, dataset), "code_version": code_version},
+    ).with_id(TRANSFORM)
+    transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
+    settings = _training_settings(config, family, dataset)
+    # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
+    warm_start = latest_blessed_model_resolver() if config.warm_start else None
+    hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
+                                                     code_version, launchers.tuner)
+    run_fn, trainer_config = launchers.trainer(
+        family.run_fn, {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name})
+    trainer = FactsTrainer(
+        run_fn=run_fn,
+        base_model=warm_start.outputs["model"] if warm_start else None,
+        hyperparameters=hyperparameters,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=trainer_pb2.TrainArgs(num_steps=train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
+        # The family is recorded explicitly (an MLMD exec property), so the report and the
+        # summary read it instead of guessing it from run_fn.
+        custom_config=trainer_config,
+    ).with_id(TRAINER)
+    evaluator, pusher = _evaluation_and_push(config, family, dataset, example_gen, trainer)
+    return Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
+                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher) if c is not None],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(beam_pipeline_args),
+    )
 
+
+def _ingestion(config: PipelineConfig, family, dataset: DatasetManifest | None):
+    """The ExampleGen, the dataset the later steps are configured from, and the Trainer's step budgets."""
     split_patterns = dataset.extra.get("split_patterns") if dataset is not None else None
     if dataset is None:
         # Ingestion inside the pipeline: the ExampleGen reads --data (any tf.io.gfile URI) and
         # computes the whole-data facts the steps below fill their empty slots from
-        # (components/data_facts.py); nothing here reads the data.
-        example_gen = family.example_gen(config).with_id(EXAMPLE_GEN)
-        dataset = pending_manifest(config.data)
-        train_steps, eval_steps = config.train_steps or 0, config.eval_steps or 0
-    elif split_patterns:
+        # (components/data_facts.py); nothing here reads the data. 0 steps: decided from those facts.
+        return (family.example_gen(config).with_id(EXAMPLE_GEN), pending_manifest(config.data),
+                config.train_steps or 0, config.eval_steps or 0)
+    if split_patterns:
         # The data preparation already split (data/text_split.py): read its splits as they are.
         example_gen = ImportExampleGen(
             input_base=dataset.examples_dir,
@@ -96,13 +140,17 @@ def create_pipeline(
                 partition_feature_name=family.split_feature,
             )),
         )
-    if dataset.kind != "pending":
-        train_steps = config.resolved_train_steps(dataset.num_examples)
-        eval_steps = config.resolved_eval_steps(dataset.num_examples)
+    return (example_gen, dataset, config.resolved_train_steps(dataset.num_examples),
+            config.resolved_eval_steps(dataset.num_examples))
+
+
+def _validation(config: PipelineConfig, example_gen):
+    """StatisticsGen, SchemaGen, the pinned schema's importer (or None) and the ExampleValidator."""
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     # The schema Transform and Trainer parse data with: inferred, deterministic, so cached.
     schema_gen = SchemaGen(
         statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+    example_validator: StrictExampleValidator | SplitCheckingExampleValidator
     if config.schema_file:
         # A pinned schema from an earlier run: new data is validated against it, and
         # anomalies stop the run (schema drift). Only the validator reads it, so an
@@ -115,16 +163,11 @@ def create_pipeline(
         pinned_schema = None
         example_validator = SplitCheckingExampleValidator(
             statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    example_validator = example_validator.with_id(EXAMPLE_VALIDATOR)
-    transform = FactsTransform(
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        preprocessing_fn=family.preprocessing_fn,
-        disable_statistics=not config.transform_statistics,
-        custom_config={**family.transform_config(config, dataset), "code_version": code_version},
-    ).with_id(TRANSFORM)
-    transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
-    settings = TrainingSettings(
+    return statistics_gen, schema_gen, pinned_schema, example_validator.with_id(EXAMPLE_VALIDATOR)
+
+
+def _training_settings(config: PipelineConfig, family, dataset: DatasetManifest) -> TrainingSettings:
+    return TrainingSettings(
         strategy=config.strategy,
         batch_size=config.batch_size,
         learning_rate=config.learning_rate,
@@ -139,25 +182,9 @@ def create_pipeline(
         warm_start=config.warm_start,
         family=family.trainer_config(config, dataset),
     )
-    # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
-    warm_start = latest_blessed_model_resolver() if config.warm_start else None
-    hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
-                                                     code_version, launchers.tuner)
-    run_fn, trainer_config = launchers.trainer(
-        family.run_fn, {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name})
-    trainer = FactsTrainer(
-        run_fn=run_fn,
-        base_model=warm_start.outputs["model"] if warm_start else None,
-        hyperparameters=hyperparameters,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
-        train_args=trainer_pb2.TrainArgs(num_steps=train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
-        # The family is recorded explicitly (an MLMD exec property), so the report and the
-        # summary read it instead of guessing it from run_fn.
-        custom_config=trainer_config,
-    ).with_id(TRAINER)
+
+
+def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifest, example_gen, trainer):
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
     # not TFX's latest-blessed-model Resolver).
     evaluator = ServedBaselineEvaluator(
@@ -172,15 +199,7 @@ def create_pipeline(
         evaluation=evaluator.outputs["evaluation"],
         base_directory=config.serving_model_dir,
     ).with_id(PUSHER)
-    return Pipeline(
-        pipeline_name=config.pipeline_name,
-        pipeline_root=config.pipeline_root,
-        components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
-                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher) if c is not None],
-        enable_cache=config.enable_cache,
-        metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=list(beam_pipeline_args),
-    )
+    return evaluator, pusher
 
 
 def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, settings: TrainingSettings,

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from typing import Any
 
 from stackenv.errors import ConfigError
 
 from artifacts.search_record import BEST_FILE
-from models.common.search_space import ALGORITHMS, names, values_of
+from models.common.search_space import names, values_of
 from pipeline.families import FAMILIES, get_family
 
 MAX_TRIALS = 1000
@@ -29,7 +28,8 @@ DEFAULT_STEPS = 200
 
 
 def check_options(config: Any) -> None:
-    """One paragraph naming the flag for each impossible tuning setting (PipelineConfig calls this)."""
+    """One paragraph naming the flag for each impossible combination of tuning settings (PipelineConfig calls
+    this after the declared ranges and choices are checked: pipeline/config.py)."""
     tuning_flags = {"--tune-steps": config.tune_steps, "--tune-budget": config.tune_budget,
                     "--tune-algorithm": config.tune_algorithm}
     if getattr(config, "tune_workers", 1) > 1:
@@ -44,25 +44,9 @@ def check_options(config: Any) -> None:
     if not family.tuner_fn:
         raise ConfigError("--tune-trials", f"model family {family.name!r} has no search space (no tuner_fn in its "
                                            "registration, pipeline/families/); run it without --tune-trials.")
-    if isinstance(config.tune_trials, bool) or not 1 <= config.tune_trials <= MAX_TRIALS:
-        raise ConfigError("--tune-trials", f"must be a number of trials from 1 to {MAX_TRIALS}, got "
-                                           f"{config.tune_trials}; e.g. --tune-trials 8 (leave it out to train "
-                                           "with the default hyperparameters).")
     if config.hyperparameters_file:
         raise ConfigError("--hyperparameters", "reuses a past search instead of searching, so it cannot be combined "
                                                "with --tune-trials; drop one of them.")
-    if config.tune_steps is not None and not 1 <= config.tune_steps <= MAX_STEPS:
-        raise ConfigError("--tune-steps", f"must be from 1 to {MAX_STEPS} training steps per trial, got "
-                                          f"{config.tune_steps}; e.g. --tune-steps {DEFAULT_STEPS}.")
-    budget = config.tune_budget
-    if budget is not None and not (math.isfinite(budget) and 0 < budget <= MAX_BUDGET_MINUTES):
-        raise ConfigError("--tune-budget", f"is the search's wall time in MINUTES and must be more than 0 and at "
-                                           f"most {MAX_BUDGET_MINUTES} (a week), got {budget}; e.g. --tune-budget "
-                                           "10, or leave it out to run every trial.")
-    if config.tune_algorithm is not None and config.tune_algorithm not in ALGORITHMS:
-        raise ConfigError("--tune-algorithm", f"must be one of {', '.join(ALGORITHMS)} (KerasTuner's random "
-                                              f"search, Bayesian optimisation, Hyperband), got "
-                                              f"{config.tune_algorithm!r}.")
 
 
 def _read(path: str) -> str:

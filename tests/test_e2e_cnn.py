@@ -55,7 +55,7 @@ def test_summary_reports_metrics_blessing_and_push(first_run):
     assert "Accuracy (overall): " in out and "Worst slice: " in out
     assert "Blessed: yes" in out
     assert "Reference predictors (accuracy on the same eval split): " in out and "majority 0." in out
-    assert "Training: kept epoch " in out
+    assert "Training: kept step " in out
     assert "Gate: accuracy >= 0.3000 (the floor --min-accuracy; logistic_regression + margin is " in out
     assert f"Pushed: {config.serving_model_dir}{os.sep}" in out
 

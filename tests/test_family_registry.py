@@ -50,7 +50,7 @@ def test_training_defaults_come_from_the_family(name):
 def test_family_settings_are_typed_and_checked():
     config = PipelineConfig(model="seq2seq", family_settings={"vocab_size": 800})
     assert (config.family_settings.vocab_size, config.family_settings.context_words) == (800, 16)
-    with pytest.raises(ValueError, match="context_words must be >= 1"):
+    with pytest.raises(ValueError, match="--context-words: must be a number from 1 to 512, got 0"):
         PipelineConfig(model="seq2seq", family_settings={"context_words": 0})
     with pytest.raises(ValueError, match=r"'cnn' has no settings \['vocab_size'\].*channels"):
         PipelineConfig(model="cnn", family_settings={"vocab_size": 800})
@@ -77,9 +77,10 @@ def test_cli_options_are_declared_by_the_families_and_fill_their_settings(capsys
     capsys.readouterr()
     text = " ".join(_run_help(capsys).split())
     assert "cnn (image classifier) or seq2seq (text continuation)" in text
-    assert "(default: cnn 15, seq2seq 6)" in text and "(default: cnn 0.001, seq2seq 0.003)" in text
-    assert "--batch-size BATCH_SIZE batch size per replica (default: 64)" in text
-    assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this, on top of --gate-margin (default: " \
+    assert "(1 to 100000; default: cnn 15, seq2seq 6)" in text
+    assert "(1e-09 to 10; default: cnn 0.001, seq2seq 0.003)" in text
+    assert "--batch-size BATCH_SIZE batch size per replica (1 to 65536; default: 64)" in text
+    assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this, on top of --gate-margin (0 to 1; default: " \
            "cnn 0.0, gated on its reference predictors, seq2seq 0.36, about the bigram reference)" in text
     assert "--runner" not in text.replace("--runner=FlinkRunner", "")
 
@@ -126,8 +127,8 @@ def test_a_third_family_is_one_registration(capsys, tmp_path):
     with families.registered(dense_family.FAMILY):
         help_text = " ".join(_run_help(capsys).split())
         assert "seq2seq (text continuation) or dense (dense classifier, test-only)" in help_text
-        assert "--hidden-units HIDDEN_UNITS dense: units of the hidden layer (default: 24)" in help_text
-        assert "(default: cnn 15, seq2seq 6, dense 3)" in help_text
+        assert "--hidden-units HIDDEN_UNITS dense: units of the hidden layer (1 to 4096; default: 24)" in help_text
+        assert "(1 to 100000; default: cnn 15, seq2seq 6, dense 3)" in help_text
         assert "dense: accuracy" in help_text and "dense 0.5, a smoke-test floor" in help_text
         args = build_parser().parse_args(["run", "--model", "dense", "--hidden-units", "7",
                                           "--output", str(tmp_path)])

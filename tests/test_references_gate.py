@@ -144,7 +144,8 @@ def test_references_are_one_summary_line_with_a_warning_when_none_is_beaten():
 def test_the_training_line_names_the_regime_each_family_records():
     early = {"regime": "early_stopping", "best_epoch": 7, "epochs_run": 10, "steps_per_epoch": 50,
              "stopped_early": True, "holdout_examples": 120, "class_weights": False}
-    assert gate_summary.training_line(early).startswith("Training: kept epoch 7 of 10 (50 steps each; stopped early")
+    assert gate_summary.training_line(early).startswith(
+        "Training: kept step 350 of 500 (checked every 50 steps; stopped early")
     kept = {**early, "kernel_head": {"kept": True, "why": "auto", "centers": 480, "holdout_accuracy": 0.85,
                                      "softmax_holdout_accuracy": 0.8}}
     assert gate_summary.training_line(kept).endswith(

@@ -201,7 +201,7 @@ def test_report_shows_the_reference_predictors_and_the_training_regime(written_r
     assert shown["this model"] == pytest.approx(overall, abs=5e-5)
     assert list(table[ACCURACY]) == sorted(table[ACCURACY], reverse=True)
     training = gate_summary.training_line(gate_summary.read_model_extras(evaluation.model_uri)["training"])
-    assert training.startswith("Training: kept epoch ") and html.escape(training) in page
+    assert training.startswith("Training: kept step ") and html.escape(training) in page
 
 
 def test_report_renders_in_headless_chromium(written_report, tmp_path):

@@ -17,13 +17,13 @@ from pipeline.tuning import read_hyperparameters, stage_hyperparameters
 
 
 @pytest.mark.parametrize("settings, flag, phrase", [
-    ({"tune_trials": 0}, "--tune-trials", "from 1 to"),
-    ({"tune_trials": -3}, "--tune-trials", "from 1 to"),
-    ({"tune_trials": 2, "tune_budget": 0}, "--tune-budget", "MINUTES"),
-    ({"tune_trials": 2, "tune_budget": 1e9}, "--tune-budget", "a week"),
-    ({"tune_trials": 2, "tune_budget": float("nan")}, "--tune-budget", "MINUTES"),
-    ({"tune_trials": 2, "tune_algorithm": "grid"}, "--tune-algorithm", "random, bayesian, hyperband"),
-    ({"tune_trials": 2, "tune_steps": 0}, "--tune-steps", "per trial"),
+    ({"tune_trials": 0}, "--tune-trials", "from 1 to 1000, got 0"),
+    ({"tune_trials": -3}, "--tune-trials", "from 1 to 1000, got -3"),
+    ({"tune_trials": 2, "tune_budget": 0}, "--tune-budget", "from 0.1 to 10080, got 0"),
+    ({"tune_trials": 2, "tune_budget": 1e9}, "--tune-budget", "from 0.1 to 10080, got 1000000000.0"),
+    ({"tune_trials": 2, "tune_budget": float("nan")}, "--tune-budget", "from 0.1 to 10080, got nan"),
+    ({"tune_trials": 2, "tune_algorithm": "grid"}, "--tune-algorithm", "one of random, bayesian, hyperband"),
+    ({"tune_trials": 2, "tune_steps": 0}, "--tune-steps", "from 1 to 1000000, got 0"),
     ({"tune_steps": 50}, "--tune-steps", "--tune-trials N"),
     ({"tune_algorithm": "random"}, "--tune-algorithm", "--tune-trials N"),
 ])

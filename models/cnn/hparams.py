@@ -129,3 +129,19 @@ def with_tuned(hparams: CnnHyperparameters, values: Mapping[str, Any]) -> CnnHyp
     # KerasTuner hands a boolean choice back as 0/1: the Trainer's settings stay booleans.
     flags = {f.name for f in dataclasses.fields(CnnHyperparameters) if isinstance(f.default, bool)}
     return dataclasses.replace(hparams, **{k: bool(v) if k in flags else v for k, v in model_values.items()})
+
+
+def describe(hparams: CnnHyperparameters) -> str:
+    """The training log's words for ``hparams``: only what differs from the defaults (the object has 15 fields)."""
+    defaults = CnnHyperparameters()
+    changed = [f"{field.name}={_short(getattr(hparams, field.name))}" for field in dataclasses.fields(hparams)
+               if getattr(hparams, field.name) != getattr(defaults, field.name)]
+    return "default hyperparameters" if not changed else "hyperparameters " + ", ".join(changed)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, tuple):
+        return "+".join(map(str, value)) or "none"
+    return str(value)

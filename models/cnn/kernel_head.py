@@ -173,8 +173,8 @@ def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray
     elif mode == "auto":
         report.kept, report.why = False, "no held-out part to compare on"
     if log:
-        log(f"kernel head: held-out accuracy {report.holdout_accuracy} vs the softmax head's "
-            f"{softmax_holdout_accuracy}: {'kept' if report.kept else 'not kept'} ({report.why})")
+        log(f"kernel head: held-out accuracy {_rounded(report.holdout_accuracy)} vs the softmax head's "
+            f"{_rounded(softmax_holdout_accuracy)}: {'kept' if report.kept else 'not kept'} ({report.why})")
     if not report.kept:
         return model, report
 
@@ -192,3 +192,7 @@ def fit_and_select(model: tf.keras.Model, pixels: np.ndarray, labels: np.ndarray
     # later --warm-start can restore it (models/common/warm_start.py).
     setattr(with_head, TRAINED_NETWORK, model)
     return with_head, report
+
+
+def _rounded(accuracy: float | None) -> str:
+    return "n/a" if accuracy is None else f"{accuracy:.4f}"

@@ -31,6 +31,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from models.cnn import base_model, evaluation, export, features, kernel_head, preprocessing
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
+from models.cnn.hparams import describe as describe_hparams
 from models.common import references, regime
 from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
@@ -84,7 +85,7 @@ def run_fn(fn_args: FnArgs) -> None:
     refs = _references(fn_args, spec, train, evaluation_split, settings.seed)
     log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
     log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
-             hparams, global_batch)
+             describe_hparams(hparams), global_batch)
     if train is not None:
         fit = functools.partial(
             regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],

@@ -125,8 +125,9 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
             holdout_examples=int(len(held_idx)), holdout_accuracy=accuracy, class_weights=weighted)
         trials["with_class_weights" if weighted else "without_class_weights"] = accuracy
         if log:
-            log(f"{'with' if weighted else 'without'} class weights: best epoch {report.best_epoch} of "
-                f"{report.epochs_run} ({steps_per_epoch} steps each), held-out accuracy "
+            log(f"{'with' if weighted else 'without'} class weights: best at step "
+                f"{report.best_epoch * steps_per_epoch} of {report.epochs_run * steps_per_epoch} (checked every "
+                f"{steps_per_epoch} steps), held-out accuracy "
                 f"{accuracy if accuracy is None else round(accuracy, 4)} on {len(held_idx)} examples")
         if best is None or (accuracy or 0.0) > best[0]:  # ties keep the unweighted model
             best = (accuracy or 0.0, model, report)

@@ -13,7 +13,6 @@ from pipeline.families.registry import (  # noqa: F401  (the registry's public n
     NoSettings,
     TrainingDefaults,
     UnknownFamilyError,
-    cli_options,
     family_names,
     family_of_trainer_properties,
     gate_metrics,

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from stackenv.errors import ConfigError
-
 from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+from pipeline.settings import check_values
 
 if TYPE_CHECKING:
     import tensorflow_model_analysis as tfma
@@ -28,18 +27,15 @@ MAX_IMAGE_SIZE = 4096  # data.images.MAX_IMAGE_SIZE; not imported, registering a
 class ImageSettings:
     """Shape the images are converted to; None keeps the source's native shape (data/images.py)."""
 
-    image_size: int | None = option("--image-size", None, type=int,
-                                       help="resize images to N x N (default: native; folders 32)")
-    channels: int | None = option("--channels", None, type=int, choices=(1, 3),
-                                     help="1 = grayscale, 3 = RGB (default: native)")
+    image_size: int | None = option("--image-size", None, low=MIN_IMAGE_SIZE, high=MAX_IMAGE_SIZE,
+                                    help="resize images to N x N pixels", default_text=lambda: "native; folders 32")
+    channels: int | None = option("--channels", None, choices=(1, 3), help="1 = grayscale, 3 = RGB",
+                                  default_text=lambda: "native")
 
     def __post_init__(self) -> None:
         # The CNN pools at least once (models/cnn/model.py), so a 1x1 image cannot train;
         # refusing it here costs nothing, the Trainer would fail only after Transform.
-        if self.image_size is not None and not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:
-            raise ConfigError("--image-size", f"must be between {MIN_IMAGE_SIZE} and {MAX_IMAGE_SIZE} pixels "
-                                              f"(images are resized to N x N), got {self.image_size}; e.g. "
-                                              "--image-size 32, or leave it out for the source's native size.")
+        check_values(self)
 
 
 def prepare_images(config: PipelineConfig) -> DatasetManifest:

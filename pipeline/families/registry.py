@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from stackenv.errors import ConfigError
 
+from pipeline.settings import DATA_COMMANDS, setting
+
 if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
     import tensorflow_model_analysis as tfma
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -36,33 +38,16 @@ if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
 # Key in the Trainer's custom_config (an MLMD exec property) naming the family that trained
 # the model, so readers of a run never have to guess it from run_fn.
 FAMILY_KEY = "model_family"
-_CLI = "cli"
 
 
 class UnknownFamilyError(ConfigError):
     """``--model`` names no registered family; the message lists the known ones."""
 
 
-def option(flag: str, default: Any, help: str, **argparse_kwargs: Any) -> Any:
-    """A family setting that is also a command-line option (a dataclass field).
-
-    The field's default is the one default of that setting: the CLI shows and passes it,
-    ``PipelineConfig`` uses it when the setting is not given. ``argparse_kwargs`` go to
-    ``add_argument`` as they are (``type``, ``choices``, ``metavar``).
-    """
-    return dataclasses.field(default=default,
-                             metadata={_CLI: {"flag": flag, "help": help, **argparse_kwargs}})
-
-
-def cli_options(settings_type: type) -> list[tuple[str, str, dict[str, Any]]]:
-    """(dest, flag, add_argument kwargs with the default) of each option of a settings dataclass."""
-    options = []
-    for field in dataclasses.fields(settings_type):
-        spec = dict(field.metadata.get(_CLI) or {})
-        if spec:
-            flag = spec.pop("flag")
-            options.append((field.name, flag, {**spec, "default": field.default}))
-    return options
+def option(flag: str, default: Any, help: str, **spec: Any) -> Any:
+    """A family setting: a field of its settings dataclass that is also a flag of every command that prepares
+    data or builds the pipeline (pipeline/settings.py: ``spec`` takes its range, choices, metavar)."""
+    return setting(default, flag=flag, help=help, commands=DATA_COMMANDS, **spec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+from pipeline.settings import check_values
 
 if TYPE_CHECKING:
     import tensorflow_model_analysis as tfma
@@ -23,18 +24,15 @@ if TYPE_CHECKING:
 class TextSettings:
     """Examples are windows of N context words -> the next K words; the vocabulary keeps V tokens."""
 
-    context_words: int = option("--context-words", 16, type=int,
-                                help="seq2seq: words of context per example (default: %(default)s)")
-    target_words: int = option("--target-words", 4, type=int,
-                               help="seq2seq: words to continue per example (default: %(default)s)")
+    context_words: int = option("--context-words", 16, low=1, high=512,
+                                help="seq2seq: words of context per example")
+    target_words: int = option("--target-words", 4, low=1, high=64, help="seq2seq: words to continue per example")
     # Most frequent tokens kept (+ reserved ids and 1 OOV bucket).
-    vocab_size: int = option("--vocab-size", 4000, type=int,
-                             help="seq2seq: tokens kept in the vocabulary (default: %(default)s)")
+    vocab_size: int = option("--vocab-size", 4000, low=2, high=1_000_000,
+                             help="seq2seq: tokens kept in the vocabulary")
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            if getattr(self, field.name) < 1:
-                raise ValueError(f"{field.name} must be >= 1, got {getattr(self, field.name)}")
+        check_values(self)
 
 
 def prepare_text(config: PipelineConfig) -> DatasetManifest:

@@ -49,8 +49,9 @@ def training_line(training: dict[str, Any] | None) -> str | None:
         weights += " (held-out accuracy " + ", ".join(
             f"{k.replace('_', ' ')} {v:.4f}" for k, v in sorted(trials.items())) + ")"
     stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
-    return (f"Training: kept epoch {training['best_epoch']} of {training['epochs_run']} "
-            f"({training['steps_per_epoch']} steps each; {stop}; best on {training['holdout_examples']} "
+    every = training["steps_per_epoch"]
+    return (f"Training: kept step {training['best_epoch'] * every} of {training['epochs_run'] * every} "
+            f"(checked every {every} steps; {stop}; best on {training['holdout_examples']} "
             f"held-out train examples), {weights}{_kernel_head_clause(training.get('kernel_head'))}")
 
 

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from pipeline.families import ModelFamily, TrainingDefaults, option
+from pipeline.settings import check_values
 
 NAME = "dense"
 LABEL_VOCABULARY = "dense_label"
@@ -21,14 +22,12 @@ LABEL_XF = "label_xf"
 
 @dataclasses.dataclass(frozen=True)
 class DenseSettings:
-    hidden_units: int = option("--hidden-units", 24, type=int,
-                               help="dense: units of the hidden layer (default: %(default)s)")
-    pixel_scale: float = option("--pixel-scale", 16.0, type=float,
-                                help="dense: pixels are divided by this (default: %(default)s, the digits' range)")
+    hidden_units: int = option("--hidden-units", 24, low=1, high=4096, help="dense: units of the hidden layer")
+    pixel_scale: float = option("--pixel-scale", 16.0, low=1e-6, high=1e6,
+                                help="dense: pixels are divided by this (the digits' range is 16)")
 
     def __post_init__(self) -> None:
-        if self.hidden_units < 1 or self.pixel_scale <= 0:
-            raise ValueError(f"hidden_units must be >= 1 and pixel_scale > 0, got {self}")
+        check_values(self)
 
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any] | None = None):

@@ -1,0 +1,35 @@
+"""Write docs/settings.md: every run setting's flag, range, default and help, read from its one declaration.
+
+    .venv/bin/python scripts/write_settings_table.py        (tests/test_settings.py fails when it is stale)
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import stackenv  # noqa: E402,F401
+
+from pipeline import families  # noqa: E402
+from pipeline.config import PipelineConfig  # noqa: E402
+from pipeline.settings import settings_table  # noqa: E402
+
+TARGET = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
+HEADER = """# Run settings
+
+Every setting of `run`, `prepare`, `compile` and `tfjob`, generated from its one declaration
+(`pipeline/config.py` and the model families' registrations in `pipeline/families/`) by
+`scripts/write_settings_table.py`; a test fails when this page is stale. The CLI's `--help` shows the
+same text. Settings marked "Kubeflow runtime parameter" can be changed when a Kubeflow run is created.
+
+"""
+
+
+def document() -> str:
+    sources = [("", PipelineConfig)] + [(f"{family.name}", family.settings_type)
+                                        for family in families.FAMILIES.values()]
+    return HEADER + settings_table(sources)
+
+
+if __name__ == "__main__":
+    TARGET.write_text(document())
+    print(f"wrote {TARGET}")
