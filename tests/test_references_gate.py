@@ -63,6 +63,20 @@ def test_gate_raises_the_floor_to_reference_plus_margin(tmp_path):
     assert "-> FAILED (0.6400)" in failed[0]
 
 
+def test_a_perfect_reference_asks_for_a_perfect_score_not_more(tmp_path):
+    """An easy set where the logistic reference scores 1.0: reference + margin would be 1.01, which no model
+    reaches; the gate asks for 1.0, so a perfect model is blessed and anything less is refused."""
+    model_dir = _model_with_references(tmp_path, 1.0, margin=0.01)
+    config = json_format.MessageToJson(eval_config(6, min_accuracy=0.0, max_regression=0.01))
+    raised = reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "evaluation"))
+    assert _lower_bound(raised) == 1.0
+    gate = reference_gate.read_gate(str(tmp_path / "evaluation"))
+    assert gate_summary.gate_lines(gate, 1.0, "Accuracy") == [
+        "Gate: accuracy >= 1.0000 (logistic_regression 1.0000 + margin 0.0100, capped at the metric's maximum; "
+        "floor 0.0) -> passed (1.0000)"]
+    assert "-> FAILED (0.9900)" in gate_summary.gate_lines(gate, 0.99, "Accuracy")[0]
+
+
 def test_a_higher_floor_wins_and_a_model_without_references_keeps_its_config(tmp_path):
     model_dir = _model_with_references(tmp_path, 0.5)
     config = json_format.MessageToJson(eval_config(6, min_accuracy=0.9, max_regression=0.01))

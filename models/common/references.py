@@ -63,11 +63,18 @@ def read_references(saved_model_dir: str) -> dict[str, Any] | None:
     return payload
 
 
+# The key metrics gated on (accuracy, top-k accuracy) are fractions: no model scores above this.
+METRIC_MAXIMUM = 1.0
+
+
 def gate_value(payload: Mapping[str, Any] | None) -> float | None:
-    """The value the key metric must reach to beat the gate reference: reference + margin."""
+    """The value the key metric must reach to beat the gate reference: reference + margin, at most the
+    metric's maximum. Without the cap a perfect reference (a logistic regression scoring 1.0 on an easy
+    set) would ask for 1.01, which no model can reach; capped, a perfect score ties a perfect reference."""
     if not payload:
         return None
-    return float(payload["references"][payload["gate_reference"]]) + float(payload.get("margin", 0.0))
+    wanted = float(payload["references"][payload["gate_reference"]]) + float(payload.get("margin", 0.0))
+    return min(wanted, METRIC_MAXIMUM)
 
 
 def subsample(count: int, limit: int, seed: int) -> np.ndarray:

@@ -92,7 +92,9 @@ def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -
         f" ({overall:.4f})")
     if gate.get("references"):
         name = gate["gate_reference"]
-        source = (f"{name} {gate['references'][name]:.4f} + margin {gate['margin']:.4f}"
+        wanted = gate["references"][name] + gate["margin"]
+        capped = ", capped at the metric's maximum" if wanted > gate["reference_threshold"] + 1e-12 else ""
+        source = (f"{name} {gate['references'][name]:.4f} + margin {gate['margin']:.4f}{capped}"
                   if gate["threshold"] > gate["floor"] else f"the floor --min-accuracy; {name} + margin "
                   f"is {gate['reference_threshold']:.4f}")
         return [f"Gate: {label.lower()} >= {gate['threshold']:.4f} ({source}; floor {gate['floor']}){verdict}"]
