@@ -437,7 +437,7 @@ def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp,
 
     [created] = kfp_server.sent("POST", "/experiments")  # the second deploy finds it
     assert created.json() == {"display_name": "nightly", "namespace": "team-a"}
-    lookups = kfp_server.sent("GET", "/experiments")
+    lookups = [r for r in kfp_server.sent("GET", "/experiments") if "filter" in r.query]
     assert [(r.query["namespace"], _display_name_filter(r.query)) for r in lookups] == [
         (["team-a"], "nightly")] * 2
     experiment_id = kfp_server.experiments[0]["experiment_id"]
