@@ -152,6 +152,7 @@ def _deploy(commands) -> None:
                          "--experiment: six cron fields, seconds first, e.g. '0 0 2 * * *' (02:00 daily), or @daily")
     deploy_.add_argument("--list-schedules", action="store_true", help="list the recurring runs and exit")
     deploy_.add_argument("--delete-schedule", default=None, metavar="ID", help="delete a recurring run and exit")
+    add_login_arguments(deploy_)
 
 
 def _report(commands) -> None:
@@ -234,3 +235,27 @@ def config_from_args(args: argparse.Namespace, config_type: type = PipelineConfi
     output_dir = getattr(args, "pipeline_root", None) or args.output
     return config_type(**settings.values_from_args(args, config_type), output_dir=output_dir,
                        family_settings=_family_settings(args))
+
+
+def add_login_arguments(parser: argparse.ArgumentParser) -> None:
+    """How `deploy` logs in to a Kubeflow behind Dex, IAP or a token check (pipeline/kubeflow/login.py); one of
+    the first five, plus the TLS check. Compile-free options: not run settings."""
+    login = parser.add_argument_group("login (multi-user Kubeflow)")
+    login.add_argument("--token-file", default=None, metavar="PATH", help="a file holding a bearer token, e.g. "
+                       "`kubectl -n NS create token default-editor --audience=pipelines.kubeflow.org` (default: the "
+                       "file $KF_PIPELINES_SA_TOKEN_PATH names, if set)")
+    login.add_argument("--token-env", default=None, metavar="NAME", help="an environment variable holding the bearer "
+                       "token")
+    login.add_argument("--dex-user", default=None, metavar="EMAIL", help="log in through Dex as this user (the "
+                       "password from --dex-password-env, default $KFP_DEX_PASSWORD, or --dex-password-file)")
+    login.add_argument("--dex-password-env", default=None, metavar="NAME", help="environment variable holding the "
+                       "Dex password (default: KFP_DEX_PASSWORD)")
+    login.add_argument("--dex-password-file", default=None, metavar="PATH", help="a file holding the Dex password")
+    login.add_argument("--session-cookie-file", default=None, metavar="PATH", help="a file holding a logged-in "
+                       "browser's session cookie, NAME=VALUE (authservice_session=..., oauth2_proxy_kubeflow=...)")
+    login.add_argument("--iap-client-id", default=None, metavar="ID", help="IAP on GKE: the OAuth client id of the "
+                       "IAP in front of Kubeflow; the identity token comes from Google's default credentials")
+    login.add_argument("--ca-bundle", default=None, metavar="PATH", help="PEM file of the CA that signed the "
+                       "endpoint's TLS certificate (a private CA)")
+    login.add_argument("--no-verify-tls", dest="verify_tls", action="store_false", help="do not check the "
+                       "endpoint's TLS certificate (trusted networks only)")

@@ -176,9 +176,11 @@ def command_deploy(args: argparse.Namespace) -> int:
     if not args.package:
         raise ConfigError("--package", "is required to deploy: pass the pipeline YAML that `python -m pipeline "
                                        "compile` wrote (or use --list-schedules / --delete-schedule ID).")
+    from pipeline.kubeflow.connection import normalize_host
     from pipeline.kubeflow.deploy import deploy
 
     result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
+                    credentials=_login(normalize_host(args.host), args),
                     run=args.run, namespace=args.namespace, run_name=args.run_name,
                     pipeline_root=args.pipeline_root, service_account=args.service_account,
                     enable_caching=None if args.cache is None else args.cache == "on",
@@ -188,14 +190,24 @@ def command_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _login(host: str, args: argparse.Namespace):
+    from pipeline.kubeflow.login import credentials
+
+    return credentials(host, token_file=args.token_file, token_env=args.token_env, dex_user=args.dex_user,
+                       dex_password_env=args.dex_password_env, dex_password_file=args.dex_password_file,
+                       session_cookie_file=args.session_cookie_file, iap_client_id=args.iap_client_id,
+                       ca_bundle=args.ca_bundle, verify_tls=args.verify_tls)
+
+
 def _schedules(args: argparse.Namespace) -> int:
-    from pipeline.kubeflow.connection import check_health, normalize_host, resolve_token
+    from pipeline.kubeflow.connection import check_health, normalize_host
     from pipeline.kubeflow.deploy import connect
     from pipeline.kubeflow.schedule import delete_schedule, list_schedules
 
-    host, token = normalize_host(args.host), resolve_token(None)
-    check_health(host, timeout=10.0, token=token)
-    client = connect(host, namespace=args.namespace, token=token)
+    host = normalize_host(args.host)
+    creds = _login(host, args)
+    check_health(host, timeout=10.0, token=creds.token, cookies=creds.cookies, verify=creds.verify)
+    client = connect(host, namespace=args.namespace, token=creds.token, cookies=creds.cookies, verify=creds.verify)
     if args.delete_schedule:
         print(delete_schedule(client, host, args.delete_schedule))
     else:

@@ -7,7 +7,28 @@ client sends over the wire, not calls on a mock object. Uploads are validated as
 schemaVersion exactly 2.1.0, a pipeline name, a root component), and a run without
 ``runtime_config.pipeline_root`` gets the backend's default root, minio://mlpipeline/v2/artifacts
 (src/v2/driver/driver.go RootDAG), recorded as ``effective_root``.
+
+Multi-user Kubeflow's front doors (``front_door``), as a request meets them before the API:
+- "token": the API server's TokenReview authenticator (backend src/apiserver/auth): a bearer
+  token it knows is a user, anything else HTTP 401 Unauthenticated (gRPC code 16);
+- "dex": oidc-authservice in front of Dex (kubeflow/manifests common/oidc-client, common/dex): a
+  request without a valid ``authservice_session`` cookie is redirected (302) to
+  ``/dex/auth?...``; Dex with one connector sends it on to ``/dex/auth/local``, then to the
+  password form ``/dex/auth/local/login?back=&state=REQ``, whose POST (``login``/``password``)
+  either shows the form again ("Invalid Email Address and password.") or redirects (303) through
+  ``/dex/approval`` (skipApprovalScreen) to the front door's callback ``/login/oidc?code&state``,
+  which sets the session cookie and redirects to ``/``;
+- "iap": Google IAP: a bearer OpenID identity token whose ``aud`` is the IAP client id, else 401
+  "Invalid IAP credentials"; the identity tokens come from ``/token``, a Google OAuth token
+  endpoint for a service-account key (the JWT-bearer grant google-auth's IDTokenCredentials uses:
+  an assertion signed by the key, answered with ``{"id_token": ...}``).
+With ``multi_user`` the API authorizes each namespaced call for the caller as its
+SubjectAccessReview does (resource_manager.go IsAuthorized): a namespace where ``profiles`` gives
+the user no role is HTTP 403 "PermissionDenied: User '...' is not authorized" (gRPC code 7).
+``dashboard`` serves the Kubeflow dashboard's ``/api/workgroup/env-info`` (the caller's profiles
+and roles); ``tag_name`` is the backend version healthz reports.
 """
+import contextlib
 import json
 import re
 import socket
@@ -67,6 +88,15 @@ class FakeKfp:
     fail: dict[str, tuple[int, Any, dict[str, str]]] = field(default_factory=dict)  # route or "*"
     delay: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    front_door: str = "none"                                       # "token", "dex", "iap"
+    tokens: dict[str, str] = field(default_factory=dict)           # bearer token -> user
+    dex_users: dict[str, str] = field(default_factory=dict)        # email -> password
+    sessions: dict[str, str] = field(default_factory=dict)         # session cookie value -> user
+    cookie_name: str = "authservice_session"
+    iap_client_id: str = ""
+    dashboard: bool = False
+    profiles: dict[str, dict[str, str]] = field(default_factory=dict)  # user -> {namespace: role}
+    tag_name: str = "2.0.5"
 
     def sent(self, method: str, path: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path == API + path]
@@ -101,6 +131,10 @@ def _route(method: str, path: str) -> str:
         ("POST", f"{API}/recurringruns"): "create_recurring_run",
         ("GET", f"{API}/recurringruns"): "list_recurring_runs",
     }
+    if path.startswith("/dex/") or path in ("/login/oidc", "/token", "/"):
+        return "front_door"
+    if method == "GET" and path == "/api/workgroup/env-info":
+        return "env_info"
     if method == "DELETE" and re.fullmatch(f"{API}/recurringruns/[^/]+", path):
         return "delete_recurring_run"
     if method == "GET" and re.fullmatch(f"{API}/pipelines/[^/]+/versions", path):
@@ -137,8 +171,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = dict(headers or {})
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
         self.send_header("Content-Length", str(len(body)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -163,15 +198,117 @@ class _Handler(BaseHTTPRequestHandler):
         if failure:
             status, payload, headers = failure
             return self._reply(status, payload, headers)
+        if route == "front_door":
+            return self._reply(*self._front_door(record))
+        user, refusal = self._authenticate(record)
+        if refusal:
+            return self._reply(*refusal)
+        denied = self._authorize(record, route, user)
+        if denied:
+            return self._reply(*denied)
         with fake.lock:
-            status, payload = getattr(self, f"_{route}")(record)
+            status, payload = getattr(self, f"_{route}")(record, user) if route == "env_info" else \
+                getattr(self, f"_{route}")(record)
         self._reply(status, payload)
+
+    # -- front doors and multi-user authorization ----------------------------------------------
+    def _authenticate(self, record: Recorded) -> tuple[str | None, tuple | None]:
+        fake, bearer = self.fake, record.headers.get("authorization", "").removeprefix("Bearer ")
+        if fake.front_door == "token":
+            if bearer in fake.tokens:
+                return fake.tokens[bearer], None
+            return None, (401, {"error": "Unauthenticated", "code": 16, "message": "Request header error: there is "
+                                "no user identity header.: Failed to authenticate token review"}, {})
+        if fake.front_door == "iap":
+            claims = _jwt_claims(bearer)
+            if claims.get("aud") == fake.iap_client_id and claims.get("email"):
+                return claims["email"], None
+            problem = "JWT audience doesn't match this application" if claims else "Unable to parse JWT"
+            return None, (401, f"Invalid IAP credentials: {problem}".encode(), {"Content-Type": "text/html"})
+        if fake.front_door == "dex":
+            cookies = dict(part.strip().split("=", 1) for part in record.headers.get("cookie", "").split(";")
+                           if "=" in part)
+            user = fake.sessions.get(cookies.get(fake.cookie_name, ""))
+            if user:
+                return user, None
+            return None, (302, b"", {"Location": "/dex/auth?client_id=kubeflow-oidc-authservice&redirect_uri="
+                                                 "%2Flogin%2Foidc&response_type=code&scope=openid+profile+email+groups"
+                                                 "&state=st4te", "Content-Type": "text/html"})
+        return None, None
+
+    def _authorize(self, record: Recorded, route: str, user: str | None) -> tuple | None:
+        fake = self.fake
+        if fake.front_door == "none" or not fake.multi_user or route not in ("list_experiments",
+                                                                              "create_experiment"):
+            return None
+        namespace = (record.query.get("namespace", [""])[0] if route == "list_experiments"
+                     else record.json().get("namespace", ""))
+        if namespace in fake.profiles.get(user or "", {}):
+            return None
+        verb = "list" if route == "list_experiments" else "create"
+        message = (f"Failed to {verb} experiments due to authorization error. Check if you have permission to "
+                   f"access namespace {namespace}: PermissionDenied: User '{user}' is not authorized with reason:  "
+                   f"(request: &ResourceAttributes{{Namespace:{namespace},Verb:{verb},Group:pipelines.kubeflow.org,"
+                   "Version:v1beta1,Resource:experiments,Subresource:,Name:,}): Unauthorized access")
+        return 403, {"error": message, "code": 7, "message": message}, {}
+
+    def _env_info(self, record: Recorded, user: str | None) -> tuple[int, Any]:
+        if not self.fake.dashboard:
+            return 404, {"error": "Not Found", "code": 5, "message": "no route"}
+        namespaces = [{"user": user, "namespace": ns, "role": role}
+                      for ns, role in sorted(self.fake.profiles.get(user or "", {}).items())]
+        return 200, {"user": user, "platform": {"kubeflowVersion": "1.7.0", "provider": "other"},
+                     "namespaces": namespaces, "isClusterAdmin": False}
+
+    def _front_door(self, record: Recorded) -> tuple:
+        fake, path, html = self.fake, record.path, {"Content-Type": "text/html"}
+        form = ('<html><body><form method="post" action="/dex/auth/local/login?back=&amp;state=req1">'
+                '<input name="login"><input name="password" type="password"></form>{}</body></html>')
+        if path == "/":
+            user, refusal = self._authenticate(record)
+            return refusal or (200, b"<html>Kubeflow Central Dashboard</html>", html)
+        if path == "/dex/auth":
+            return 302, b"", {**html, "Location": "/dex/auth/local?req=req1"}
+        if path == "/dex/auth/local":
+            return 302, b"", {**html, "Location": "/dex/auth/local/login?back=&state=req1"}
+        if path == "/dex/auth/local/login" and record.method == "GET":
+            return 200, form.format("").encode(), html
+        if path == "/dex/auth/local/login":
+            fields = parse_qs(record.body.decode())
+            login, password = fields.get("login", [""])[0], fields.get("password", [""])[0]
+            if fake.dex_users.get(login) != password or not login:
+                return 200, form.format("Invalid Email Address and password.").encode(), html
+            fake.sessions.setdefault("pending:req1", login)
+            return 303, b"", {**html, "Location": "/dex/approval?req=req1&hmac=x"}
+        if path == "/dex/approval":
+            return 303, b"", {**html, "Location": "/login/oidc?code=c0de&state=st4te"}
+        if path == "/login/oidc":
+            user = fake.sessions.pop("pending:req1", None)
+            if not user or record.query.get("code") != ["c0de"]:
+                return 401, b"invalid code", html
+            session = uuid.uuid4().hex
+            fake.sessions[session] = user
+            return 302, b"", {**html, "Location": "/", "Set-Cookie": f"{fake.cookie_name}={session}; Path=/; HttpOnly"}
+        if path == "/token" and record.method == "POST":
+            return self._google_token(record)
+        return 404, b"not found", html
+
+    def _google_token(self, record: Recorded) -> tuple:
+        """Google's OAuth token endpoint for a JWT-bearer grant with a target_audience: an identity token."""
+        fields = parse_qs(record.body.decode())
+        claims = _jwt_claims(fields.get("assertion", [""])[0])
+        if fields.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"] or not claims:
+            return 400, {"error": "invalid_grant"}, {}
+        now = int(time.time())
+        token = _jwt({"aud": claims.get("target_audience"), "email": claims.get("iss"), "iat": now,
+                      "exp": now + 3600, "iss": "https://accounts.google.com"})
+        return 200, {"id_token": token}, {}
 
     def _unknown(self, record: Recorded) -> tuple[int, dict]:
         return 404, {"error": "Not Found", "code": 5, "message": f"no route for {record.path}"}
 
     def _healthz(self, record: Recorded) -> tuple[int, dict]:
-        return 200, {"commit_sha": "fake", "tag_name": "2.0.5", "multi_user": self.fake.multi_user}
+        return 200, {"commit_sha": "fake", "tag_name": self.fake.tag_name, "multi_user": self.fake.multi_user}
 
     def _list_pipelines(self, record: Recorded) -> tuple[int, dict]:
         name = _display_name_filter(record.query)
@@ -293,6 +430,27 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, {}
 
 
+def _jwt_claims(token: str) -> dict:
+    """The payload of a JWT (signature not checked: the fake trusts its own issuer), {} if it is none."""
+    import base64
+
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return claims if isinstance(claims, dict) else {}
+    except (IndexError, ValueError):
+        return {}
+
+
+def _jwt(claims: dict) -> str:
+    import base64
+
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
 def _robfig_v1_parses(spec: str) -> bool:
     """robfig/cron v1's ``Parse`` (parser.go): descriptors, or 5-6 fields seconds first (day of week
     optional), each a list of ``*``/``?``/``a``/``a-b`` with ``/step``, names for month and weekday."""
@@ -331,12 +489,19 @@ class _QuietServer(ThreadingHTTPServer):
         pass  # a client that timed out and hung up is expected in the timeout test
 
 
-@pytest.fixture
-def kfp_server() -> Iterator[FakeKfp]:
-    """A fake KFP API on an ephemeral port; a watchdog stops it if teardown never comes."""
-    fake = FakeKfp()
+@contextlib.contextmanager
+def _serving(fake: FakeKfp, tls: tuple[Path, Path] | None = None) -> Iterator[FakeKfp]:
+    """Serve ``fake`` on an ephemeral port (HTTPS with ``tls`` = (certificate, key)); a watchdog stops it."""
     server = _QuietServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"fake": fake}))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    fake.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     watchdog = threading.Timer(120, server.shutdown)
@@ -349,6 +514,13 @@ def kfp_server() -> Iterator[FakeKfp]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def kfp_server() -> Iterator[FakeKfp]:
+    """A fake KFP API on an ephemeral port; a watchdog stops it if teardown never comes."""
+    with _serving(FakeKfp()) as fake:
+        yield fake
 
 
 @pytest.fixture(autouse=True)
@@ -437,7 +609,7 @@ def test_run_uses_experiment_in_namespace_and_exact_version(kfp_server: FakeKfp,
 
     [created] = kfp_server.sent("POST", "/experiments")  # the second deploy finds it
     assert created.json() == {"display_name": "nightly", "namespace": "team-a"}
-    lookups = kfp_server.sent("GET", "/experiments")
+    lookups = [r for r in kfp_server.sent("GET", "/experiments") if "filter" in r.query]
     assert [(r.query["namespace"], _display_name_filter(r.query)) for r in lookups] == [
         (["team-a"], "nightly")] * 2
     experiment_id = kfp_server.experiments[0]["experiment_id"]
@@ -764,3 +936,162 @@ def test_cli_schedule_list_and_delete(kfp_server: FakeKfp, package: Path, capsys
     assert main(["deploy", "--host", kfp_server.url, "--schedule", "0 2 * * *"]) != 0  # no --package
     assert main(["deploy", "--host", kfp_server.url, "--package", str(package), "--schedule", "0 2 * * *"]) != 0
     assert "five fields" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- multi-user Kubeflow: login, namespace
+
+
+USER = "user@example.com"
+PROFILE = "kubeflow-user-example-com"
+
+
+def _multi_user(fake: FakeKfp, front_door: str, dashboard: bool = True) -> FakeKfp:
+    fake.multi_user, fake.front_door, fake.dashboard = True, front_door, dashboard
+    fake.profiles = {USER: {PROFILE: "owner", "team-shared": "contributor"}}
+    return fake
+
+
+def _cli(*args: Any) -> tuple[int, str, str]:
+    """`python -m pipeline deploy ...` in-process: (exit code, stdout, stderr)."""
+    import io
+
+    from pipeline.cli import main as cli_main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli_main(["deploy", *map(str, args)])
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_dex_login_on_the_command_line_runs_in_the_users_own_profile(kfp_server: FakeKfp, package: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _multi_user(kfp_server, "dex").dex_users = {USER: "12341234"}
+    monkeypatch.setenv("KFP_DEX_PASSWORD", "12341234")
+    code, out, err = _cli("--host", kfp_server.url, "--package", package, "--run", "--dex-user", USER)
+    assert code == 0, err
+    [run] = kfp_server.runs
+    [experiment] = kfp_server.experiments
+    assert experiment["namespace"] == PROFILE and run["experiment_id"] == experiment["experiment_id"]
+    [session] = [value for value, user in kfp_server.sessions.items() if user == USER]
+    api_calls = [r for r in kfp_server.requests if r.path.startswith(API)]
+    assert api_calls and {r.headers.get("cookie") for r in api_calls} == {f"authservice_session={session}"}
+    assert f"Started run {run['run_id']}" in out
+
+
+def test_dex_with_a_wrong_password_is_one_paragraph_and_nothing_is_sent(kfp_server: FakeKfp, package: Path,
+                                                                         tmp_path: Path) -> None:
+    _multi_user(kfp_server, "dex").dex_users = {USER: "12341234"}
+    (tmp_path / "pw").write_text("wrong\n")
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--run", "--dex-user", USER,
+                        "--dex-password-file", tmp_path / "pw")
+    assert code != 0 and "Dex at" in err and "refused the login of 'user@example.com'" in err
+    assert "Traceback" not in err and not [r for r in kfp_server.requests if r.path.startswith(API)]
+
+
+def test_a_browsers_session_cookie_from_a_file(kfp_server: FakeKfp, package: Path, tmp_path: Path) -> None:
+    _multi_user(kfp_server, "dex", dashboard=False)
+    kfp_server.cookie_name, kfp_server.sessions = "oauth2_proxy_kubeflow", {"c00kie": USER}
+    (tmp_path / "cookie").write_text("oauth2_proxy_kubeflow=c00kie\n")
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--run", "--namespace", PROFILE,
+                        "--session-cookie-file", tmp_path / "cookie")
+    assert code == 0, err
+    assert kfp_server.runs and kfp_server.experiments[0]["namespace"] == PROFILE
+    (tmp_path / "cookie").write_text("oauth2_proxy_kubeflow=expired\n")
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--session-cookie-file", tmp_path / "cookie")
+    assert code != 0 and "HTTP 302" in err and "/dex/auth" in err and "--session-cookie-file" in err
+
+
+@pytest.mark.parametrize("how", ["file", "env"])
+def test_a_bearer_token_from_a_file_or_the_environment(kfp_server: FakeKfp, package: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    _multi_user(kfp_server, "token", dashboard=False).tokens = {"sa-token": USER}
+    (tmp_path / "token").write_text("sa-token\n")
+    monkeypatch.setenv("MY_KFP_TOKEN", "sa-token")
+    login = ["--token-file", tmp_path / "token"] if how == "file" else ["--token-env", "MY_KFP_TOKEN"]
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--run", "--namespace", PROFILE, *login)
+    assert code == 0, err
+    assert {r.headers.get("authorization") for r in kfp_server.requests} == {"Bearer sa-token"}
+    kfp_server.tokens = {}  # e.g. expired
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, *login)
+    assert code != 0 and "HTTP 401" in err and "Failed to authenticate token review" in err
+
+
+def test_iap_identity_token_from_a_service_account_key(kfp_server: FakeKfp, package: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """google-auth's real flow: a JWT assertion signed with the key, exchanged for an identity token."""
+    from support.tls_certs import service_account_key
+
+    _multi_user(kfp_server, "iap", dashboard=False).iap_client_id = "123-iap.apps.googleusercontent.com"
+    sa = "deployer@project.iam.gserviceaccount.com"
+    kfp_server.profiles = {sa: {PROFILE: "contributor"}}
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_key(tmp_path, kfp_server.url + "/token")))
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--run", "--namespace", PROFILE,
+                        "--iap-client-id", "123-iap.apps.googleusercontent.com")
+    assert code == 0, err
+    [token_request] = kfp_server.sent("POST", "/token") or [r for r in kfp_server.requests if r.path == "/token"]
+    assert kfp_server.runs
+    code, _, err = _cli("--host", kfp_server.url, "--package", package, "--iap-client-id", "another-client")
+    assert code != 0 and "HTTP 401" in err and "Invalid IAP credentials" in err
+
+
+def test_a_namespace_without_a_profile_is_refused_before_anything_is_uploaded(kfp_server: FakeKfp,
+                                                                                package: Path) -> None:
+    _multi_user(kfp_server, "token").tokens = {"t": USER}
+    message = _deploy_error(kfp_server.url, str(package), run=True, namespace="kubeflow-admin", existing_token="t")
+    assert "no access to the namespace 'kubeflow-admin'" in message
+    assert f"your profiles: {PROFILE}, team-shared" in message and "Manage Contributors" in message
+    assert not kfp_server.sent("POST", "/pipelines/upload")
+    kfp_server.dashboard = False  # e.g. a port-forward to the KFP UI: KFP's own SubjectAccessReview says it
+    message = _deploy_error(kfp_server.url, str(package), run=True, namespace="kubeflow-admin", existing_token="t")
+    assert "no access to the namespace 'kubeflow-admin'" in message and "is not authorized" in message
+    assert not kfp_server.sent("POST", "/pipelines/upload")
+
+
+@pytest.mark.parametrize("profiles, expected", [
+    ({}, "You have no Kubeflow profile"),
+    ({"a": "contributor", "b": "contributor"}, "several Kubeflow profiles at"),
+])
+def test_no_or_several_profiles_without_namespace_is_a_paragraph(kfp_server: FakeKfp, package: Path,
+                                                                 profiles: dict, expected: str) -> None:
+    _multi_user(kfp_server, "token").tokens = {"t": USER}
+    kfp_server.profiles = {USER: profiles}
+    message = _deploy_error(kfp_server.url, str(package), run=True, existing_token="t")
+    assert expected in message and "--namespace" in message and not kfp_server.sent("POST", "/pipelines/upload")
+
+
+def test_a_backend_too_old_for_retries_is_refused(kfp_server: FakeKfp, package: Path, tmp_path: Path) -> None:
+    spec = yaml.safe_load(package.read_text())
+    for task in spec["root"]["dag"]["tasks"].values():
+        task["retryPolicy"] = {"maxRetryCount": 2}
+    retried = tmp_path / "retried.yaml"
+    retried.write_text(yaml.safe_dump(spec))
+    kfp_server.tag_name = "2.3.0"
+    message = _deploy_error(kfp_server.url, str(retried))
+    assert "backend 2.3.0" in message and "needs backend 2.5.0 or later" in message and "retryPolicy" in message
+    assert not kfp_server.sent("POST", "/pipelines/upload")
+    kfp_server.tag_name = "2.5.0"
+    assert deploy(kfp_server.url, str(retried)).pipeline_id
+    kfp_server.tag_name = "2.3.0"
+    assert deploy(kfp_server.url, str(package), pipeline_name="no-retries").pipeline_id  # nothing asked
+
+
+def test_a_private_ca_with_ca_bundle_or_without_verification(package: Path, tmp_path: Path) -> None:
+    from support.tls_certs import private_ca
+
+    ca, cert, key = private_ca(tmp_path)
+    with _serving(FakeKfp(), tls=(cert, key)) as fake:
+        code, _, err = _cli("--host", fake.url, "--package", package)
+        assert code != 0 and "TLS" in err and "--ca-bundle" in err and not fake.pipelines
+        code, _, err = _cli("--host", fake.url, "--package", package, "--ca-bundle", ca)
+        assert code == 0, err
+        code, _, err = _cli("--host", fake.url, "--package", package, "--no-verify-tls")
+        assert code == 0, err
+        assert len(fake.pipelines) == 1 and len(fake.versions[next(iter(fake.pipelines))]) == 2
+
+
+def test_two_ways_to_log_in_are_refused(package: Path, tmp_path: Path) -> None:
+    code, _, err = _cli("--host", "http://127.0.0.1:9", "--package", package, "--token-env", "X", "--dex-user", USER)
+    assert code != 0 and "--token-env and --dex-user are different ways to log in" in err

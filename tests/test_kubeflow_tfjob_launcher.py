@@ -110,7 +110,7 @@ def test_a_worker_that_dies_fails_the_step_with_the_tfjob_and_its_logs(tmp_path)
 
 @pytest.mark.parametrize("server_args, expected", [
     ({"forbidden": True}, "kubectl apply -f kubeflow/tfjob-rbac.yaml"),
-    ({"crd_installed": False}, "Training Operator is not installed"),
+    ({"crd_installed": False}, "has no training-job resource (no kubeflow.org/v1; no trainer.kubeflow.org/v1alpha1)"),
 ])
 def test_api_refusals_are_one_paragraph_naming_the_fix(tmp_path, server_args, expected):
     with TFJobApiServer(tmp_path, **server_args) as server:
@@ -174,8 +174,10 @@ def test_in_cluster_connection_reads_the_pods_service_account(tmp_path):
     (tmp_path / "token").write_text(f"header.{claims}.signature")
     (tmp_path / "namespace").write_text("kubeflow-user\n")
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    from pipeline.kubeflow.training.kube_api import TFJOB
+
     api = connect(environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"},
-                  service_account_dir=str(tmp_path))
+                  service_account_dir=str(tmp_path), kind=TFJOB)  # no discovery: nothing listens there
     assert (api.namespace, api.service_account, api.server) == ("kubeflow-user", "default-editor",
                                                                 "https://10.0.0.1:443")
 
@@ -189,11 +191,11 @@ def test_rbac_manifest_grants_what_the_launcher_calls():
     from pipeline.kubeflow.training import kube_api
 
     role, binding = yaml.safe_load_all((PROJECT_ROOT / "kubeflow" / "tfjob-rbac.yaml").read_text())
-    (rule,) = role["rules"]
-    assert (rule["apiGroups"], rule["resources"]) == ([kube_api.GROUP], [kube_api.PLURAL])
+    rules = {(tuple(rule["apiGroups"]), tuple(rule["resources"])): set(rule["verbs"]) for rule in role["rules"]}
     called = {verb for verb in ("create", "get", "delete", "list", "patch", "watch")
               if f"{verb}_namespaced_custom_object" in inspect.getsource(kube_api)}
-    assert called == set(rule["verbs"]) == {"create", "get", "delete"}
+    assert called == {"create", "get", "delete"}
+    assert rules == {((kind.group,), (kind.plural,)): called for kind in kube_api.KINDS}
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["metadata"]["namespace"] == role["metadata"]["namespace"] == binding["subjects"][0]["namespace"]
     assert kube_api.RBAC_FILE == "kubeflow/tfjob-rbac.yaml"

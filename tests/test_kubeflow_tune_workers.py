@@ -35,7 +35,9 @@ def _fn_args(root: str, workers: int = 2):
 
 
 def test_each_pod_derives_its_keras_tuner_role_from_the_operators_tf_config():
-    api = SimpleNamespace(namespace="team", service_account="pipeline-runner")
+    from pipeline.kubeflow.training.kube_api import TFJOB
+
+    api = SimpleNamespace(namespace="team", service_account="pipeline-runner", kind=TFJOB)
     manifest = tfjob_for(_fn_args("gs://bucket/root", workers=2), api, {"image": IMAGE, "container": {}, "pod": {}})
     name = manifest["metadata"]["name"]
     replicas = manifest["spec"]["tfReplicaSpecs"]
@@ -55,6 +57,28 @@ def test_each_pod_derives_its_keras_tuner_role_from_the_operators_tf_config():
         assert env == {"KERASTUNER_TUNER_ID": f"tuner{index}",
                        "KERASTUNER_ORACLE_IP": f"{name}-chief-0.team.svc.cluster.local",
                        "KERASTUNER_ORACLE_PORT": "2222"}
+
+
+def test_each_trainjob_pod_derives_the_same_roles_from_its_index():
+    """Kubeflow Trainer v2: no operator sets TF_CONFIG; each pod of the Indexed node job derives it."""
+    from pipeline.kubeflow.training.kube_api import TRAINJOB
+    from pipeline.kubeflow.training.trainjob import CLUSTER_ENV, ensure_tf_config
+
+    api = SimpleNamespace(namespace="team", service_account="pipeline-runner", kind=TRAINJOB)
+    manifest = tfjob_for(_fn_args("gs://bucket/root", workers=2), api, {"image": IMAGE, "container": {}, "pod": {}})
+    name, trainer = manifest["metadata"]["name"], manifest["spec"]["trainer"]
+    assert manifest["kind"] == "TrainJob" and trainer["numNodes"] == 3  # the oracle + 2 trial runners
+    assert trainer["command"] == ["python", "-m", "pipeline.kubeflow.training.tuner_worker"]
+    cluster = next(e["value"] for e in trainer["env"] if e["name"] == CLUSTER_ENV)
+    roles = []
+    for index in range(3):
+        environ = {CLUSTER_ENV: cluster, "JOB_COMPLETION_INDEX": str(index)}
+        ensure_tf_config(environ)
+        roles.append(keras_tuner_env(environ["TF_CONFIG"]))
+    assert roles[0] == {"KERASTUNER_TUNER_ID": "chief", "KERASTUNER_ORACLE_IP": "0.0.0.0",
+                        "KERASTUNER_ORACLE_PORT": "2222"}
+    assert roles[1:] == [{"KERASTUNER_TUNER_ID": f"tuner{i}", "KERASTUNER_ORACLE_IP": f"{name}-node-0-0.{name}",
+                          "KERASTUNER_ORACLE_PORT": "2222"} for i in (0, 1)]
 
 
 @pytest.mark.parametrize("tf_config", ["", "{not json", json.dumps({"cluster": {"worker": ["w:2222"]},

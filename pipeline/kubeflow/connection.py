@@ -26,11 +26,12 @@ TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
 PORT_FORWARD_HINT = ("If KFP runs in a Kubernetes cluster, forward its UI service first with "
                      "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` and pass "
                      "`--host http://localhost:8080`; otherwise check the URL, scheme (http/https) and port.")
-AUTH_HINT = ("Authenticate with a bearer token: put a ServiceAccount token in a file and export "
-             f"{TOKEN_PATH_ENV}=<file> (e.g. `kubectl -n <namespace> create token default-editor "
-             "--audience=pipelines.kubeflow.org > token`), or pass the token in code as "
-             "deploy(existing_token=...) / kfp.Client(existing_token=...); behind Dex/oauth2-proxy "
-             "a session cookie works too (deploy(cookies='authservice_session=...')).")
+AUTH_HINT = ("Authenticate with a bearer token: --token-file FILE (or export "
+             f"{TOKEN_PATH_ENV}=<file>) holding e.g. `kubectl -n <namespace> create token default-editor "
+             "--audience=pipelines.kubeflow.org`, or in code deploy(existing_token=...); behind Dex log in with "
+             "--dex-user USER and the password in $KFP_DEX_PASSWORD, or pass a browser's session cookie "
+             "with --session-cookie-file (authservice_session=... / oauth2_proxy_kubeflow=...); behind IAP on GKE "
+             "pass --iap-client-id CLIENT_ID.")
 NAMESPACE_HINT = ("On multi-user Kubeflow, pass --namespace <your profile namespace> and make sure "
                   "your identity is a contributor of that profile.")
 
@@ -122,14 +123,24 @@ def _connection_reason(error: BaseException) -> str:
     if "Connection refused" in text:
         return "connection refused: nothing listens on that port"
     if isinstance(error, urllib3.exceptions.SSLError):
-        return f"TLS error: {text}; for a self-signed certificate use the http:// port-forward instead"
+        return (f"TLS error: {text}; for a certificate of a private CA pass --ca-bundle CA.pem (or, on a trusted "
+                "network only, --no-verify-tls), or use the http:// port-forward")
     if isinstance(error, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError)):
         return f"no answer in time: {type(error).__name__}"
     return f"{type(error).__name__}: {text}"
 
 
+def pool_manager(verify: bool | str = True) -> urllib3.PoolManager:
+    """urllib3 with the TLS check ``verify`` asks for: the system's CAs (True), a CA file, or none (False)."""
+    if verify is False:
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        return urllib3.PoolManager(cert_reqs="CERT_NONE")
+    return urllib3.PoolManager(cert_reqs="CERT_REQUIRED",
+                               ca_certs=verify if isinstance(verify, str) else certifi.where())
+
+
 def check_health(host: str, timeout: float = 10.0, token: str | None = None,
-                 cookies: str | None = None) -> dict:
+                 cookies: str | None = None, verify: bool | str = True) -> dict:
     """GET the KFP health endpoint once, with short timeouts and no retries or redirects.
 
     Returns the health JSON (``multi_user`` tells whether a namespace is needed). Fails fast
@@ -142,7 +153,7 @@ def check_health(host: str, timeout: float = 10.0, token: str | None = None,
         headers["Authorization"] = f"Bearer {token}"
     if cookies:
         headers["Cookie"] = cookies
-    http = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=certifi.where())
+    http = pool_manager(verify)
     try:
         response = http.request("GET", url, headers=headers, retries=False, redirect=False,
                                 timeout=urllib3.Timeout(connect=timeout, read=timeout))

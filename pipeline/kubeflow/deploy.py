@@ -31,9 +31,11 @@ from pipeline.kubeflow.connection import (
     bound_client_io,
     check_health,
     normalize_host,
-    resolve_token,
 )
 from pipeline.kubeflow.fresh_data import override_caching
+from pipeline.kubeflow.login import Credentials
+from pipeline.kubeflow.login import credentials as login
+from pipeline.kubeflow.preflight import check_backend, check_namespace_access, profiles, resolve_namespace
 from pipeline.kubeflow.schedule import check_cron, create_schedule
 from pipeline.kubeflow.storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
 from pipeline.kubeflow.wait import follow_run
@@ -194,9 +196,14 @@ def _yaml_named(package_path: str, enable_caching: bool | None = None) -> Iterat
 
 def connect(host: str, *, namespace: str | None = None, token: str | None = None, cookies: str | None = None,
             timeout: float = 10.0, api_timeout: float = 300.0,
-            client_factory: Callable[..., Any] = kfp.Client) -> Any:
-    """A kfp client for ``host`` whose every HTTP call is bounded (stackenv/compat.py)."""
+            client_factory: Callable[..., Any] = kfp.Client, verify: bool | str = True) -> Any:
+    """A kfp client for ``host`` whose every HTTP call is bounded (stackenv/compat.py); ``verify``: the TLS
+    check (a CA file, or False), as kfp.Client's ``ssl_ca_cert`` / ``verify_ssl`` take it."""
     kwargs: dict[str, Any] = {"host": host}
+    if isinstance(verify, str):
+        kwargs["ssl_ca_cert"] = verify
+    elif verify is False:
+        kwargs["verify_ssl"] = False
     if namespace:
         kwargs["namespace"] = namespace
     if token:
@@ -227,14 +234,18 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
            cookies: str | None = None, timeout: float = 10.0,
            api_timeout: float = 300.0, enable_caching: bool | None = None,
            service_account: str | None = None, wait_timeout: float | None = None,
-           schedule: str | None = None, say: Callable[[str], None] = print) -> DeployResult:
+           schedule: str | None = None, say: Callable[[str], None] = print,
+           credentials: Credentials | None = None) -> DeployResult:
     """Upload ``package_path`` to KFP at ``host`` as a new pipeline or a new version; maybe run it.
 
     Pipelines are looked up and uploaded as shared pipelines (what ``kfp.Client.get_pipeline_id``
     sees); ``namespace`` scopes the experiment and the run, which multi-user Kubeflow requires.
-    ``existing_token`` (or the file named by ``KF_PIPELINES_SA_TOKEN_PATH``) and ``cookies``
-    authenticate; ``timeout`` bounds connecting and the health check, ``api_timeout`` each API
-    answer. ``pipeline_root`` overrides the package's ``defaultPipelineRoot`` for the run.
+    ``credentials`` (pipeline/kubeflow/login.py: a token, Dex, a session cookie, IAP, and the TLS check), else
+    ``existing_token`` (or the file named by ``KF_PIPELINES_SA_TOKEN_PATH``) and ``cookies``, authenticate;
+    on multi-user Kubeflow the namespace defaults to the caller's profile and is checked before anything
+    is uploaded, as is the backend's version against what the package asks for
+    (pipeline/kubeflow/preflight.py); ``timeout`` bounds connecting and the health check, ``api_timeout``
+    each API answer. ``pipeline_root`` overrides the package's ``defaultPipelineRoot`` for the run.
     ``enable_caching`` (True/False) overrides every step's caching in the uploaded version:
     kfp 2.5's ``run_pipeline(enable_caching=...)`` ignores it for a run of an uploaded version.
     ``service_account`` runs the pods under that Kubernetes service account. With
@@ -248,17 +259,19 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     root = run_pipeline_root(spec, package_path, pipeline_root, run or bool(cron))
     name = (pipeline_name or "").strip() or default_pipeline_name(spec, package_path)
     host = normalize_host(host)
-    token = resolve_token(existing_token)
+    creds = credentials or login(host, existing_token=existing_token, cookies=cookies, timeout=timeout)
+    token, cookies = creds.token, creds.cookies
 
-    health = check_health(host, timeout=timeout, token=token, cookies=cookies)
+    health = check_health(host, timeout=timeout, token=token, cookies=cookies, verify=creds.verify)
+    check_backend(health, spec, host)
     multi_user = bool(health.get("multi_user"))
-    if (run or cron) and multi_user and not namespace:
-        raise DeployError(
-            f"Kubeflow Pipelines at {host} runs in multi-user mode, so a run or schedule needs a namespace: pass "
-            "--namespace <your profile namespace> (e.g. kubeflow-user-example-com).")
+    namespace = resolve_namespace(host, namespace, multi_user, token=token, cookies=cookies, verify=creds.verify,
+                                  timeout=timeout, needed=bool(run or cron))
 
     client = connect(host, namespace=namespace, token=token, cookies=cookies, timeout=timeout,
-                     api_timeout=api_timeout, client_factory=client_factory)
+                     api_timeout=api_timeout, client_factory=client_factory, verify=creds.verify)
+    if multi_user and namespace and profiles(host, token, cookies, creds.verify, timeout) is None:
+        check_namespace_access(client, host, namespace)  # no dashboard confirmed it: KFP's own authorization
 
     with api_errors(host, f"looking up pipeline {name!r}"):
         pipeline_id = client.get_pipeline_id(name)

@@ -1,4 +1,4 @@
-"""A local Kubernetes API server for TFJobs, with the Training Operator's reconciler, over HTTP.
+"""A local Kubernetes API server for TFJobs and TrainJobs, with their controllers, over HTTP.
 
 What the Trainer step's launcher (pipeline/kubeflow/training/trainer_launcher.py, through the ``kubernetes`` client)
 talks to in the tests. Derived from the real systems, and no kinder than they are:
@@ -18,10 +18,33 @@ talks to in the tests. Derived from the real systems, and no kinder than they ar
   (nothing changes after Failed; Running turns False on Succeeded/Failed), then
   ``cleanPodPolicy: Running`` (the running pods are deleted). Delete removes the job and its pods.
 
+- Kubeflow Trainer v2 (kubeflow/trainer v2.1.0) when ``apis`` has "trainjob":
+  ``/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs[/{name}]`` validated against the
+  TrainJob CRD schema (tests/data/trainjob_crd_schema.json) and the webhooks (metadata.name a
+  DNS-1035 label; the ClusterTrainingRuntime must exist, denied with HTTP 403 as
+  controller-runtime's ``admission.Denied`` answers, runtime/core/clustertrainingruntime.go
+  ValidateObjects; podTemplateOverrides naming only the runtime's jobs and containers, no env for
+  the ``node`` container, plugins/jobset/jobset.go Validate); the controller builds the runtime's
+  JobSet as plainml.go and jobset/builder.go do (``trainer.numNodes`` pods of the ancestor-trainer
+  job, image/command/args/resourcesPerNode from ``trainer``, ``trainer.env`` upserted, the
+  override's metadata and spec merged into the pod template), an Indexed Job's pods get
+  ``JOB_COMPLETION_INDEX`` (the Job controller), a failed pod is re-created until ``backoffLimit``
+  (default 6) is used up, then JobSet's ``Failed``/FailedJobs ("jobset failed due to one or more job
+  failures"), all pods succeeded ``Complete``/AllJobsCompleted, copied to the TrainJob's conditions
+  (trainer's jobset.go status); ``GET .../clustertrainingruntimes/{name}``;
+- discovery: ``GET /apis/{group}/{version}`` lists the group's resources (an APIResourceList), 404
+  for a group the cluster does not serve; secrets: ``GET /api/v1/namespaces/{ns}/secrets/{name}``;
+- Istio (``istio_injection``: the namespace is labelled ``istio-injection=enabled``, as the
+  Kubeflow profile controller labels profile namespaces): a pod without the
+  ``sidecar.istio.io/inject: "false"`` label (or, lacking the label, annotation) gets an
+  ``istio-proxy`` container that never exits, so the pod's phase stays Running after its main
+  container ended, and both controllers, which judge pods by phase, never finish the job
+  (kubeflow/trainer#1183).
+
 Pods are local processes running the container's own command and args (``python`` → this
 interpreter) with the container's env (secrets resolved from ``secrets``), cwd the repository;
-the cluster DNS names in ``TF_CONFIG`` resolve to localhost ports. ``kill_after`` kills a pod
-(``"worker-0"``) that many seconds after it started: a worker that dies.
+the cluster DNS names in ``TF_CONFIG`` (TrainJob: in any env value) resolve to localhost ports.
+``kill_after`` kills a pod (``"worker-0"``, ``"node-0-1"``) that many seconds after it started: a worker that dies.
 """
 from __future__ import annotations
 
@@ -42,6 +65,19 @@ from test_kubeflow_tfjob import SCHEMA, operator_tf_config, violations, webhook_
 from support.kfp_contract import dockerfile_env
 
 _PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/?]+))?/?(?:\?.*)?$")
+_TRAINJOB_PATH = re.compile(
+    r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs(?:/([^/?]+))?/?(?:\?.*)?$")
+_RUNTIME_PATH = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/clustertrainingruntimes/([^/?]+)/?(?:\?.*)?$")
+_DISCOVERY_PATH = re.compile(r"^/apis/([^/]+)/([^/?]+)/?(?:\?.*)?$")
+_SECRET_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets/([^/?]+)/?(?:\?.*)?$")
+#: What each API serves (discovery), by the name ``apis`` uses.
+APIS = {"tfjob": ("kubeflow.org", "v1", [("tfjobs", "TFJob", True)]),
+        "trainjob": ("trainer.kubeflow.org", "v1alpha1", [
+            ("trainjobs", "TrainJob", True), ("trainingruntimes", "TrainingRuntime", True),
+            ("clustertrainingruntimes", "ClusterTrainingRuntime", False)])}
+TRAINJOB_SCHEMA = json.loads((PROJECT_ROOT / "tests" / "data" / "trainjob_crd_schema.json").read_text())
+NO_SIDECAR_KEY = "sidecar.istio.io/inject"
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _now() -> str:
@@ -77,9 +113,20 @@ class TFJobApiServer:
     """``with TFJobApiServer(tmp) as api: api.kubeconfig(path, namespace)``; ``api.jobs`` holds what was created."""
 
     def __init__(self, work_dir, token: str = "pipeline-runner-token", forbidden: bool = False,
-                 crd_installed: bool = True, secrets: dict | None = None, poll_s: float = 0.2):
-        self.work_dir, self.token, self.forbidden, self.crd_installed = str(work_dir), token, forbidden, crd_installed
+                 crd_installed: bool = True, secrets: dict | None = None, poll_s: float = 0.2,
+                 apis: tuple[str, ...] = ("tfjob",), runtimes: dict | None = None, istio_injection: bool = False,
+                 secrets_forbidden: bool = False):
+        self.work_dir, self.token, self.forbidden = str(work_dir), token, forbidden
+        self.apis = tuple(apis) if crd_installed else ()
+        self.crd_installed = "tfjob" in self.apis
         self.secrets, self.poll_s = secrets or {}, poll_s
+        self.istio_injection, self.secrets_forbidden = istio_injection, secrets_forbidden
+        if runtimes is None and "trainjob" in self.apis:  # the runtime this project ships, applied
+            import yaml
+
+            shipped = yaml.safe_load((PROJECT_ROOT / "kubeflow" / "trainjob-runtime.yaml").read_text())
+            runtimes = {shipped["metadata"]["name"]: shipped}
+        self.runtimes = runtimes or {}
         self.kill_after: dict[str, float] = {}
         self.jobs: dict[tuple[str, str], dict] = {}   # (namespace, name) -> {object, pods, deleted}
         self.created: list[dict] = []                 # every accepted manifest, in order
@@ -144,9 +191,21 @@ class TFJobApiServer:
     def handle(self, verb: str, path: str, authorization: str, body) -> tuple[int, dict]:
         if authorization != f"Bearer {self.token}":
             return 401, _status(401, "Unauthorized", "Unauthorized")
+        not_found = (404, _status(404, "NotFound", "the server could not find the requested resource"))
+        if verb == "get" and _SECRET_PATH.match(path):
+            return self._secret(*_SECRET_PATH.match(path).groups())
+        if _TRAINJOB_PATH.match(path) or _RUNTIME_PATH.match(path):
+            if "trainjob" not in self.apis:
+                return not_found
+            if _RUNTIME_PATH.match(path):
+                runtime = self.runtimes.get(_RUNTIME_PATH.match(path).group(1))
+                return (200, runtime) if runtime and verb == "get" else not_found
+            return self._trainjobs(verb, *_TRAINJOB_PATH.match(path).groups(), body)
+        if verb == "get" and _DISCOVERY_PATH.match(path):
+            return self._discovery(*_DISCOVERY_PATH.match(path).groups())
         match = _PATH.match(path)
         if not match or not self.crd_installed:
-            return 404, _status(404, "NotFound", "the server could not find the requested resource")
+            return not_found
         namespace, name = match.groups()
         if self.forbidden:
             return 403, _status(403, "Forbidden", (
@@ -167,6 +226,110 @@ class TFJobApiServer:
                 self._kill(record, all_pods=True)
                 return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
         return 405, _status(405, "MethodNotAllowed", f"{verb} is not supported here")
+
+    def _discovery(self, group: str, version: str) -> tuple[int, dict]:
+        """An APIResourceList for a served group/version (k8s.io/apimachinery metav1), else 404."""
+        for api in self.apis:
+            served_group, served_version, resources = APIS[api]
+            if (group, version) == (served_group, served_version):
+                return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+                             "resources": [{"name": plural, "singularName": kind.lower(), "namespaced": namespaced,
+                                            "kind": kind, "verbs": ["create", "delete", "get", "list", "patch",
+                                                                    "update", "watch"]}
+                                           for plural, kind, namespaced in resources]}
+        return 404, _status(404, "NotFound", "the server could not find the requested resource")
+
+    def _secret(self, namespace: str, name: str) -> tuple[int, dict]:
+        if self.secrets_forbidden:
+            return 403, _status(403, "Forbidden", f'secrets "{name}" is forbidden: User "system:serviceaccount:'
+                                f'{namespace}:pipeline-runner" cannot get resource "secrets" in API group "" in the '
+                                f'namespace "{namespace}"')
+        if name not in self.secrets:
+            return 404, {**_status(404, "NotFound", f'secrets "{name}" not found'),
+                         "details": {"name": name, "kind": "secrets"}}
+        import base64
+
+        return 200, {"kind": "Secret", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
+                     "type": "Opaque", "data": {k: base64.b64encode(str(v).encode()).decode()
+                                                for k, v in self.secrets[name].items()}}
+
+    def _trainjobs(self, verb: str, namespace: str, name: str | None, body) -> tuple[int, dict]:
+        if self.forbidden:
+            return 403, _status(403, "Forbidden", (
+                f'trainjobs.trainer.kubeflow.org{f" {json.dumps(name)}" if name else ""} is forbidden: User '
+                f'"system:serviceaccount:{namespace}:pipeline-runner" cannot {verb} resource "trainjobs" in API '
+                f'group "trainer.kubeflow.org" in the namespace "{namespace}"'))
+        with self.lock:
+            if verb == "create" and name is None:
+                return self._create_trainjob(namespace, body)
+            record = self.jobs.get((namespace, name))
+            if record is None or name is None or record["object"]["kind"] != "TrainJob":
+                return 404, _status(404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found')
+            if verb == "get":
+                return 200, json.loads(json.dumps(record["object"]))
+            if verb == "delete":
+                del self.jobs[(namespace, name)]
+                record["deleted"] = True
+                self._kill(record, all_pods=True)
+                return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+        return 405, _status(405, "MethodNotAllowed", f"{verb} is not supported here")
+
+    def _trainjob_webhook(self, manifest: dict) -> list[str]:
+        """The TrainJob webhook's checks that answer with a denial (HTTP 403), after the schema's 422s."""
+        spec = manifest.get("spec") or {}
+        ref = spec.get("runtimeRef") or {}
+        if ref.get("kind", "ClusterTrainingRuntime") != "ClusterTrainingRuntime":
+            return [f"unsupported runtime: {ref.get('kind')}"]  # only the cluster runtime is installed here
+        runtime = self.runtimes.get(ref.get("name"))
+        if runtime is None:
+            return [f'spec.RuntimeRef: Invalid value: {json.dumps(ref)}: clustertrainingruntimes.trainer.kubeflow.org '
+                    f'"{ref.get("name")}" not found: specified clusterTrainingRuntime must be created before the '
+                    "TrainJob is created"]
+        jobs = {j["name"]: {c["name"] for c in j["template"]["spec"]["template"]["spec"]["containers"]}
+                for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
+        problems = []
+        for override in spec.get("podTemplateOverrides") or []:
+            for target in override.get("targetJobs") or []:
+                if target["name"] not in jobs:
+                    problems.append("spec.podTemplateOverrides: must not have targetJob that doesn't exist in the "
+                                    "runtime job template")
+                    continue
+                for container in (override.get("spec") or {}).get("containers") or []:
+                    if container["name"] not in jobs[target["name"]]:
+                        problems.append(f"spec.podTemplateOverrides: must not have container that doesn't exist in "
+                                        f"the runtime job {target['name']}")
+                    elif container.get("env") and container["name"] == "node":
+                        problems.append("spec.podTemplateOverrides: must not have envs for the dataset-initializer, "
+                                        "model-initializer, node containers")
+        return problems
+
+    def _create_trainjob(self, namespace: str, manifest: dict) -> tuple[int, dict]:
+        name = (manifest.get("metadata") or {}).get("name", "")
+        if manifest.get("metadata", {}).get("namespace", namespace) != namespace:
+            return 400, _status(400, "BadRequest", "the namespace of the provided object does not match the "
+                                "namespace sent on the request")
+        problems = violations(manifest, TRAINJOB_SCHEMA["openAPIV3Schema"])
+        if manifest.get("apiVersion") != "trainer.kubeflow.org/v1alpha1" or manifest.get("kind") != "TrainJob":
+            problems.append("apiVersion/kind: must be trainer.kubeflow.org/v1alpha1 TrainJob")
+        if not _DNS_1035.match(name) or len(name) > 63:  # the CRD's x-kubernetes-validations on metadata.name
+            problems.append("metadata.name must match RFC 1035 DNS label format")
+        if problems:
+            return 422, _status(422, "Invalid", f'TrainJob.trainer.kubeflow.org "{name}" is invalid: {problems}')
+        denied = self._trainjob_webhook(manifest)
+        if denied:
+            return 403, _status(403, "Forbidden", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
+                                f"denied the request: {'; '.join(denied)}")
+        if (namespace, name) in self.jobs:
+            return 409, _status(409, "AlreadyExists", f'trainjobs.trainer.kubeflow.org "{name}" already exists')
+        stored = json.loads(json.dumps(manifest))
+        stored["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=_now(),
+                                  resourceVersion="1")
+        stored["status"] = {}
+        record = {"object": stored, "pods": {}, "deleted": False}
+        self.jobs[(namespace, name)] = record
+        self.created.append(json.loads(json.dumps(manifest)))
+        threading.Thread(target=self._operate_trainjob, args=(record,), daemon=True).start()
+        return 201, json.loads(json.dumps(stored))
 
     def _create(self, namespace: str, manifest: dict) -> tuple[int, dict]:
         name = (manifest.get("metadata") or {}).get("name", "")
@@ -213,43 +376,170 @@ class TFJobApiServer:
                     return
 
     def _start_pod(self, job: dict, kind: str, index: int, dns: dict) -> dict:
-        container = next(c for c in job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]["containers"]
-                         if c["name"] == "tensorflow")
+        template = job["spec"]["tfReplicaSpecs"][kind]["template"]
+        container = next(c for c in template["spec"]["containers"] if c["name"] == "tensorflow")
         tf_config = operator_tf_config(job, kind, index)
         for address, local in dns.items():
             tf_config = tf_config.replace(address, local)
-        env = {**os.environ, **dockerfile_env(), "PYTHONPATH": str(PROJECT_ROOT), "TF_CONFIG": tf_config}
+        pod = self._spawn(f"{job['metadata']['name']}-{kind.lower()}-{index}", container,
+                          template.get("metadata") or {}, {"TF_CONFIG": tf_config}, {})
+        return {**pod, "kind": kind, "tf_config": tf_config}
+
+    def _injected(self, metadata: dict) -> bool:
+        """Istio's injection decision for a pod in this namespace (pkg/kube/inject: the pod's
+        sidecar.istio.io/inject label wins over the annotation of that name)."""
+        if not self.istio_injection:
+            return False
+        value = (metadata.get("labels") or {}).get(NO_SIDECAR_KEY)
+        if value is None:
+            value = (metadata.get("annotations") or {}).get(NO_SIDECAR_KEY)
+        return str(value).lower() != "false"
+
+    def _spawn(self, pod: str, container: dict, metadata: dict, extra_env: dict, dns: dict) -> dict:
+        """Start the pod's main container as a local process; Pending (no process) when a secret is missing."""
+        env = {**os.environ, **dockerfile_env(), "PYTHONPATH": str(PROJECT_ROOT), **extra_env}
         for variable in container.get("env", []):
             ref = (variable.get("valueFrom") or {}).get("secretKeyRef")
             if ref and ref["key"] not in self.secrets.get(ref["name"], {}):
                 # The kubelet cannot create the container: the pod stays Pending, neither active nor failed.
-                return {"process": None, "kind": kind, "pending": f"CreateContainerConfigError: secret "
-                        f"{ref['name']!r} (key {ref['key']!r}) not found"}
-            env[variable["name"]] = self.secrets[ref["name"]][ref["key"]] if ref else variable["value"]
-        pod = f"{job['metadata']['name']}-{kind.lower()}-{index}"
+                return {"process": None, "pending": f"CreateContainerConfigError: secret "
+                        f"{ref['name']!r} (key {ref['key']!r}) not found", "sidecar": False}
+            value = self.secrets[ref["name"]][ref["key"]] if ref else variable["value"]
+            for address, local in dns.items():
+                value = value.replace(address, local)
+            env[variable["name"]] = value
         log_path = os.path.join(self.work_dir, f"{pod}.log")
         command = [sys.executable if part == "python" else part for part in container["command"]]
         with open(log_path, "w") as log:
             process = subprocess.Popen([*command, *container.get("args", [])], cwd=PROJECT_ROOT, env=env,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        return {"process": process, "started": time.monotonic(), "log": log_path, "tf_config": tf_config,
-                "kind": kind}
+        return {"process": process, "started": time.monotonic(), "log": log_path, "name": pod,
+                "sidecar": self._injected(metadata), "env": {k: env[k] for k in extra_env}}
+
+    @staticmethod
+    def _phase(pod: dict) -> str:
+        """Running while any container runs: an injected istio-proxy never exits."""
+        if pod["process"] is None:
+            return "Pending"
+        code = pod["process"].poll()
+        if code is None or pod["sidecar"]:
+            return "Running"
+        return "Succeeded" if code == 0 else "Failed"
+
+    # -- Kubeflow Trainer v2 ------------------------------------------------------------------
+    def _node_pod_template(self, job: dict) -> tuple[dict, int, int, bool]:
+        """The trainer job's pod template as plainml.go and jobset/builder.go build it; -> (template, pods,
+        backoffLimit, indexed)."""
+        spec = job["spec"]
+        runtime = json.loads(json.dumps(self.runtimes[spec["runtimeRef"]["name"]]))
+        rjob = next(j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+                    if (j["template"].get("metadata") or {}).get("labels", {}).get(
+                        "trainer.kubeflow.org/trainjob-ancestor-step") == "trainer")
+        job_spec = rjob["template"]["spec"]
+        template = job_spec["template"]
+        trainer = spec.get("trainer") or {}
+        container = next(c for c in template["spec"]["containers"] if c["name"] == "node")
+        for key in ("image", "command", "args"):
+            if trainer.get(key) is not None:
+                container[key] = trainer[key]
+        if trainer.get("resourcesPerNode"):
+            container["resources"] = trainer["resourcesPerNode"]
+        env = {e["name"]: e for e in container.get("env", [])}
+        env.update({e["name"]: e for e in trainer.get("env", [])})
+        container["env"] = list(env.values())
+        for override in spec.get("podTemplateOverrides") or []:
+            if not any(t["name"] == rjob["name"] for t in override.get("targetJobs", [])):
+                continue
+            metadata = template.setdefault("metadata", {})
+            for key in ("labels", "annotations"):
+                metadata.setdefault(key, {}).update((override.get("metadata") or {}).get(key) or {})
+            for key, value in (override.get("spec") or {}).items():
+                if key == "containers":
+                    for patch in value:
+                        target = next(c for c in template["spec"]["containers"] if c["name"] == patch["name"])
+                        target["volumeMounts"] = [*target.get("volumeMounts", []), *patch.get("volumeMounts", [])]
+                else:
+                    template["spec"][key] = value
+        count = trainer.get("numNodes") or (runtime["spec"].get("mlPolicy") or {}).get("numNodes") or \
+            job_spec.get("parallelism") or 1
+        return template, int(count), int(job_spec.get("backoffLimit", 6)), job_spec.get("completionMode") == "Indexed"
+
+    def _operate_trainjob(self, record: dict) -> None:
+        job = record["object"]
+        name = job["metadata"]["name"]
+        template, count, backoff, indexed = self._node_pod_template(job)
+        container = next(c for c in template["spec"]["containers"] if c["name"] == "node")
+        ports = free_ports(count)
+        dns = {f"{name}-node-0-{i}.{name}:{port}": f"localhost:{ports[i]}"
+               for i in range(count) for port in [2222]}
+        record.update(failures=0, backoff=backoff)
+
+        def start(index: int) -> dict:
+            extra = {"JOB_COMPLETION_INDEX": str(index)} if indexed else {}
+            pod = self._spawn(f"{name}-node-0-{index}", container, template.get("metadata") or {}, extra, dns)
+            return {**pod, "kind": "node", "index": index}
+
+        record["start"] = start
+        with self.lock:
+            if record["deleted"]:
+                return
+            for index in range(count):
+                record["pods"][f"node-0-{index}"] = start(index)
+        while True:
+            time.sleep(self.poll_s)
+            with self.lock:
+                if record["deleted"] or self._reconcile_trainjob(record):
+                    return
+
+    def _reconcile_trainjob(self, record: dict) -> bool:
+        """One pass of the Job, JobSet and TrainJob controllers; True once the job finished."""
+        job = record["object"]
+        self._apply_kills(record)
+        phases = {key: self._phase(pod) for key, pod in record["pods"].items()}
+        for key, phase in phases.items():
+            if phase == "Failed" and not record["pods"][key].get("counted"):
+                record["pods"][key]["counted"] = True
+                record["failures"] += 1
+                if record["failures"] <= record["backoff"]:  # the Job controller re-creates the pod
+                    record["pods"][key] = record["start"](record["pods"][key]["index"])
+                    phases[key] = "Running"
+        counts = {"active": sum(p in ("Running", "Pending") for p in phases.values()),
+                  "succeeded": sum(p == "Succeeded" for p in phases.values()), "failed": record["failures"]}
+        job["status"]["jobsStatus"] = [{"name": "node", **{k: v for k, v in counts.items()}}]
+        conditions = job["status"].setdefault("conditions", [])
+        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions):
+            return True
+        if record["failures"] > record["backoff"]:
+            conditions.append({"type": "Failed", "status": "True", "reason": "FailedJobs",
+                               "message": "jobset failed due to one or more job failures",
+                               "lastTransitionTime": _now()})
+        elif counts["succeeded"] == len(phases):
+            conditions.append({"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+                               "message": "jobset completed successfully", "lastTransitionTime": _now()})
+        else:
+            return False
+        self._kill(record, all_pods=False)  # a failed Job's remaining pods are deleted
+        return True
+
+    def _apply_kills(self, record: dict) -> None:
+        for key, pod in record["pods"].items():
+            after = self.kill_after.get(key)
+            if after is not None and pod["process"] is not None and pod["process"].poll() is None \
+                    and time.monotonic() - pod["started"] >= after:
+                os.killpg(pod["process"].pid, signal.SIGKILL)
+                pod["process"].wait()
 
     def _reconcile(self, record: dict) -> bool:
         """One pass of UpdateJobStatus; True once the job finished (and its running pods are cleaned)."""
         job = record["object"]
         name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
         started = {key: pod for key, pod in record["pods"].items() if pod["process"] is not None}
-        for key, pod in started.items():
-            after = self.kill_after.get(key)
-            if after is not None and pod["process"].poll() is None and time.monotonic() - pod["started"] >= after:
-                os.killpg(pod["process"].pid, signal.SIGKILL)
-                pod["process"].wait()
+        self._apply_kills(record)
         replicas: dict[str, dict] = {}
         for pod in started.values():
-            code = pod["process"].poll()
+            phase = self._phase(pod)
             counts = replicas.setdefault(pod["kind"], {"active": 0, "succeeded": 0, "failed": 0})
-            counts["active" if code is None else "succeeded" if code == 0 else "failed"] += 1
+            counts["active" if phase == "Running" else "succeeded" if phase == "Succeeded" else "failed"] += 1
         status = job["status"]
         status["replicaStatuses"] = {k: {f: n for f, n in v.items() if n} for k, v in replicas.items()}
         chief = replicas.get("Chief", {})

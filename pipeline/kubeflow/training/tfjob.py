@@ -18,6 +18,13 @@ sets ``TF_CONFIG`` in each pod to ``{"cluster": {"chief": [...], "worker": [...]
 
 ``restartPolicy: Never``: a worker that dies fails the others within the bounded waits
 (``WorkerFailure``), so restarting one pod cannot resume the collective; re-apply the job.
+
+Every pod is labelled and annotated ``sidecar.istio.io/inject: "false"`` (:data:`NO_SIDECAR`): in
+a multi-user Kubeflow namespace (``istio-injection=enabled``) Istio's webhook would add an
+``istio-proxy`` container that never exits, and the operator judges a replica by its pod's phase
+(pkg/controller.v1/tensorflow/util.go), so the job would stay Running forever
+(kubeflow/trainer#1183, #1148). Istio reads the label first, then the older annotation; KFP marks
+its own step pods the same way (backend src/apiserver/template/v2_template.go).
 """
 import dataclasses
 import json
@@ -33,6 +40,8 @@ CONTAINER = "tensorflow"      # the operator's TFJobDefaultContainerName
 PORT_NAME = "tfjob-port"      # TFJobDefaultPortName
 PORT = 2222                   # TFJobDefaultPort
 DEFAULT_PATH = "kubeflow/tfjob.yaml"
+#: Istio's per-pod opt-out of sidecar injection, set as a label and as an annotation.
+NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -105,7 +114,13 @@ def _replica(job: dict, settings: TFJobSettings, replicas: int) -> dict:
     pod = {"containers": [container], **json.loads(json.dumps(settings.pod.get("pod") or {}))}
     if settings.service_account:
         pod["serviceAccountName"] = settings.service_account
-    return {"replicas": replicas, "restartPolicy": "Never", "template": {"spec": pod}}
+    return {"replicas": replicas, "restartPolicy": "Never",
+            "template": {"metadata": pod_metadata(), "spec": pod}}
+
+
+def pod_metadata() -> dict:
+    """What every pod the project creates carries: no Istio sidecar (see the module docstring)."""
+    return {"labels": dict(NO_SIDECAR), "annotations": dict(NO_SIDECAR)}
 
 
 def tfjob_manifest(job: dict, settings: TFJobSettings) -> dict:

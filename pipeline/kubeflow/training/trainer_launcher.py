@@ -7,7 +7,8 @@ URIs of this step's ``model`` and ``model_run`` artifacts). The Kubeflow compile
 :func:`run_fn` the Trainer's ``run_fn`` and keeps the family's own in ``custom_config["tfjob"]``;
 this function turns ``FnArgs`` into the job of ``python -m pipeline.kubeflow.training.trainer_worker`` and starts
 it as a Kubeflow Training Operator TFJob (pipeline/kubeflow/training/tfjob.py: Chief + N-1 Workers of the
-pipeline image, TF_CONFIG set by the operator) through the Kubernetes API (pipeline/kubeflow/training/kube_api.py),
+pipeline image, TF_CONFIG set by the operator), or on a cluster with Kubeflow Trainer v2 instead a TrainJob of
+the same topology (trainjob.py), through the Kubernetes API (pipeline/kubeflow/training/kube_api.py),
 waits for the job's Succeeded or Failed condition (bounded by ``--trainer-job-timeout``), and
 returns once the chief has written ``<model>/Format-Serving``: TFX then checks that model and
 records the step's artifacts, so the Evaluator and the Pusher run unchanged.
@@ -97,47 +98,54 @@ def replica_template_from_env(environ=os.environ, step: JobStep = TRAINER) -> di
 
 
 def tfjob_for(fn_args, api, template: dict) -> dict:
-    from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest
+    """The training job of this execution, of the kind the cluster has (``api.kind``: TFJob or TrainJob)."""
+    from pipeline.kubeflow.training.tfjob import TFJobSettings
+    from pipeline.kubeflow.training.trainjob import job_manifest
 
     settings = TFJobSettings(
         image=template["image"], transformed_examples=fn_args.train_files[0],
         transform_graph=fn_args.transform_graph_path, model_dir=os.path.dirname(fn_args.serving_model_dir),
         workers=int(fn_args.custom_config[TFJOB_KEY]["workers"]), name=job_name(fn_args), namespace=api.namespace,
         service_account=api.service_account, pod=template, remote_only=False)
-    return tfjob_manifest(worker_job(fn_args), settings)
+    return job_manifest(api.kind.kind, worker_job(fn_args), settings)
 
 
 def _true_conditions(job: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
-def _logs_hint(namespace: str, name: str) -> str:
+def _logs_hint(namespace: str, name: str, kind: str = "TFJob") -> str:
+    if kind == "TrainJob":  # JobSet labels its pods with the JobSet's (= the TrainJob's) name
+        return (f"`kubectl logs -n {namespace} -l jobset.sigs.k8s.io/jobset-name={name} --prefix --tail=50` (pods "
+                f"{name}-node-0-<i>, index 0 the chief), `kubectl describe trainjob {name} -n {namespace}`")
     return (f"`kubectl logs -n {namespace} -l training.kubeflow.org/job-name={name} --prefix --tail=50` (pods "
             f"{name}-chief-0, {name}-worker-<i>), `kubectl describe tfjob {name} -n {namespace}`")
 
 
 def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=time.monotonic,
              sleep=time.sleep, step: JobStep = TRAINER) -> dict:
-    """The TFJob once its Succeeded condition is true; Failed or the deadline raise :class:`TFJobFailed`."""
+    """The job once its Succeeded (TFJob) or Complete (TrainJob) condition is true; Failed or the deadline raise
+    :class:`TFJobFailed`."""
     deadline, seen = clock() + timeout_s, set()
-    where = f"TFJob {api.namespace}/{name}"
+    kind = getattr(getattr(api, "kind", None), "kind", "TFJob")
+    done = getattr(getattr(api, "kind", None), "succeeded", "Succeeded")
+    where = f"{kind} {api.namespace}/{name}"
+    logs = _logs_hint(api.namespace, name, kind)
     while True:
         job = api.get(name)
         conditions = _true_conditions(job)
-        for kind in sorted(set(conditions) - seen):
-            log.info("%s: %s (%s)", where, kind, conditions[kind].get("message", ""))
-            seen.add(kind)
+        for condition in sorted(set(conditions) - seen):
+            log.info("%s: %s (%s)", where, condition, conditions[condition].get("message", ""))
+            seen.add(condition)
         if "Failed" in conditions:
-            replicas = (job.get("status") or {}).get("replicaStatuses") or {}
-            counts = ", ".join(f"{kind}: {', '.join(f'{n} {k}' for k, n in sorted(s.items()) if n)}"
-                               for kind, s in sorted(replicas.items()))
+            counts = _replica_counts(job.get("status") or {})
             raise TFJobFailed(
                 f"The {step.step}'s {where} failed: {conditions['Failed'].get('message', 'a replica failed')}"
                 f"{f' ({counts})' if counts else ''}. {step.nothing_made}. "
-                f"Read the pods' logs: {_logs_hint(api.namespace, name)}; {step.replicas_hint}. Delete the TFJob "
-                f"(`kubectl delete tfjob {name} -n {api.namespace}`) before re-running this step, which otherwise "
-                "follows the same failed job.")
-        if "Succeeded" in conditions:
+                f"Read the pods' logs: {logs}; {step.replicas_hint}. Delete the {kind} "
+                f"(`kubectl delete {kind.lower()} {name} -n {api.namespace}`) before re-running this step, which "
+                "otherwise follows the same failed job.")
+        if done in conditions:
             return job
         if clock() >= deadline:
             api.delete(name)
@@ -145,9 +153,20 @@ def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=tim
                 f"The {step.step}'s {where} did not finish within {step.timeout_flag} {timeout_s:g} s (conditions "
                 f"so far: {', '.join(sorted(conditions)) or 'none'}); the step deleted it, with its pods. Pods "
                 "that stay Pending point at resources the cluster cannot give (the --trainer-* settings times "
-                f"{step.workers_flag}) or a missing Training Operator; slow work at a larger timeout. Logs while "
-                f"it runs: {_logs_hint(api.namespace, name)}.")
+                f"{step.workers_flag}) or a missing training operator; slow work at a larger timeout. Logs while "
+                f"it runs: {logs}.")
         sleep(poll_s)
+
+
+def _replica_counts(status: dict) -> str:
+    """The pods' states as the job reports them: a TFJob's replicaStatuses, a TrainJob's jobsStatus."""
+    if status.get("jobsStatus"):
+        states = ("active", "succeeded", "failed")
+        return ", ".join(f"{j['name']}: {', '.join(f'{j[k]} {k}' for k in states if j.get(k))}"
+                         for j in status["jobsStatus"])
+    replicas = status.get("replicaStatuses") or {}
+    return ", ".join(f"{kind}: {', '.join(f'{n} {k}' for k, n in sorted(s.items()) if n)}"
+                     for kind, s in sorted(replicas.items()))
 
 
 def run_job(api, manifest: dict, timeout_s: float, step: JobStep, poll_s: float = POLL_S) -> dict:
@@ -163,14 +182,14 @@ def launch(fn_args, api, template: dict, poll_s: float = POLL_S) -> dict:
     manifest = tfjob_for(fn_args, api, template)
     name = manifest["metadata"]["name"]
     workers = fn_args.custom_config[TFJOB_KEY]["workers"]
-    log.info("Trainer: TFJob %s/%s, %d workers of %s", api.namespace, name, workers, template["image"])
+    log.info("Trainer: %s %s/%s, %d workers of %s", api.kind.kind, api.namespace, name, workers, template["image"])
     job = run_job(api, manifest, float(fn_args.custom_config[TFJOB_KEY]["timeout_seconds"]), TRAINER, poll_s)
     if not tf.io.gfile.exists(os.path.join(fn_args.serving_model_dir, "saved_model.pb")):
         raise TFJobFailed(
-            f"The Trainer's TFJob {api.namespace}/{name} succeeded but its chief wrote no model at "
+            f"The Trainer's {api.kind.kind} {api.namespace}/{name} succeeded but its chief wrote no model at "
             f"{fn_args.serving_model_dir}: the pods must write the pipeline root (workload identity, or the S3 "
-            f"--s3-endpoint/--s3-secret settings at compile). Chief's log: `kubectl logs -n {api.namespace} "
-            f"{name}-chief-0`.")
+            f"--s3-endpoint/--s3-secret settings at compile). Chief's log: "
+            f"{_logs_hint(api.namespace, name, api.kind.kind)}.")
     return job
 
 

@@ -45,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.trainer_worker")
     parser.add_argument("--job", required=True, help="the job as JSON (written by `python -m pipeline tfjob`)")
     job = json.loads(parser.parse_args(argv).job)
+    from pipeline.kubeflow.training.trainjob import ensure_tf_config
+
+    try:
+        ensure_tf_config()  # a TrainJob pod: TF_CONFIG from the cluster spec and the pod's index
+    except ProjectError as error:
+        print(error.paragraph, file=sys.stderr)
+        return error.exit_code
     from pipeline.families import load_function
 
     try:

@@ -3,7 +3,8 @@
 As for the Trainer (pipeline/kubeflow/training/trainer_launcher.py, whose TFJob client, manifest and waiter this
 reuses): the Kubeflow compile (compile.py) makes this module's :func:`tuner_fn` the Tuner's ``tuner_fn`` and keeps the
 family's own in ``custom_config["tfjob"]``. TFX's Tuner executor (components/tuner.py) resolves
-the inputs into ``FnArgs`` and calls it; the returned tuner's ``search`` starts a TFJob of one
+the inputs into ``FnArgs`` and calls it; the returned tuner's ``search`` starts a TFJob (or, on a
+cluster with Kubeflow Trainer v2 instead, a TrainJob of the same topology: trainjob.py) of one
 Chief (the KerasTuner oracle: it serves trials, runs none) and N Workers (``tuner0``..: each
 runs the family's trials), all ``python -m pipeline.kubeflow.training.tuner_worker`` (tuner_worker.py
 derives KerasTuner's variables from the operator's TF_CONFIG), waits for it (bounded by
@@ -68,7 +69,9 @@ def worker_job(fn_args) -> dict:
 
 
 def tfjob_for(fn_args, api, template: dict) -> dict:
-    from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest
+    """The search job of this execution, of the kind the cluster has (``api.kind``: TFJob or TrainJob)."""
+    from pipeline.kubeflow.training.tfjob import TFJobSettings
+    from pipeline.kubeflow.training.trainjob import job_manifest
 
     examples = os.path.dirname(os.path.dirname(fn_args.train_files[0]))
     settings = TFJobSettings(
@@ -76,7 +79,7 @@ def tfjob_for(fn_args, api, template: dict) -> dict:
         model_dir=fn_args.working_dir, workers=1 + int(fn_args.custom_config[TFJOB_KEY]["workers"]),
         name=job_name(fn_args), namespace=api.namespace, service_account=api.service_account, pod=template,
         remote_only=False, module="pipeline.kubeflow.training.tuner_worker")
-    return tfjob_manifest(worker_job(fn_args), settings)
+    return job_manifest(api.kind.kind, worker_job(fn_args), settings)
 
 
 class TFJobTuner:
@@ -101,7 +104,7 @@ class TFJobTuner:
         template = self.template or replica_template_from_env(step=TUNER)
         manifest = tfjob_for(self.fn_args, api, template)
         workers = self.fn_args.custom_config[TFJOB_KEY]["workers"]
-        log.info("Tuner: TFJob %s/%s, an oracle and %d trial workers of %s", api.namespace,
+        log.info("Tuner: %s %s/%s, an oracle and %d trial workers of %s", api.kind.kind, api.namespace,
                  manifest["metadata"]["name"], workers, template["image"])
         run_job(api, manifest, float(self.fn_args.custom_config[TFJOB_KEY]["timeout_seconds"]), TUNER,
                 self.poll_s or POLL_S)
@@ -118,10 +121,10 @@ class TFJobTuner:
         oracle._set_project_dir(os.path.join(search_dir, CHIEF_ID), "search")
         if not tf.io.gfile.exists(oracle._get_oracle_fname()):
             raise TFJobFailed(
-                f"The Tuner's TFJob {namespace}/{name} succeeded but its chief wrote no oracle at "
+                f"The Tuner's training job {namespace}/{name} succeeded but its chief wrote no oracle at "
                 f"{oracle._get_oracle_fname()}: the pods must write the pipeline root (workload identity, or the "
                 f"S3 --s3-endpoint/--s3-secret settings at compile). Chief's log: `kubectl logs -n {namespace} "
-                f"{name}-chief-0`.")
+                f"{name}-chief-0` (a TrainJob: {name}-node-0-0).")
         oracle.reload()
         self.oracle = oracle
         for path in sorted(tf.io.gfile.glob(os.path.join(search_dir, RECORDS, "*.json"))):
@@ -134,7 +137,7 @@ class TFJobTuner:
                 self.default_score, self.default_seconds = record["default_score"], record["default_seconds"]
         if not self.get_best_hyperparameters():
             raise TFJobFailed(
-                f"The Tuner's TFJob {namespace}/{name} succeeded but completed no trial (trials per worker: "
+                f"The Tuner's training job {namespace}/{name} succeeded but completed no trial (trials per worker: "
                 f"{self.trials_by_tuner or 'no worker records'}), so there are no best hyperparameters. Read the "
                 f"workers' logs: `kubectl logs -n {namespace} -l training.kubeflow.org/job-name={name} --prefix`.")
         log.info("Tuner: trials per worker %s", self.trials_by_tuner)

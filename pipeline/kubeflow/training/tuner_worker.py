@@ -99,7 +99,9 @@ def search(job: dict, environ=os.environ) -> dict:
     from tfx.utils import io_utils
 
     from pipeline.families import load_function
+    from pipeline.kubeflow.training.trainjob import ensure_tf_config
 
+    ensure_tf_config(environ)  # a TrainJob pod: TF_CONFIG from the cluster spec and the pod's index
     environ.update(keras_tuner_env(environ.get("TF_CONFIG", "")))
     tuner_id = environ["KERASTUNER_TUNER_ID"]
     result = load_function(job["tuner_fn"])(fn_args(job, tuner_id))
