@@ -71,6 +71,7 @@ def create_pipeline(
         # Ingestion inside the pipeline: the ExampleGen reads --data (any tf.io.gfile URI) and
         # computes the whole-data facts the steps below fill their empty slots from
         # (components/data_facts.py); nothing here reads the data.
+        assert family.example_gen is not None  # no dataset only when config.ingests_in_pipeline()
         example_gen = family.example_gen(config).with_id(EXAMPLE_GEN)
         dataset = pending_manifest(config.data)
         train_steps, eval_steps = config.train_steps or 0, config.eval_steps or 0
@@ -124,6 +125,7 @@ def create_pipeline(
         custom_config={**family.transform_config(config, dataset), "code_version": code_version},
     ).with_id(TRANSFORM)
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
+    assert config.batch_size is not None and config.learning_rate is not None  # set by PipelineConfig.__post_init__
     settings = TrainingSettings(
         strategy=config.strategy,
         batch_size=config.batch_size,

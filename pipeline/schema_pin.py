@@ -22,6 +22,7 @@ CURRENT_POINTER = "CURRENT"
 
 
 def schema_dir(config: PipelineConfig) -> str:
+    assert config.pipeline_name is not None  # PipelineConfig.__post_init__ sets it
     return os.path.join(config.output_dir, "schema", config.pipeline_name)
 
 

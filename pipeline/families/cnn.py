@@ -81,12 +81,14 @@ def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[
 
 
 def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    assert dataset.image_shape is not None  # image data: prepared (data/images/writer.py) or pending_manifest
     return {"image_shape": list(dataset.image_shape)}
 
 
 def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.cnn.evaluation import eval_config
 
+    assert config.min_accuracy is not None  # PipelineConfig.__post_init__ sets it
     return eval_config(len(dataset.classes), config.min_accuracy, config.max_regression)
 
 

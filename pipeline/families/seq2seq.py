@@ -63,6 +63,7 @@ def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[
 def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.seq2seq.evaluation import eval_config
 
+    assert config.min_accuracy is not None  # PipelineConfig.__post_init__ sets it
     return eval_config(config.min_accuracy, config.max_regression)
 
 

@@ -75,6 +75,7 @@ def ingested_dataset(config: PipelineConfig) -> DatasetManifest:
     from pipeline.graph import EXAMPLE_GEN
 
     store = mlmd.open_store(sqlite_metadata_connection_config(config.metadata_path))
+    assert config.pipeline_name is not None  # PipelineConfig.__post_init__ sets it
     execution = mlmd.latest_node_execution(store, config.pipeline_name, EXAMPLE_GEN)
     uri = mlmd.first_uri(execution.outputs, "examples") if execution is not None else None
     facts = read_facts(uri) if uri else None

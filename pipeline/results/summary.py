@@ -87,6 +87,7 @@ def _split_warnings(statistics_uri: str, splits: list[str], slicing_features: tu
 def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     family = get_family(config.model)
     store = mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
+    assert config.pipeline_name is not None  # PipelineConfig.__post_init__ sets it
     run = mlmd.latest_run(store, config.pipeline_name)
     components = sorted(run.values(), key=lambda c: c.execution.id)
     metric_name = family.gate_metric
@@ -114,7 +115,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
         summary.baseline_overall = next(
             (m for m in slice_metrics(evaluation_uri, metric_name, "baseline") if m.slice_name == "overall"), None)
-    blessing = (run.get(graph.EVALUATOR).outputs.get("blessing") or [None])[0] if run.get(graph.EVALUATOR) else None
+    evaluator = run.get(graph.EVALUATOR)
+    blessing = (evaluator.outputs.get("blessing") or [None])[0] if evaluator else None
     if blessing is not None and mlmd.custom_property(blessing, "blessed") is not None:
         summary.blessed = bool(mlmd.custom_property(blessing, "blessed"))
         if not summary.blessed and evaluation_uri:
@@ -161,6 +163,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"Worst slice: {worst.slice_name}: {worst.value:.4f}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, worst.slice_name)}")
     lines.extend(f"  WARNING: {warning}" for warning in summary.warnings)
+    assert config.min_accuracy is not None  # PipelineConfig.__post_init__ sets it
     gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
             f", at most {config.max_regression} below the served model")
     if summary.blessed is None:

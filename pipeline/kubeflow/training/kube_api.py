@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import json
 import os
+from typing import Any
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
@@ -45,7 +46,7 @@ def _service_account(token: str) -> str | None:
 class TFJobApi:
     """TFJob create/get/delete in ``namespace`` (``service_account``: who the launcher runs as)."""
 
-    client: object           # kubernetes.client.CustomObjectsApi
+    client: Any              # kubernetes.client.CustomObjectsApi (the kubernetes package is untyped)
     namespace: str
     service_account: str | None
     server: str

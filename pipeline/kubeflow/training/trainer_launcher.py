@@ -119,7 +119,7 @@ def _logs_hint(namespace: str, name: str) -> str:
 def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=time.monotonic,
              sleep=time.sleep, step: JobStep = TRAINER) -> dict:
     """The TFJob once its Succeeded condition is true; Failed or the deadline raise :class:`TFJobFailed`."""
-    deadline, seen = clock() + timeout_s, set()
+    deadline, seen = clock() + timeout_s, set[str]()
     where = f"TFJob {api.namespace}/{name}"
     while True:
         job = api.get(name)
