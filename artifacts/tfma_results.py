@@ -38,7 +38,7 @@ def evaluated_models(evaluation_uri: str) -> dict[str, str | None]:
     Without a baseline the single model is unnamed; with one, TFX names them.
     """
     eval_config = eval_config_writer.load_eval_run(evaluation_uri)[0]
-    names = {"candidate": None, "baseline": None}
+    names: dict[str, str | None] = {"candidate": None, "baseline": None}
     for spec in eval_config.model_specs:
         names["baseline" if spec.is_baseline else "candidate"] = spec.name or None
     return names
@@ -106,8 +106,9 @@ def slice_diffs(by_output: ByOutput) -> dict[str, float]:
     diffs = {}
     for output_name, by_sub_key in by_output.items():
         for metric, value in by_sub_key.get("", {}).items():
-            if metric.endswith(DIFF_SUFFIX) and scalar(value) is not None:
-                diffs[metric_column(output_name, metric[:-len(DIFF_SUFFIX)])] = scalar(value)
+            number = scalar(value)
+            if metric.endswith(DIFF_SUFFIX) and number is not None:
+                diffs[metric_column(output_name, metric[:-len(DIFF_SUFFIX)])] = number
     return diffs
 
 

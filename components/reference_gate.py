@@ -61,6 +61,7 @@ def apply_reference_gate(eval_config_json: str, candidate_dir: str,
                 record.update(metric=metric_name(config), floor=floor, threshold=floor)
                 if payload:
                     reference = references.gate_value(payload)
+                    assert reference is not None  # None only without a payload
                     record.update(references=payload["references"], gate_reference=payload["gate_reference"],
                                   margin=float(payload.get("margin", 0.0)), reference_threshold=reference,
                                   threshold=max(floor, reference))

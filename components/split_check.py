@@ -90,7 +90,7 @@ def check_splits(facts: dict[str, SplitFacts], split_feature: str | None = None)
     train = facts.get("train")
     all_classes = set().union(*(f.classes for f in facts.values()))
     missing = sorted(all_classes - set(train.classes)) if train is not None else []
-    if missing:
+    if missing and train is not None:  # (missing is only non-empty with a train split)
         raise SplitError(
             f"Class(es) {missing} have no example in the train split (examples per split: {counts}; train "
             f"classes: {dict(sorted(train.classes.items()))}), so the model could never predict them. Add more "

@@ -59,7 +59,7 @@ def write_search_record(tuner, results_dir: str, best_dir: str) -> dict[str, Any
         row["seconds"] = seconds.get(row["trial_id"])
     io_utils.write_string_file(path, json.dumps(rows))
     best = tuner.oracle.get_best_trials(1)
-    record = {
+    record: dict[str, Any] = {
         "algorithm": type(tuner.oracle).__name__,
         "trials_completed": len(rows),
         "trials_run": len(seconds),

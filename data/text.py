@@ -93,7 +93,7 @@ def example_gen_split(document: str, train_buckets: int = 4, eval_buckets: int =
 
 def _check_count(name: str, value: object, example: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
-            1 <= value <= MAX_WINDOW_WORDS):
+            1 <= int(value) <= MAX_WINDOW_WORDS):
         raise DataError(
             f"{name} {value!r} is not valid: it must be a whole number of words between 1 "
             f"and {MAX_WINDOW_WORDS}. Pass e.g. {example}, or leave it out for the default."
@@ -118,7 +118,7 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
                  ", ".join(skipped))
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
     split = text_split.split_corpus(counts, text_split.gap_windows(**settings))
-    _check_split(documents, settings, split)
+    _check_split([len(d.words) for d in documents], settings, split)
     split_counts = split.counts()
     return Conversion(
         examples=(),
@@ -144,15 +144,18 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
 _SPLITS = (text_split.TRAIN, text_split.EVAL)
 
 
-def _check_split(documents: list[_Document], settings: dict, split: text_split.CorpusSplit) -> None:
-    """Both splits must hold windows, or the corpus is too short to evaluate on text it has not seen."""
+def _check_split(word_counts: list[int], settings: dict, split: text_split.CorpusSplit) -> None:
+    """Both splits must hold windows, or the corpus is too short to evaluate on text it has not seen.
+
+    ``word_counts``: each document's length in words (the message names the longest).
+    """
     counts = split.counts()
     if not counts[text_split.TRAIN] or not counts[text_split.EVAL]:
         span = settings["context_words"] + settings["target_words"]
         needed = span + (split.gap + 1) * settings["stride"]  # a train window, a gap, an eval window
         raise DataError(
             f"The corpus is too short to hold out text for evaluation: its longest document has "
-            f"{max(len(d.words) for d in documents)} words, and a document needs at least "
+            f"{max(word_counts)} words, and a document needs at least "
             f"{needed} words (windows of {span} words; those overlapping both splits are "
             "dropped). Add text (a few thousand words make a meaningful evaluation), or lower "
             "--context-words / --target-words."

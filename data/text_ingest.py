@@ -79,8 +79,7 @@ def decide_split(counts: list[tuple[str, int, int]], settings: dict, description
         )
     split = text_split.split_corpus({doc: windows for doc, windows, _ in sorted(counts)},
                                     text_split.gap_windows(**settings))
-    # Only the length of each document is needed by the check's message.
-    text._check_split([Document(doc, range(words), doc) for doc, _, words in counts], settings, split)
+    text._check_split([words for _, _, words in counts], settings, split)
     return split
 
 

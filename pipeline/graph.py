@@ -116,6 +116,7 @@ def _ingestion(config: PipelineConfig, family, dataset: DatasetManifest | None):
         # Ingestion inside the pipeline: the ExampleGen reads --data (any tf.io.gfile URI) and
         # computes the whole-data facts the steps below fill their empty slots from
         # (components/data_facts.py); nothing here reads the data. 0 steps: decided from those facts.
+        assert family.example_gen is not None  # no dataset only when config.ingests_in_pipeline()
         return (family.example_gen(config).with_id(EXAMPLE_GEN), pending_manifest(config.data),
                 config.train_steps or 0, config.eval_steps or 0)
     if split_patterns:

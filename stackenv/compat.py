@@ -365,7 +365,7 @@ def import_tensorflow_hub() -> Any:
     except ImportError as error:
         if "estimator" not in str(error):
             raise
-    stub = types.ModuleType("tensorflow.compat.v1.estimator")
+    stub: Any = types.ModuleType("tensorflow.compat.v1.estimator")  # Any: attributes set below
     stub.Exporter = object
     stub.ModeKeys = types.SimpleNamespace(PREDICT="infer", TRAIN="train", EVAL="eval")
     sys.modules["tensorflow.compat.v1.estimator"] = stub

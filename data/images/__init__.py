@@ -73,7 +73,7 @@ def _check_shape_args(image_size: object, channels: object) -> tuple[int | None,
     """Validate the shape options; returns them as plain ints (numpy ints break JSON)."""
     if image_size is not None and (
         isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral)
-        or not 1 <= image_size <= MAX_IMAGE_SIZE
+        or not 1 <= int(image_size) <= MAX_IMAGE_SIZE
     ):
         raise DataError(
             f"Image size {image_size!r} is not valid: it must be a whole number of pixels "

@@ -16,17 +16,7 @@ def plan_digits(image_size: int | None, channels: int | None) -> SourcePlan[Imag
     size, ch = image_size or 8, channels or 1
 
     def load(scratch: Path) -> ImageSet:
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        raw = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.uint8)
-        labels = [str(int(t)) for t in digits.target]
-        return ImageSet(
-            pixels=convert_all(raw[..., None], (size, size, ch)),
-            labels=labels,
-            ids=[f"digits/{i:05d}" for i in range(len(labels))],
-            classes=sorted(set(labels)),
-        )
+        return digit_images(size, ch)
 
     return SourcePlan(
         kind="digits",
@@ -34,4 +24,19 @@ def plan_digits(image_size: int | None, channels: int | None) -> SourcePlan[Imag
         fingerprint=source_fingerprint(FORMAT_VERSION, "digits", size=size, channels=ch,
                                        sklearn=sklearn.__version__),
         load=load,
+    )
+
+
+def digit_images(size: int, channels: int) -> ImageSet:
+    """The digits at ``size`` x ``size`` x ``channels`` (held in memory: no scratch directory needed)."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    raw = np.rint(np.clip(digits.images, 0, 16) * 255.0 / 16.0).astype(np.uint8)
+    labels = [str(int(t)) for t in digits.target]
+    return ImageSet(
+        pixels=convert_all(raw[..., None], (size, size, channels)),
+        labels=labels,
+        ids=[f"digits/{i:05d}" for i in range(len(labels))],
+        classes=sorted(set(labels)),
     )

@@ -24,7 +24,7 @@ def load_image_array(path: str | os.PathLike, size: int | tuple[int, int],
     For prediction on new files: the same mode handling and resizing as in training
     avoids a silent train/serving skew. ``size`` is a side or (height, width).
     """
-    height, width = (size, size) if isinstance(size, numbers.Integral) else size
+    height, width = (size, size) if isinstance(size, (int, numbers.Integral)) else size  # Integral: numpy ints
     if channels not in (1, 3):
         raise DataError(f"Channels {channels!r} is not valid: use 1 (grayscale) or 3 (RGB).")
     return load_image_file(Path(path), (int(height), int(width), int(channels)))

@@ -50,7 +50,7 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
     """Check every record and copy the raw pixels to a scratch file in one read."""
     labels, ids, length = [], [], None
     raw_path = scratch / "raw.u8"
-    with open(raw_path, "wb") as raw:
+    with open(raw_path, "wb") as raw_file:
         for path in files:
             for index, example in enumerate(iter_file_examples(path)):
                 label, example_id, pixels = _parse_record(example, path, index)
@@ -62,7 +62,7 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
                         f"values, but earlier records have {length}. All images must have the "
                         "same shape: resize them to one size before writing the TFRecords."
                     )
-                raw.write(pixels.tobytes())
+                raw_file.write(pixels.tobytes())
                 labels.append(label)
                 ids.append(example_id or f"{path.relative_to(base).as_posix()}/{index}")
     if not labels:
@@ -79,6 +79,7 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
     duplicates = len(ids) - len(set(ids))
     if duplicates:
         log.warning("%d duplicate example_id values in %s", duplicates, base)
+    assert length is not None  # set by the first record, and there are records
     shape = _source_shape(base, length, image_size, channels)
     raw = np.memmap(raw_path, dtype=np.uint8, mode="r", shape=(len(labels), *shape))
     target = (image_size or shape[0], image_size or shape[1], channels or shape[2])
@@ -97,7 +98,7 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
     return ImageSet(pixels=out, labels=labels, ids=ids, classes=classes)
 
 
-def _parse_record(example: tf.train.Example, path: Path, index: int
+def _parse_record(example: tf.train.Example, path: Path | str, index: int
                   ) -> tuple[str, str | None, np.ndarray]:
     feature = example.features.feature
     where = f"Record {index} of TFRecord file {path}"

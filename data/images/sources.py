@@ -145,10 +145,12 @@ def read_unit(unit: Unit, listing: Listing) -> Iterator[Image]:
         data, labels = cifar._read_cifar_batch(unit.uri, len(listing.class_names))
         pixels = convert_all(data, listing.shape)
         name = unit.uri.rsplit("/", 1)[-1]
-        for i, label in enumerate(labels):
-            yield pixels[i], listing.class_names[label], f"cifar/{name}/{i}"
+        for i, label_index in enumerate(labels):
+            yield pixels[i], listing.class_names[label_index], f"cifar/{name}/{i}"
     elif unit.kind == "tfrecord":
-        length = math.prod(listing.native_shape)
+        native_shape = listing.native_shape
+        assert native_shape is not None  # _list_tfrecords records it
+        length = math.prod(native_shape)
         for index, example in enumerate(iter_file_examples(unit.uri)):
             label, example_id, pixels = records._parse_record(example, unit.uri, index)
             if len(pixels) != length:
@@ -157,12 +159,12 @@ def read_unit(unit: Unit, listing: Listing) -> Iterator[Image]:
                     f"values, but earlier records have {length}. All images must have the "
                     "same shape: resize them to one size before writing the TFRecords."
                 )
-            image = convert_array(pixels.reshape(listing.native_shape), listing.shape)
+            image = convert_array(pixels.reshape(native_shape), listing.shape)
             yield image, label, example_id or f"{unit.example_id}/{index}"
     else:
-        from data.images.digits import plan_digits
+        from data.images.digits import digit_images
 
         size, _, ch = listing.shape
-        images = plan_digits(size, ch).load(None)
+        images = digit_images(size, ch)
         for i, label in enumerate(images.labels):
             yield images.pixels[i], label, images.ids[i]

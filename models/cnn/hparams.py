@@ -128,7 +128,8 @@ def with_tuned(hparams: CnnHyperparameters, values: Mapping[str, Any]) -> CnnHyp
         raise ValueError(f"Unknown CNN hyperparameters {sorted(unknown)}; known: {sorted(known)}")
     # KerasTuner hands a boolean choice back as 0/1: the Trainer's settings stay booleans.
     flags = {f.name for f in dataclasses.fields(CnnHyperparameters) if isinstance(f.default, bool)}
-    return dataclasses.replace(hparams, **{k: bool(v) if k in flags else v for k, v in model_values.items()})
+    tuned: dict[str, Any] = {k: bool(v) if k in flags else v for k, v in model_values.items()}
+    return dataclasses.replace(hparams, **tuned)
 
 
 def describe(hparams: CnnHyperparameters) -> str:

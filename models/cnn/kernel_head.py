@@ -53,7 +53,7 @@ class KernelHeadReport:
 class _Constants(tf.keras.layers.Layer):
     """A layer whose fitted numpy values become non-trainable weights (so the SavedModel holds them)."""
 
-    def __init__(self, values: dict[str, np.ndarray], **kwargs):
+    def __init__(self, values: dict[str, np.ndarray | float], **kwargs):
         super().__init__(**kwargs)
         self._values = {name: np.asarray(value, np.float32) for name, value in values.items()}
 

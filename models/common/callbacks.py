@@ -35,7 +35,7 @@ class BestWeights(tf.keras.callbacks.Callback):
         self.monitor, self.tie_breaker = monitor, tie_breaker
         self.patience, self.min_epochs = patience, min_epochs
         self.best_epoch = -1
-        self.best = None
+        self.best: tuple[float, float] | None = None  # (monitor, -tie_breaker) of the best epoch
         self.epochs_run = 0
         self.stopped_early = False
         self._weights = None

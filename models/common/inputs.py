@@ -146,6 +146,7 @@ def _load_in_memory(patterns: list[str], feature_spec, budget: int,
         blocks = blocks.with_options(options)
         parsed_blocks = []
         size = 0
+        key: tuple[int, int] | int  # (file, block in the file) when read concurrently, else the block's ordinal
         for ordinal, item in enumerate(blocks):
             if concurrent:
                 index, (position, serialized) = item

@@ -40,7 +40,7 @@ class FitReport:
     holdout_examples: int
     holdout_accuracy: float | None
     class_weights: bool             # the kept model was trained with class weights
-    class_weight_trials: dict[str, float] = dataclasses.field(default_factory=dict)
+    class_weight_trials: dict[str, float | None] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,11 +105,11 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
         modes = [False, True] if is_imbalanced(y_fit) and len(held_idx) else [False]
 
     best: tuple[float, tf.keras.Model, FitReport] | None = None
-    trials: dict[str, float] = {}
+    trials: dict[str, float | None] = {}
     for weighted in modes:
         model = build_model()
-        stopper = BestWeights(patience=max(1, math.ceil(patience_steps / steps_per_epoch)),
-                              min_epochs=math.ceil(min_steps / steps_per_epoch))
+        stopper: BestWeights | None = BestWeights(patience=max(1, math.ceil(patience_steps / steps_per_epoch)),
+                                                  min_epochs=math.ceil(min_steps / steps_per_epoch))
         validation = _dataset(*take(held_idx), batch_size, False, seed) if len(held_idx) else None
         if validation is None:
             stopper = None
@@ -117,7 +117,10 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
                   steps_per_epoch=steps_per_epoch, validation_data=validation,
                   class_weight=balanced_class_weights(y_fit, num_classes) if weighted else None,
                   callbacks=[c for c in [stopper, *(callbacks or [])] if c is not None], verbose=0)
-        accuracy = float(stopper.best[0]) if stopper else None
+        accuracy = None
+        if stopper:
+            assert stopper.best is not None  # fit ran at least one validated epoch
+            accuracy = float(stopper.best[0])
         report = FitReport(
             best_epoch=(stopper.best_epoch + 1) if stopper else epochs,
             epochs_run=stopper.epochs_run if stopper else epochs,
@@ -131,6 +134,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
                 f"{accuracy if accuracy is None else round(accuracy, 4)} on {len(held_idx)} examples")
         if best is None or (accuracy or 0.0) > best[0]:  # ties keep the unweighted model
             best = (accuracy or 0.0, model, report)
+    assert best is not None  # modes is never empty
     _, model, report = best
     report.class_weight_trials = trials
     return model, report

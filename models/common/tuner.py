@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from stackenv.errors import ProjectError
+
 import keras_tuner
 import numpy as np
 from keras_tuner.engine import base_tuner
@@ -56,6 +58,7 @@ def hyperparameters(space: Sequence[Knob]) -> keras_tuner.HyperParameters:
         elif knob.kind == "choice":
             hp.Choice(knob.name, list(knob.values), default=knob.default)
         elif knob.kind == "int":
+            assert knob.low is not None and knob.high is not None  # Knob compared them with the default
             hp.Int(knob.name, int(knob.low), int(knob.high), step=int(knob.step or 1), default=int(knob.default))
         else:
             hp.Float(knob.name, knob.low, knob.high, step=knob.step, sampling="log" if knob.log else "linear",
@@ -167,7 +170,7 @@ def shuffled(arrays: Mapping[str, np.ndarray], seed: int) -> dict[str, np.ndarra
     return {key: value[order] for key, value in arrays.items()}
 
 
-def head_examples(dataset, limit: int) -> dict[str, np.ndarray] | None:
+def head_examples(dataset, limit: int) -> dict[str, np.ndarray]:
     """Up to ``limit`` examples of a ``(features, label)`` dataset as numpy arrays (label: ``"__label__"``)."""
     columns: dict[str, list[np.ndarray]] = {}
     count = 0
@@ -178,5 +181,7 @@ def head_examples(dataset, limit: int) -> dict[str, np.ndarray] | None:
         if count >= limit:
             break
     if not columns:
-        return None
+        raise ProjectError("The Tuner found no example in the transformed train split, so it has nothing to search "
+                           "on. ExampleGen hashes each example (or document) into train:eval 4:1, so very small "
+                           "data can leave the train split empty: add more data, then run again.")
     return {key: np.concatenate(parts)[:limit] for key, parts in columns.items()}

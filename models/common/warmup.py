@@ -13,10 +13,10 @@ import tensorflow as tf
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
-Request = tuple[str, dict[str, np.ndarray]]  # (signature name, inputs by name)
+Request = tuple[str, dict[str, np.ndarray | np.generic]]  # (signature name, inputs by name: arrays or numpy scalars)
 
 
-def zero_example(raw_spec: Mapping[str, tf.io.FixedLenFeature], strings: Mapping[str, bytes] = None) -> bytes:
+def zero_example(raw_spec: Mapping[str, tf.io.FixedLenFeature], strings: Mapping[str, bytes] | None = None) -> bytes:
     """A serialized tf.Example with every fixed-length feature of ``raw_spec`` filled in."""
     strings = strings or {}
     example = tf.train.Example()

@@ -60,7 +60,7 @@ def _file_pairs(pattern: str) -> Iterable[tuple[int, int]]:
                feature[features.NEXT_TOKEN_XF].int64_list.value[0])
 
 
-def _top(counts: collections.Counter, fallback: list[int] = ()) -> list[int]:
+def _top(counts: collections.Counter, fallback: Sequence[int] = ()) -> list[int]:
     """The TOP_K most frequent ids, topped up from ``fallback`` when fewer were seen."""
     best = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_K]]
     return best + [t for t in fallback if t not in best][:TOP_K - len(best)]

@@ -77,6 +77,7 @@ def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[
 
 
 def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    assert dataset.image_shape is not None  # image data: prepared (data/images/writer.py) or pending_manifest
     return {"image_shape": list(dataset.image_shape)}
 
 

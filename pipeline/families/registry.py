@@ -127,7 +127,7 @@ class ModelFamily:
 
     def knobs(self) -> tuple[Any, ...]:
         """The family's search space (``search_space`` loaded); () when it has none."""
-        return tuple(load_function(self.search_space)) if self.search_space else ()
+        return tuple(load_attribute(self.search_space)) if self.search_space else ()
 
     def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
         """The function behind ``report_pictures`` (imports the report's plotting code)."""
@@ -149,6 +149,11 @@ class ModelFamily:
 
 def load_function(dotted: str) -> Callable[..., Any]:
     """``package.module.function`` -> the function, imported on demand."""
+    return load_attribute(dotted)
+
+
+def load_attribute(dotted: str) -> Any:
+    """``package.module.NAME`` -> that module attribute (a function, a constant), imported on demand."""
     module_name, _, name = dotted.rpartition(".")
     return getattr(importlib.import_module(module_name), name)
 

@@ -123,6 +123,7 @@ def load_pipeline_spec(package_path: str) -> dict:
         raise DeployError(
             f"Pipeline package {path} is not a KFP v2 PipelineSpec: missing top-level "
             f"{', '.join(missing)} (found: {found or 'nothing'}). {how_to_compile}")
+    assert isinstance(spec, dict)  # else every key of SPEC_KEYS is missing, raised above
     if str(spec["schemaVersion"]) != SCHEMA_VERSION:
         # The API server accepts exactly 2.1.0 (backend src/apiserver/template/v2_template.go).
         raise DeployError(
@@ -147,9 +148,10 @@ def run_pipeline_root(spec: dict, package_path: str, pipeline_root: str | None, 
         return None
     try:
         if not root:
-            check_pipeline_root(DEFAULT_KFP_ROOT, f"deploy {package_path}")
-        check_pipeline_root(root, "deploy --pipeline-root" if pipeline_root else
-                            f"deploy {package_path} (its defaultPipelineRoot)")
+            check_pipeline_root(DEFAULT_KFP_ROOT, f"deploy {package_path}")  # raises: minio:// is not writable
+        else:
+            check_pipeline_root(root, "deploy --pipeline-root" if pipeline_root else
+                                f"deploy {package_path} (its defaultPipelineRoot)")
     except KubeflowConfigError as error:
         missing = ("" if root else f"The package records no pipeline root and --pipeline-root was not "
                    f"given, so KFP would use its default {DEFAULT_KFP_ROOT}. Recompile with "

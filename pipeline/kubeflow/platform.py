@@ -143,7 +143,9 @@ def _cpu(value: str) -> float:
 
 def _memory_gb(value: str) -> float:
     """ResourceSpec memory fields are in GB (10^9 bytes), as kfp's own compiler writes them."""
-    number, _, unit = _QUANTITY.fullmatch(value).group(1, 2, 3)
+    match = _QUANTITY.fullmatch(value)
+    assert match is not None, value  # StepSettings checked every quantity (_quantity)
+    number, _, unit = match.group(1, 2, 3)
     return float(number) * _UNITS[unit or ""] / 1e9
 
 

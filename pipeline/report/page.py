@@ -123,8 +123,8 @@ def _section(title: str, body: str, section_id: str) -> str:
 
 
 def _header(evaluation: Evaluation) -> str:
-    badge_class = {True: "blessed", False: "not-blessed"}.get(evaluation.blessed, "unknown")
-    badge_text = {True: "blessed", False: "NOT blessed"}.get(evaluation.blessed, "blessing unknown")
+    badge_class = {True: "blessed", False: "not-blessed", None: "unknown"}[evaluation.blessed]
+    badge_text = {True: "blessed", False: "NOT blessed", None: "blessing unknown"}[evaluation.blessed]
     meta = [("Pipeline", evaluation.pipeline_name), ("Model family", evaluation.family),
             ("Run", evaluation.run_name or "?"), ("Evaluated", f"{evaluation.finished:%Y-%m-%d %H:%M:%S}"),
             ("Evaluation", evaluation.uri), ("Model", evaluation.model_uri or "?"),
@@ -252,6 +252,7 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[
     if family.samples:
         try:
             samples = family_samples(evaluation)
+            assert samples is not None  # None only for a family without samples
             samples = html_table(samples, "generations", text_columns=list(samples.columns))
         except Exception as error:  # noqa: BLE001 - a report with a note beats no report
             samples = f'<p class="error">Could not generate samples: {html.escape(str(error))}</p>'

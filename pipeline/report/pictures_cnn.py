@@ -19,7 +19,8 @@ from pipeline.report.tables import confusion_matrix_frame
 def _image_shape(evaluation: Evaluation, model) -> tuple[int, int, int]:
     manifest = dataset_manifest(evaluation)
     if manifest is not None and manifest.image_shape:
-        return tuple(int(v) for v in manifest.image_shape)
+        height, width, channels = manifest.image_shape  # [H, W, C]
+        return int(height), int(width), int(channels)
     _, height, width, channels = model.signatures["predict_image"].structured_input_signature[1]["images"].shape
     return int(height), int(width), int(channels)
 

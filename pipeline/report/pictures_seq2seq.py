@@ -81,7 +81,7 @@ def _continuations(windows: list[_Window], stride: int | None, words: int) -> li
             text[window.index * stride + offset] = word
     found = []
     for window in windows:
-        start, following = window.index * stride + len(window.context), []
+        start, following = window.index * stride + len(window.context), list[str]()
         while len(following) < words and start + len(following) in text:
             following.append(text[start + len(following)])
         found.append((window, following))

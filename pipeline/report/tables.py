@@ -8,6 +8,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,7 +58,8 @@ def slice_metrics_frame(evaluation: Evaluation, model: str = "candidate") -> pd.
     """
     rows = []
     for slice_key, by_output in load_result(evaluation, model).slicing_metrics:
-        row = {"slice": tfma_results.slice_name(slice_key), "feature": ", ".join(k for k, _ in slice_key)}
+        row: dict[str, Any] = {"slice": tfma_results.slice_name(slice_key),
+                               "feature": ", ".join(k for k, _ in slice_key)}
         row.update(tfma_results.slice_scalars(by_output))
         rows.append(row)
     frame = pd.DataFrame(rows)

@@ -109,7 +109,7 @@ def latest_pipeline(store) -> str | None:
         times = [e.last_update_time_since_epoch for e in store.get_executions_by_context(context.id)]
         if times:
             latest[context.name] = max(times)
-    return max(latest, key=latest.get) if latest else None
+    return max(latest, key=latest.__getitem__) if latest else None
 
 
 def node_executions(store, pipeline_name: str, node_id: str) -> list[metadata_store_pb2.Execution]:

@@ -114,7 +114,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
         summary.baseline_overall = next(
             (m for m in slice_metrics(evaluation_uri, metric_name, "baseline") if m.slice_name == "overall"), None)
-    blessing = (run.get(graph.EVALUATOR).outputs.get("blessing") or [None])[0] if run.get(graph.EVALUATOR) else None
+    evaluator = run.get(graph.EVALUATOR)
+    blessing = (evaluator.outputs.get("blessing") or [None])[0] if evaluator else None
     if blessing is not None and mlmd.custom_property(blessing, "blessed") is not None:
         summary.blessed = bool(mlmd.custom_property(blessing, "blessed"))
         if not summary.blessed and evaluation_uri:

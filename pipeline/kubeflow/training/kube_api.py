@@ -19,6 +19,7 @@ import base64
 import dataclasses
 import json
 import os
+from typing import Any
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
 
@@ -68,7 +69,7 @@ def _service_account(token: str) -> str | None:
 class TrainingJobApi:
     """Create/get/delete of one job ``kind`` in ``namespace`` (``service_account``: who the launcher runs as)."""
 
-    client: object           # kubernetes.client.CustomObjectsApi
+    client: Any              # kubernetes.client.CustomObjectsApi (the kubernetes package is untyped)
     namespace: str
     service_account: str | None
     server: str

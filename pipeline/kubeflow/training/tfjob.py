@@ -29,6 +29,7 @@ its own step pods the same way (backend src/apiserver/template/v2_template.go).
 import dataclasses
 import json
 import re
+from typing import Any
 
 from stackenv.errors import ConfigError
 
@@ -103,10 +104,10 @@ def trainer_job(config, dataset, settings: TFJobSettings) -> dict:
 
 
 def _replica(job: dict, settings: TFJobSettings, replicas: int) -> dict:
-    container = {"name": CONTAINER, "image": settings.image,
-                 "command": ["python", "-m", settings.module],
-                 "args": ["--job", json.dumps(job, sort_keys=True)],
-                 "ports": [{"name": PORT_NAME, "containerPort": PORT}]}
+    container: dict[str, Any] = {"name": CONTAINER, "image": settings.image,
+                                 "command": ["python", "-m", settings.module],
+                                 "args": ["--job", json.dumps(job, sort_keys=True)],
+                                 "ports": [{"name": PORT_NAME, "containerPort": PORT}]}
     limits = {k: v for k, v in (("cpu", settings.cpu), ("memory", settings.memory)) if v}
     if limits:
         container["resources"] = {"requests": dict(limits), "limits": dict(limits)}

@@ -12,6 +12,7 @@ waits (a GPU held by a waiting pod is the costly mistake).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pipeline.kubeflow.platform import TRAINER_TASK, StepSettings
 from pipeline.kubeflow.storage import s3_environment
@@ -31,6 +32,7 @@ def replica_template(image: str, settings: StepSettings) -> dict:
         limits[settings.gpu_type] = str(settings.trainer_gpus)
     if requests or limits:
         container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    env: list[dict[str, Any]]  # plain values, then values from secrets
     env = [{"name": k, "value": v} for k, v in sorted(s3_environment(settings.s3_endpoint).items())] \
         if settings.s3_endpoint else []
     env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}

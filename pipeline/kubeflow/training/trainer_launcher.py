@@ -126,7 +126,7 @@ def wait_for(api, name: str, timeout_s: float, poll_s: float = POLL_S, clock=tim
              sleep=time.sleep, step: JobStep = TRAINER) -> dict:
     """The job once its Succeeded (TFJob) or Complete (TrainJob) condition is true; Failed or the deadline raise
     :class:`TFJobFailed`."""
-    deadline, seen = clock() + timeout_s, set()
+    deadline, seen = clock() + timeout_s, set[str]()
     kind = getattr(getattr(api, "kind", None), "kind", "TFJob")
     done = getattr(getattr(api, "kind", None), "succeeded", "Succeeded")
     where = f"{kind} {api.namespace}/{name}"

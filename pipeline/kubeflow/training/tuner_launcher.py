@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+from typing import Any
 
 from pipeline.kubeflow.training.trainer_launcher import (
     TFJOB_KEY,
@@ -90,7 +91,7 @@ class TFJobTuner:
 
     def __init__(self, fn_args, api=None, template: dict | None = None, poll_s: float | None = None):
         self.fn_args, self.api, self.template, self.poll_s = fn_args, api, template, poll_s
-        self.oracle = None
+        self.oracle: Any = None  # a keras_tuner Oracle, once the job's search is loaded
         self.trial_seconds: dict[str, float] = {}
         self.trials_by_tuner: dict[str, int] = {}
         self.default_score = self.default_seconds = self.budget_seconds = None
