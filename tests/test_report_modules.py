@@ -30,20 +30,20 @@ def test_report_modules_are_small():
 
 
 def test_tfma_and_mlmd_readers_sit_below_their_users():
-    """The Pusher (components/) reads TFMA results through data/, never through pipeline/."""
-    tfma_reader = _imports(PROJECT_ROOT / "data" / "tfma_results.py")
+    """The Pusher (components/) reads TFMA results through artifacts/, never through pipeline/."""
+    tfma_reader = _imports(PROJECT_ROOT / "artifacts" / "tfma_results.py")
     assert not {n for n in tfma_reader if n.split(".")[0] in ("pipeline", "components", "models")}, tfma_reader
     pusher = _imports(PROJECT_ROOT / "components" / "pusher.py")
     assert "artifacts.tfma_results" in pusher and not {n for n in pusher if n.startswith("pipeline")}, pusher
-    for user in ("summary.py", "report/tables.py", "report/validation.py", "report/evaluations.py"):
+    for user in ("results/summary.py", "report/tables.py", "report/validation.py", "report/evaluations.py"):
         assert "artifacts.tfma_results" in _imports(PROJECT_ROOT / "pipeline" / user), user
-    summary = _imports(PROJECT_ROOT / "pipeline" / "summary.py")
+    summary = _imports(PROJECT_ROOT / "pipeline" / "results" / "summary.py")
     assert not any(n.startswith("tensorflow_model_analysis") for n in summary), summary
 
 
 def test_report_reads_mlmd_only_through_pipeline_mlmd():
     """No second lineage reader: only pipeline/results/mlmd.py talks to ml_metadata."""
-    modules = [*(PROJECT_ROOT / "pipeline").glob("*.py"), *(PROJECT_ROOT / "pipeline" / "report").glob("*.py")]
+    modules = sorted((PROJECT_ROOT / "pipeline").rglob("*.py"))
     readers = [m.relative_to(PROJECT_ROOT).as_posix() for m in modules
                if any(n.startswith("ml_metadata") for n in _imports(m))]
     assert readers == ["pipeline/results/mlmd.py"], readers
