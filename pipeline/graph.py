@@ -198,6 +198,8 @@ def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifes
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         base_directory=config.serving_model_dir,
+        examples=example_gen.outputs["examples"],
+        custom_config={"tflite": family.pusher_tflite_config()},
     ).with_id(PUSHER)
     return evaluator, pusher
 

@@ -124,4 +124,5 @@ FAMILY = register(ModelFamily(
     class_vocabulary="label",
     tuner_fn="models.cnn.tuning.tuner_fn",
     search_space="models.cnn.hparams.SEARCH_SPACE",
+    tflite="models.cnn.tflite.TFLITE",
 ))

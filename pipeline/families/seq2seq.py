@@ -100,4 +100,9 @@ FAMILY = register(ModelFamily(
     report_samples_title="Sample generations (greedy, held-out documents)",
     tuner_fn="models.seq2seq.tuning.tuner_fn",
     search_space="models.seq2seq.hparams.SEARCH_SPACE",
+    # Measured in docs/tflite.md: converts only with TF select ops, and then fails at its first
+    # call, since TFLite does not initialise the vocabulary tables TFT reads from asset files.
+    tflite_note=("no TFLite for the seq2seq family: its serving graph needs TF select ops (LSTM tensor lists, "
+                 "string tokenization, the decode loop) and the TFLite interpreter does not initialise its "
+                 "vocabulary tables (docs/tflite.md)"),
 ))
