@@ -8,7 +8,8 @@ which ``python -m pipeline models`` lists.
 
 What goes beside the SavedModel is written into the staged folder before the rename, so it
 is published with the version or not at all: TFLite models checked against the SavedModel
-(components/tflite_export.py) when the family declares a conversion. The family's
+(components/tflite_export.py) when the family declares a conversion, and a model card
+(components/model_card.py) that records them too. The family's
 declarations arrive in ``custom_config`` (pipeline/graph.py); components import nothing of
 ``pipeline``.
 """
@@ -34,6 +35,7 @@ from artifacts.serving_dir import publish_version
 EVALUATION_KEY = "evaluation"
 EXAMPLES_KEY = "examples"   # the ExampleGen's raw examples: TFLite's check and calibration data
 TFLITE_KEY = "tflite"       # custom_config: {"spec": dotted path to a TfliteSpec} or {"note": why none}
+MODEL_CARD_KEY = "model_card"  # custom_config: the family's and the run's declarations (components/model_card.py)
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,14 @@ class Executor(pusher_executor.Executor):
         examples = input_dict.get(EXAMPLES_KEY) or []
 
         def beside_the_model(staging: str, version: int) -> dict[str, Any]:
-            return {TFLITE_KEY: _tflite(settings.get(TFLITE_KEY) or {}, model_path, examples, staging)}
+            from components.model_card import build_card, write_model_card
+
+            added = {TFLITE_KEY: _tflite(settings.get(TFLITE_KEY) or {}, model_path, examples, staging)}
+            card = build_card(settings.get(MODEL_CARD_KEY) or {"family": "unknown"}, version, {**push_info, **added},
+                              model_path, evaluations[0].uri if evaluations else None,
+                              examples[0].uri if examples else None)
+            write_model_card(staging, card)
+            return added
 
         version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
                                       copy_dir=io_utils.copy_dir, add_files=beside_the_model)

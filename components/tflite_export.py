@@ -60,7 +60,7 @@ def sample_examples(examples_uri: str, split: str, limit: int, seed: int = SEED)
     return [record for _, record in sorted(kept)]
 
 
-def _saved_model_bytes(saved_model_dir: str) -> int:
+def saved_model_bytes(saved_model_dir: str) -> int:
     """Size of what TF Serving loads: the graph and the variables (not warm-up requests or records)."""
     files = [os.path.join(saved_model_dir, "saved_model.pb")]
     files += tf.io.gfile.glob(os.path.join(saved_model_dir, "variables", "*"))
@@ -85,7 +85,7 @@ def export_tflite(spec: tflite.TfliteSpec, saved_model_dir: str, examples_uri: s
     record: dict[str, Any] = {
         "signature": spec.signature, "eval_examples": int(len(labels)),
         "calibration_examples": int(len(calibration)),
-        "saved_model": {"bytes": _saved_model_bytes(saved_model_dir),
+        "saved_model": {"bytes": saved_model_bytes(saved_model_dir),
                         "accuracy": float(np.mean(reference == labels))},
     }
     for quantization in tflite.QUANTIZATIONS:

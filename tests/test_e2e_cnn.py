@@ -4,6 +4,7 @@ One small run (few training steps) is shared by the tests in this module; a seco
 on the same output directory must be served from cache.
 """
 import base64
+import html
 import os
 
 import numpy as np
@@ -165,6 +166,26 @@ def test_predict_tflite_cli_matches_the_saved_model(first_run, digits_examples, 
     got = [line.split("\t") for line in by_tflite.stdout.strip().splitlines()]
     assert [row[:2] for row in got] == [row[:2] for row in expected] and len(got) == 3
     assert all(abs(float(a[2]) - float(b[2])) <= 0.01 for a, b in zip(got, expected))
+
+
+def test_model_card_beside_the_pushed_version_states_the_runs_metric(first_run):
+    from pipeline.summary import slice_metrics
+
+    config, _, run = first_run
+    version = _pushed_version_dir(config)
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    accuracy = next(m.value for m in slice_metrics(uri, "sparse_categorical_accuracy") if m.slice_name == "overall")
+    with open(os.path.join(version, "model_card.md"), encoding="utf-8") as handle:
+        markdown = handle.read()
+    with open(os.path.join(version, "model_card.html"), encoding="utf-8") as handle:
+        page = handle.read()
+    for text, escape in ((markdown, str), (page, html.escape)):
+        assert f"version {os.path.basename(version)}" in text
+        assert escape(f"Blessed and pushed: accuracy {accuracy:.4f} passed accuracy >= 0.3000") in text
+        assert "Examples: 1797; splits: eval " in text and "label=" in text
+    assert f"sparse_categorical_accuracy | {accuracy:.4f} |" in markdown
+    assert f"<td>sparse_categorical_accuracy</td><td>{accuracy:.4f}</td>" in page
+    assert "model_float16.tflite" in markdown and "## Known limits" in markdown
 
 
 def _latest_run(config):

@@ -110,6 +110,10 @@ class ModelFamily:
     # ``tflite_note`` says why (the run summary prints it).
     tflite: str | None = None
     tflite_note: str = "the model family declares no TFLite conversion"
+    # The model card's prose (components/model_card.py, beside each pushed version).
+    intended_use: str = ""
+    known_limits: tuple[str, ...] = ()
+    default_data: str = "the family's default data set"   # what --data means when left out
 
     def pusher_tflite_config(self) -> dict[str, str]:
         """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""
