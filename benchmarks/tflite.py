@@ -88,7 +88,7 @@ def main(argv=None) -> None:
 
     from components.tflite_export import saved_model_bytes
     from models.common.tflite import QUANTIZATIONS, interpreter
-    from pipeline.tflite_summary import size_text
+    from pipeline.results.tflite_summary import size_text
 
     signature = tf.saved_model.load(version).signatures[SIGNATURE]
     shape = [int(v) for v in signature.structured_input_signature[1]["images"].shape[1:]]
