@@ -103,7 +103,7 @@ def _convert_and_check(spec: tflite.TfliteSpec, saved_model_dir: str, quantizati
     except Exception as error:  # noqa: BLE001 - recorded and shown; the SavedModel's push goes ahead
         log.warning("TFLite %s conversion failed: %s", quantization, error)
         return {"written": False, "min_agreement": floor, "why": f"conversion failed: {_first_line(error)}"}
-    entry = {"bytes": len(flatbuffer), "agreement": float(np.mean(predicted == reference)),
+    entry: dict[str, Any] = {"bytes": len(flatbuffer), "agreement": float(np.mean(predicted == reference)),
              "accuracy": float(np.mean(predicted == labels)), "min_agreement": floor}
     if entry["agreement"] < floor:
         entry.update(written=False, why=f"agrees with the SavedModel on {entry['agreement']:.1%} of "
