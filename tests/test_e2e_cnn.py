@@ -169,7 +169,7 @@ def test_predict_tflite_cli_matches_the_saved_model(first_run, digits_examples, 
 
 
 def test_model_card_beside_the_pushed_version_states_the_runs_metric(first_run):
-    from pipeline.summary import slice_metrics
+    from pipeline.results.summary import slice_metrics
 
     config, _, run = first_run
     version = _pushed_version_dir(config)
