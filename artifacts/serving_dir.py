@@ -40,6 +40,17 @@ def latest_version_dir(base_dir: str) -> str | None:
 
 PUSH_INFO_FILE = "push_info.json"
 _STAGING_PREFIX = ".incomplete-"
+# Beside the SavedModel in a version folder. TF Serving's SavedModel loader reads only
+# saved_model.pb, variables/, assets/ and assets.extra/; with --prefer_tflite_model it reads
+# <version>/model.tflite (tensorflow_serving/servables/tensorflow/saved_model_bundle_factory.cc),
+# so the TFLite files live under tflite/ with other names: never loaded in place of the SavedModel.
+TFLITE_DIR = "tflite"
+MODEL_CARD_FILES = ("model_card.md", "model_card.html")
+
+
+def tflite_file(quantization: str) -> str:
+    """Path of a TFLite model inside a version folder: ``tflite/model_<quantization>.tflite``."""
+    return f"{TFLITE_DIR}/model_{quantization}.tflite"
 
 
 def _is_local(path: str) -> bool:
@@ -53,13 +64,16 @@ def next_version(base_dir: str, now: float | None = None) -> int:
 
 
 def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
-                    copy_dir: Callable[[str, str], None]) -> str:
+                    copy_dir: Callable[[str, str], None],
+                    add_files: Callable[[str, int], dict[str, Any]] | None = None) -> str:
     """Copy a SavedModel into ``base_dir`` as a new version, all or nothing.
 
     The copy goes to a hidden staging directory (TF Serving only loads numeric ones) and
     is renamed into place when complete, so a crash never leaves a partial version that
     TF Serving would try to load. On object stores, where a directory rename is a copy,
     ``saved_model.pb`` is copied last: loaders treat it as the sign a version is ready.
+    ``add_files(staging_dir, version)`` writes what goes beside the SavedModel (TFLite models, the
+    model card) into the staged folder; what it returns is merged into push_info.json.
     """
     tf.io.gfile.makedirs(base_dir)
     version = next_version(base_dir)
@@ -67,6 +81,7 @@ def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
     final = os.path.join(base_dir, str(version))
     try:
         copy_dir(model_dir, staging)
+        push_info = {**push_info, **(add_files(staging, version) if add_files else {})}
         with tf.io.gfile.GFile(os.path.join(staging, PUSH_INFO_FILE), "w") as handle:
             json.dump({**push_info, "version": version}, handle, indent=2, sort_keys=True)
         if _is_local(base_dir):

@@ -5,8 +5,17 @@ partial version TF Serving would try to load. This one reuses TFX's blessing che
 model lookup, publishes through ``serving_dir.publish_version`` (stage, then rename),
 and records the push (run, model, key metrics) in ``push_info.json`` beside the model,
 which ``python -m pipeline models`` lists.
+
+What goes beside the SavedModel is written into the staged folder before the rename, so it
+is published with the version or not at all: TFLite models checked against the SavedModel
+(components/tflite_export.py) when the family declares a conversion, and a model card
+(components/model_card.py) that records them too. The family's
+declarations arrive in ``custom_config`` (pipeline/graph.py); components import nothing of
+``pipeline``.
 """
 import datetime
+import importlib
+import json
 import logging
 import math
 from typing import Any
@@ -24,6 +33,9 @@ from tfx.utils import io_utils, proto_utils
 from artifacts.serving_dir import publish_version
 
 EVALUATION_KEY = "evaluation"
+EXAMPLES_KEY = "examples"   # the ExampleGen's raw examples: TFLite's check and calibration data
+TFLITE_KEY = "tflite"       # custom_config: {"spec": dotted path to a TfliteSpec} or {"note": why none}
+MODEL_CARD_KEY = "model_card"  # custom_config: the family's and the run's declarations (components/model_card.py)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +44,7 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
     INPUTS = {
         **standard_component_specs.PusherSpec.INPUTS,
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
 
 
@@ -44,6 +57,19 @@ def _push_metrics(evaluation_uri: str) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - metrics are informative, the push is what matters
         log.warning("Could not read metrics from %s: %s", evaluation_uri, error)
     return {}
+
+
+def _tflite(settings: dict[str, Any], model_path: str, examples: list[types.Artifact], staging: str) -> dict[str, Any]:
+    """TFLite models into the staged version; the record for push_info.json."""
+    if not settings.get("spec"):
+        return {"written": False, "why": settings.get("note") or "the model family declares no TFLite conversion"}
+    if not examples:
+        return {"written": False, "why": "the Pusher got no examples to check a TFLite model on"}
+    from components.tflite_export import export_tflite  # TFLite's converter loads only when a push needs it
+
+    module, _, name = settings["spec"].rpartition(".")  # a family's TfliteSpec, by dotted path
+    spec = getattr(importlib.import_module(module), name)
+    return export_tflite(spec, model_path, examples[0].uri, staging)
 
 
 def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
@@ -84,25 +110,42 @@ class Executor(pusher_executor.Executor):
             "model_uri": model.uri,
             "metrics": metrics,
         }
+        settings = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
+        examples = input_dict.get(EXAMPLES_KEY) or []
+
+        def beside_the_model(staging: str, version: int) -> dict[str, Any]:
+            from components.model_card import build_card, write_model_card
+
+            added = {TFLITE_KEY: _tflite(settings.get(TFLITE_KEY) or {}, model_path, examples, staging)}
+            card = build_card(settings.get(MODEL_CARD_KEY) or {"family": "unknown"}, version, {**push_info, **added},
+                              model_path, evaluations[0].uri if evaluations else None,
+                              examples[0].uri if examples else None)
+            write_model_card(staging, card)
+            return added
+
         version_dir = publish_version(model_path, destination.filesystem.base_directory, push_info,
-                                      copy_dir=io_utils.copy_dir)
+                                      copy_dir=io_utils.copy_dir, add_files=beside_the_model)
         io_utils.copy_dir(model_path, pushed_model.uri)  # archive copy, as TFX's Pusher keeps
         compat.mark_pushed(self, pushed_model, version_dir, version_dir.rstrip("/").rsplit("/", 1)[-1])
         log.info("Model pushed to %s", version_dir)
 
 
 class AtomicPusher(base_component.BaseComponent):
-    """Pusher with an atomic publish; optional ``evaluation`` input feeds push_info.json."""
+    """Pusher with an atomic publish; optional ``evaluation`` input feeds push_info.json, optional
+    ``examples`` (raw, the ExampleGen's) the TFLite check; ``custom_config``: the family's declarations."""
 
     SPEC_CLASS = AtomicPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
-                 base_directory: str, evaluation: types.BaseChannel = None):
+                 base_directory: str, evaluation: types.BaseChannel = None, examples: types.BaseChannel = None,
+                 custom_config: dict[str, Any] | None = None):
         super().__init__(spec=AtomicPusherSpec(
             model=model,
             model_blessing=model_blessing,
             evaluation=evaluation,
+            examples=examples,
+            custom_config=json.dumps(custom_config, sort_keys=True) if custom_config else None,
             push_destination=pusher_pb2.PushDestination(
                 filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)),
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),

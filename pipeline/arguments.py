@@ -102,6 +102,10 @@ def _predict(commands) -> None:
     predict.add_argument("--model-dir", required=True, help="a serving model dir (<serving>/<model>, newest "
                          "version is used) or one version directory")
     predict.add_argument("images", nargs="+", help="image files (PNG/JPEG)")
+    predict.add_argument("--tflite", action="store_true", help="run the version's TFLite model (written by the "
+                         "Pusher beside the SavedModel) with TensorFlow's TFLite interpreter instead of the SavedModel")
+    predict.add_argument("--quantization", choices=("float16", "int8"), default=None,
+                         help="with --tflite: which TFLite model (default: float16)")
 
 
 def _generate(commands) -> None:

@@ -144,9 +144,14 @@ def _pin_inferred_schema(config: PipelineConfig, result) -> None:
 
 
 def command_predict(args: argparse.Namespace) -> int:
+    if args.quantization and not args.tflite:
+        raise ConfigError("--quantization", f"chooses a TFLite model, so it needs --tflite (got --quantization "
+                                            f"{args.quantization} alone); add --tflite, or leave --quantization "
+                                            "out to use the SavedModel.")
     from pipeline.predict import predict_files
 
-    for line in predict_files(args.model_dir, args.images):
+    tflite = (args.quantization or "float16") if args.tflite else None
+    for line in predict_files(args.model_dir, args.images, tflite=tflite):
         print(line)
     return 0
 

@@ -6,6 +6,7 @@ runners both call ``create_pipeline`` and only add their own orchestration setti
 """
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any
 
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform) on every run, cached ones included (benchmarks/README.md).
@@ -97,7 +98,8 @@ def create_pipeline(
         # summary read it instead of guessing it from run_fn.
         custom_config=trainer_config,
     ).with_id(TRAINER)
-    evaluator, pusher = _evaluation_and_push(config, family, dataset, example_gen, trainer)
+    evaluator, pusher = _evaluation_and_push(config, family, dataset, example_gen, trainer,
+                                             _model_card_settings(config, family, code_version, settings))
     return Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -185,7 +187,8 @@ def _training_settings(config: PipelineConfig, family, dataset: DatasetManifest)
     )
 
 
-def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifest, example_gen, trainer):
+def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifest, example_gen, trainer,
+                         model_card: dict[str, Any]):
     # Baseline = the version TF Serving serves now (see components/evaluator.py for why
     # not TFX's latest-blessed-model Resolver).
     evaluator = ServedBaselineEvaluator(
@@ -199,8 +202,27 @@ def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifes
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         base_directory=config.serving_model_dir,
+        examples=example_gen.outputs["examples"],
+        custom_config={"tflite": family.pusher_tflite_config(),
+                       "model_card": model_card},
     ).with_id(PUSHER)
     return evaluator, pusher
+
+
+def _model_card_settings(config: PipelineConfig, family, code_version: str,
+                         settings: TrainingSettings) -> dict[str, Any]:
+    """What the model card beside a pushed version says that no artifact records (components/model_card.py)."""
+    return {
+        "family": family.name, "description": family.description, "model_name": config.serving_model_name,
+        "pipeline_name": config.pipeline_name, "gate_metric": family.gate_metric,
+        "gate_metric_label": family.gate_metric_label, "min_accuracy": config.min_accuracy,
+        "max_regression": config.max_regression, "data_source": config.data or family.default_data,
+        "split_rule": (f"hash of {family.split_feature} into {config.train_buckets} train : "
+                       f"{config.eval_buckets} eval buckets"),
+        "intended_use": family.intended_use, "known_limits": list(family.known_limits),
+        "training": {**settings.to_custom_config()["training"], "train_steps": config.train_steps},
+        "code_version": code_version,
+    }
 
 
 def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, settings: TrainingSettings,

@@ -1,6 +1,8 @@
 """Use a pushed model as TF Serving would: images through ``predict_image``, text through ``generate``.
 
-Loads exactly what TF Serving loads: the SavedModel in a version directory.
+Loads exactly what TF Serving loads: the SavedModel in a version directory; with
+``--tflite``, the TFLite model the Pusher wrote beside it (``tflite/model_<quantization>.tflite``),
+run by TensorFlow's own interpreter (``tf.lite.Interpreter``), as a device would run it.
 """
 import os
 from collections.abc import Iterator, Sequence
@@ -10,7 +12,7 @@ from stackenv.errors import MissingInput, PathError, ProjectError
 import numpy as np
 import tensorflow as tf
 
-from artifacts.serving_dir import latest_version_dir
+from artifacts.serving_dir import latest_version_dir, read_push_info, tflite_file
 from data.images import load_image_array
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
@@ -55,18 +57,52 @@ def _signature(model_dir: str, name: str, kind: str):
     return model.signatures[name]
 
 
-def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
+def predict_files(model_dir: str, image_paths: Sequence[str], tflite: str | None = None) -> Iterator[str]:
+    """``path<TAB>class<TAB>confidence`` per image; ``tflite``: a quantization, to run that TFLite model."""
     for path in image_paths:  # before loading the model: a typo should not cost a model load
         if not os.path.isfile(path):
             what = "is a directory" if os.path.isdir(path) else "does not exist"
             raise MissingInput(f"Image file {path} {what}. Pass the path of a PNG or JPEG file to classify.")
-    signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
-    _, height, width, channels = signature.structured_input_signature[1]["images"].shape
-    images = [load_image_array(path, (height, width), channels) for path in image_paths]
-    outputs = signature(images=tf.constant(np.stack(images).astype("float32")))
-    for path, name, probabilities in zip(image_paths, outputs["classes"].numpy(),
-                                         outputs["probabilities"].numpy()):
+    if tflite:
+        outputs = _tflite_outputs(resolve_version_dir(model_dir), tflite, image_paths)
+    else:
+        signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
+        _, height, width, channels = signature.structured_input_signature[1]["images"].shape
+        images = [load_image_array(path, (height, width), channels) for path in image_paths]
+        outputs = {name: value.numpy() for name, value in
+                   signature(images=tf.constant(np.stack(images).astype("float32"))).items()}
+    for path, name, probabilities in zip(image_paths, outputs["classes"], outputs["probabilities"]):
         yield f"{path}\t{name.decode()}\t{probabilities.max():.3f}"
+
+
+def tflite_path(version_dir: str, quantization: str) -> str:
+    """The version's TFLite model, or one paragraph saying why it has none (from push_info.json)."""
+    path = os.path.join(version_dir, tflite_file(quantization))
+    if tf.io.gfile.exists(path):
+        return path
+    record = read_push_info(version_dir).get("tflite")
+    if record is None:
+        why = "it was pushed before the Pusher wrote TFLite models, or not by this pipeline's Pusher"
+    else:
+        why = (record.get(quantization) or {}).get("why") or record.get("why") or "no reason recorded"
+    raise MissingInput(f"No {quantization} TFLite model in {version_dir} (expected {tflite_file(quantization)}): "
+                       f"{why}. Run predict without --tflite to use the SavedModel, try the other "
+                       "--quantization, or push a new version of an image model (the Pusher converts each one "
+                       "and writes it when it agrees with the SavedModel).")
+
+
+def _tflite_outputs(version_dir: str, quantization: str, image_paths: Sequence[str]) -> dict[str, np.ndarray]:
+    from models.common import tflite
+
+    path = tflite_path(version_dir, quantization)
+    try:
+        interpreter = tflite.interpreter(path)
+        height, width, channels = tflite.input_shape(path, PREDICT_IMAGE_SIGNATURE, "images")
+    except (ValueError, RuntimeError, KeyError) as error:
+        raise ProjectError(f"Cannot run the TFLite model {path}: {error}. The file is damaged or not this "
+                           "project's image model; run predict without --tflite to use the SavedModel.") from error
+    images = np.stack([load_image_array(p, (height, width), channels) for p in image_paths]).astype("float32")
+    return tflite.run(interpreter, PREDICT_IMAGE_SIGNATURE, {"images": images})
 
 
 def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,

@@ -4,6 +4,7 @@ One small run (few training steps) is shared by the tests in this module; a seco
 on the same output directory must be served from cache.
 """
 import base64
+import html
 import os
 
 import numpy as np
@@ -112,6 +113,79 @@ def test_predict_cli_classifies_image_files(first_run, digits_examples, tmp_path
     for path, line in zip(paths, lines):
         name, label, confidence = line.split("\t")
         assert name == str(path) and label in {str(d) for d in range(10)} and 0 < float(confidence) <= 1
+
+
+def _eval_images(run):
+    """The run's eval split as (float pixels [N, 8, 8, 1], label ids), read here from ExampleGen's output."""
+    split = os.path.join(run[graph.EXAMPLE_GEN].outputs["examples"][0].uri, "Split-eval")
+    records = tf.data.TFRecordDataset(tf.io.gfile.glob(os.path.join(split, "*")), compression_type="GZIP")
+    examples = [tf.train.Example.FromString(r) for r in records.as_numpy_iterator()]
+    images = np.array([e.features.feature["image"].int64_list.value for e in examples], np.float32)
+    labels = np.array([e.features.feature["label_id"].int64_list.value[0] for e in examples])
+    return images.reshape(-1, 8, 8, 1), labels
+
+
+def _tflite_classes(path, images):
+    interpreter = tf.lite.Interpreter(model_path=path)
+    runner = interpreter.get_signature_runner("predict_image")
+    return np.concatenate([runner(images=images[i:i + 64])["probabilities"].argmax(-1)
+                           for i in range(0, len(images), 64)])
+
+
+def test_pushed_version_has_tflite_models_that_agree_with_the_saved_model(first_run):
+    config, result, run = first_run
+    version = _pushed_version_dir(config)
+    images, labels = _eval_images(run)
+    assert len(labels) > 300  # the digits' eval split
+    served = tf.saved_model.load(version).signatures["predict_image"]  # the extra files leave it loadable
+    reference = served(images=tf.constant(images))["probabilities"].numpy().argmax(-1)
+    float16 = os.path.join(version, "tflite", "model_float16.tflite")
+    assert os.path.getsize(float16) < os.path.getsize(os.path.join(version, "variables",
+                                                                   "variables.data-00000-of-00001"))
+    assert np.mean(_tflite_classes(float16, images) == reference) >= 0.99
+    int8 = os.path.join(version, "tflite", "model_int8.tflite")
+    if os.path.exists(int8):  # written only when it agrees on 95 %: check that claim here
+        assert np.mean(_tflite_classes(int8, images) == reference) >= 0.95
+    else:
+        assert "int8 NOT written (agrees with the SavedModel on " in result.stdout
+    summary = next(line for line in result.stdout.splitlines() if line.startswith("TFLite"))
+    assert f"on {len(labels)} eval examples" in summary and "float16 " in summary and "agrees 100.0%" in summary
+
+
+def test_predict_tflite_cli_matches_the_saved_model(first_run, digits_examples, tmp_path):
+    config, _, _ = first_run
+    paths = []
+    for i, row in enumerate(digits_examples[:3]):
+        path = tmp_path / f"digit{i}.png"
+        Image.fromarray(np.asarray(row["image"], dtype=np.uint8).reshape(8, 8), mode="L").save(path)
+        paths.append(path)
+    by_saved_model = run_cli("predict", "--model-dir", config.serving_model_dir, *paths)
+    by_tflite = run_cli("predict", "--model-dir", config.serving_model_dir, "--tflite", *paths)
+    assert by_tflite.returncode == 0, by_tflite.stderr[-3000:]
+    expected = [line.split("\t") for line in by_saved_model.stdout.strip().splitlines()]
+    got = [line.split("\t") for line in by_tflite.stdout.strip().splitlines()]
+    assert [row[:2] for row in got] == [row[:2] for row in expected] and len(got) == 3
+    assert all(abs(float(a[2]) - float(b[2])) <= 0.01 for a, b in zip(got, expected))
+
+
+def test_model_card_beside_the_pushed_version_states_the_runs_metric(first_run):
+    from pipeline.results.summary import slice_metrics
+
+    config, _, run = first_run
+    version = _pushed_version_dir(config)
+    uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
+    accuracy = next(m.value for m in slice_metrics(uri, "sparse_categorical_accuracy") if m.slice_name == "overall")
+    with open(os.path.join(version, "model_card.md"), encoding="utf-8") as handle:
+        markdown = handle.read()
+    with open(os.path.join(version, "model_card.html"), encoding="utf-8") as handle:
+        page = handle.read()
+    for text, escape in ((markdown, str), (page, html.escape)):
+        assert f"version {os.path.basename(version)}" in text
+        assert escape(f"Blessed and pushed: accuracy {accuracy:.4f} passed accuracy >= 0.3000") in text
+        assert "Examples: 1797; splits: eval " in text and "label=" in text
+    assert f"sparse_categorical_accuracy | {accuracy:.4f} |" in markdown
+    assert f"<td>sparse_categorical_accuracy</td><td>{accuracy:.4f}</td>" in page
+    assert "model_float16.tflite" in markdown and "## Known limits" in markdown
 
 
 def _latest_run(config):

@@ -232,6 +232,8 @@ def test_first_evaluation_without_baseline(cnn_run_with_baseline):
         "blessed": True, "failures": [], "text": "Blessed: yes, every threshold passed."}
     page, data = report.render_html(first)
     assert "No baseline" in page and data["baseline"] is None and data["pushed_path"] == first.pushed_path
+    card = Path(first.pushed_path) / "model_card.html"  # the report links the pushed version's model card
+    assert card.exists() and data["model_card"] == card.as_uri() and f'id="model-card" href="{card.as_uri()}"' in page
 
 
 def test_family_table_names_the_models_gate_metrics_and_slices():

@@ -125,4 +125,15 @@ FAMILY = register(ModelFamily(
     class_vocabulary="label",
     tuner_fn="models.cnn.tuning.tuner_fn",
     search_space="models.cnn.hparams.SEARCH_SPACE",
+    tflite="models.cnn.tflite.TFLITE",
+    default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",
+    intended_use=("Classifying images like the training data (same source, size, colour mode and classes) into "
+                  "one of the training classes; a demonstration of a gated, continuously trained TFX pipeline, "
+                  "not a production classifier."),
+    known_limits=(
+        "Closed set: every image is put into one of the training classes, including images of none of them; "
+        "the probability is not a calibrated 'none of these' signal.",
+        "Images are resized to the training size and colour mode: other sizes, crops or lighting were not evaluated.",
+        "The gate checks the overall eval accuracy; per-slice values (class, brightness) are reported, not gated.",
+    ),
 ))

@@ -105,6 +105,19 @@ class ModelFamily:
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()
+    # TFLite models beside each pushed version (components/tflite_export.py, in the Pusher):
+    # dotted path to the family's models.common.tflite.TfliteSpec. None: no TFLite, and
+    # ``tflite_note`` says why (the run summary prints it).
+    tflite: str | None = None
+    tflite_note: str = "the model family declares no TFLite conversion"
+    # The model card's prose (components/model_card.py, beside each pushed version).
+    intended_use: str = ""
+    known_limits: tuple[str, ...] = ()
+    default_data: str = "the family's default data set"   # what --data means when left out
+
+    def pusher_tflite_config(self) -> dict[str, str]:
+        """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""
+        return {"spec": self.tflite} if self.tflite else {"note": self.tflite_note}
 
     def settings(self, values: Any = None) -> Any:
         """The family's typed settings from None (defaults), a dict, or an instance.

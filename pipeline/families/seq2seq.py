@@ -100,4 +100,17 @@ FAMILY = register(ModelFamily(
     report_samples_title="Sample generations (greedy, held-out documents)",
     tuner_fn="models.seq2seq.tuning.tuner_fn",
     search_space="models.seq2seq.hparams.SEARCH_SPACE",
+    default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
+    intended_use=("Suggesting the next words of prose like the training corpus (next-word ranking, short "
+                  "continuations); a demonstration of a gated TFX pipeline for text, not a general language model."),
+    known_limits=(
+        "Trained on a small corpus: continuations repeat its phrasing and are often ungrammatical past a few words.",
+        "The vocabulary is the corpus' most frequent tokens; other words become <unk>.",
+        "The gate checks top-5 next-word accuracy on held-out documents, not the quality of generated text.",
+    ),
+    # Measured in docs/tflite.md: converts only with TF select ops, and then fails at its first
+    # call, since TFLite does not initialise the vocabulary tables TFT reads from asset files.
+    tflite_note=("no TFLite for the seq2seq family: its serving graph needs TF select ops (LSTM tensor lists, "
+                 "string tokenization, the decode loop) and the TFLite interpreter does not initialise its "
+                 "vocabulary tables (docs/tflite.md)"),
 ))

@@ -10,13 +10,16 @@ import json
 import logging
 import math
 import os
+import pathlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import tensorflow as tf
 from matplotlib.figure import Figure
 
+from artifacts.serving_dir import MODEL_CARD_FILES
 from artifacts.tfma_results import COUNT_METRIC
 from pipeline.report.data_warnings import split_warnings
 from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation
@@ -109,6 +112,7 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
         "blessed": evaluation.blessed,
         "validation_failures": validation["failures"],
         "pushed_path": evaluation.pushed_path,
+        "model_card": model_card_link(evaluation.pushed_path),
         "data_warnings": list(warnings),
     }
 
@@ -130,9 +134,23 @@ def _header(evaluation: Evaluation) -> str:
             ("Evaluation", evaluation.uri), ("Model", evaluation.model_uri or "?"),
             ("Pushed", evaluation.pushed_path or "not pushed")]
     rows = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>{html.escape(str(v))}</td></tr>" for k, v in meta)
+    card = model_card_link(evaluation.pushed_path)
+    if card:
+        rows += (f'<tr><td><b>Model card</b></td><td><a id="model-card" href="{html.escape(card)}">'
+                 f"{html.escape(card)}</a></td></tr>")
     return (f'<h1>Model evaluation: {html.escape(evaluation.pipeline_name)} '
             f'<span id="blessing" class="badge {badge_class}">{badge_text}</span></h1>'
             f'<table class="meta">{rows}</table>')
+
+
+def model_card_link(pushed_path: str | None) -> str | None:
+    """The pushed version's model_card.html (components/model_card.py) as a link target, if it has one."""
+    if not pushed_path:
+        return None
+    path = os.path.join(pushed_path, MODEL_CARD_FILES[1])
+    if not tf.io.gfile.exists(path):
+        return None
+    return pathlib.Path(path).as_uri() if "://" not in path else path
 
 
 def _warnings_section(warnings: Sequence[str]) -> str:

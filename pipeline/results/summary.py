@@ -16,7 +16,7 @@ from data.tfrecords import DatasetManifest
 from pipeline import graph
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
-from pipeline.results import gate_summary, mlmd, tuning_summary, warm_start
+from pipeline.results import gate_summary, mlmd, tflite_summary, tuning_summary, warm_start
 
 
 class RecordCountMismatch(ProjectError):
@@ -173,6 +173,9 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.extend(f"  - {reason}" for reason in summary.not_blessed_reasons)
     if summary.pushed_path:
         lines.append(f"Pushed: {summary.pushed_path}")
+        tflite_line = tflite_summary.line_for_version(summary.pushed_path)
+        if tflite_line:
+            lines.append(tflite_line)
     else:
         lines.append(f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)")
     if summary.evaluation_uri:
