@@ -36,6 +36,9 @@ from collections.abc import Callable, Mapping
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
 SCHEME, S3_SCHEME = "minio://", "s3://"
+# Set by `compile` in every step's env on the bundled store: also steps with no minio:// URI in their
+# arguments (the input-resolution step, a TFJob's pods) need the endpoint for the s3:// data and serving paths.
+MARKER, MARKER_VALUE = "PIPELINE_OBJECT_STORE", "kfp-bundled"
 SECRET = "mlpipeline-minio-artifact"  # config/env.go minioArtifactSecretName
 # The store's Service, newest first: (DNS name in the kubeflow namespace, the env Kubernetes sets in
 # pods of that namespace for its host and port, the KFP versions whose launcher uses it).
@@ -50,8 +53,8 @@ def readable_uri(uri: str) -> str:
     return S3_SCHEME + uri[len(SCHEME):] if uri.startswith(SCHEME) else uri
 
 
-def uses_bundled_store(text: str) -> bool:
-    return SCHEME in text
+def uses_bundled_store(text: str, environ: Mapping[str, str] | None = None) -> bool:
+    return SCHEME in text or (os.environ if environ is None else environ).get(MARKER) == MARKER_VALUE
 
 
 def endpoint(environ: Mapping[str, str] | None = None,

@@ -29,8 +29,10 @@ from stackenv.compat import (
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
 )
+from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
 from pipeline.kubeflow import bundled_store
+from pipeline.kubeflow.bundled_store import SCHEME
 from pipeline.kubeflow.resolve_input import NO_VERSION
 from pipeline.kubeflow.storage import register_filesystems
 
@@ -65,7 +67,7 @@ def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
             changed = apply_resolved_input(executor_input)
             if bundled_store.uses_bundled_store(text):
                 bundled_store.configure_environment()
-                executor_input, changed = bundled_store.to_readable(executor_input), True
+                executor_input, changed = bundled_store.to_readable(executor_input), changed or SCHEME in text
             if changed:
                 text = json.dumps(executor_input)
                 args[at] = f"{INVOCATION_FLAG}={text}" if inline else text
@@ -75,7 +77,11 @@ def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = restore_artifact_types_in_argv(sys.argv[1:] if argv is None else argv)
-    args, executor_input = _rewrite_executor_input(args)
+    try:
+        args, executor_input = _rewrite_executor_input(args)
+    except ProjectError as error:  # the bundled store cannot be reached: one paragraph, before TFX starts
+        print(f"error: {error.paragraph}", file=sys.stderr)
+        return error.exit_code or EXIT_USER_ERROR
     register_filesystems(" ".join(args))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
     try:
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 0
     except SystemExit as done:  # absl's app.run ends with sys.exit
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    if code == 0 and executor_input and bundled_store.uses_bundled_store(json.dumps(executor_input)):
+    if code == 0 and executor_input and SCHEME in json.dumps(executor_input):
         bundled_store.restore_output_uris(executor_input["outputs"]["outputFile"], executor_input)
     return code
 

@@ -13,6 +13,7 @@
 import dataclasses
 import re
 
+from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
 TRAINER_TASK = "Trainer"
@@ -175,6 +176,8 @@ def apply_step_settings(spec: dict, settings: StepSettings) -> dict | None:
     label_of = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]
                 for task, body in spec["root"]["dag"]["tasks"].items()}
     env = s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}
+    if settings.bundled_store:
+        env[bundled_store.MARKER] = bundled_store.MARKER_VALUE
     for task, label in label_of.items():
         container = executors[label]["container"]
         resources = _resources(settings, task)
