@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
@@ -86,13 +86,13 @@ def endpoint(environ: Mapping[str, str] | None = None,
         "(`kubectl -n kubeflow get svc`).")
 
 
-def configure_environment(environ: dict[str, str] | None = None, **kwargs) -> str:
+def configure_environment(environ: MutableMapping[str, str] | None = None, **kwargs) -> str:
     """Point tensorflow-io and boto3 at the bundled store unless the step was compiled with an endpoint."""
-    environ = os.environ if environ is None else environ
-    url = environ.get("S3_ENDPOINT") or endpoint(environ, **kwargs)
-    for key, value in s3_environment(url, environ=environ).items():
-        environ.setdefault(key, value)
-    missing = [name for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if not environ.get(name)]
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    url = env.get("S3_ENDPOINT") or endpoint(env, **kwargs)
+    for key, value in s3_environment(url, environ=env).items():
+        env.setdefault(key, value)
+    missing = [name for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if not env.get(name)]
     if missing:
         raise KubeflowConfigError(
             f"This step's artifacts are on KFP's bundled object store (minio://) at {url}, but "
