@@ -59,24 +59,33 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster, kfp_pipeline_root
+    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster, kfp_pipeline_root, readable_paths
     from pipeline.kubeflow.platform import StepSettings
-    from pipeline.kubeflow.storage import check_pipeline_root
+    from pipeline.kubeflow.storage import check_pipeline_root, check_s3_root
 
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
+    check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
     settings = StepSettings(
         cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
         trainer_gpus=args.trainer_gpus, gpu_type=args.gpu_type, secret_env=args.secret_env,
         secret_volume=args.secret_volume, node_selector=args.node_selector, tolerations=args.toleration,
         image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret)
-    dataset = dataset_for_cluster(config, _prepare)
+    dataset = dataset_for_cluster(readable_paths(config), _prepare)
     package = compile_pipeline(config, dataset, args.image, args.package, settings)
     print(package)
+    if args.pipeline_root.startswith("s3://"):
+        from pipeline.kubeflow.launcher_config import write_launcher_configmap
+
+        manifest = write_launcher_configmap(package, kfp_pipeline_root(config), args.s3_endpoint,
+                                            args.s3_secret or "S3-SECRET-NAME")
+        log.info("KFP's launcher opens this s3:// root only with the providers entry in %s: apply it in the "
+                 "runs' namespace once (kubeflow/README.md, 'An s3:// root on another endpoint').", manifest)
     data = dataset.examples_dir if dataset else config.data or "the family's bundled default set, inside the image"
     log.info("Compiled %s for image %s; data: %s; each run writes its artifacts under %s/<pipeline>/<run id>/ and "
              "pushes models to %s/. Deploy: python -m pipeline deploy --host URL --package %s --run",
-             config.pipeline_name, args.image, data, kfp_pipeline_root(config), config.serving_model_dir, package)
+             config.pipeline_name, args.image, data, kfp_pipeline_root(config),
+             readable_paths(config).serving_model_dir, package)
     return 0
 
 

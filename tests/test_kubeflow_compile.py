@@ -103,7 +103,6 @@ def test_pipeline_root_is_recorded_in_the_package(compiled):
 
 
 @pytest.mark.parametrize("root, expected", [
-    ("minio://mlpipeline/v2/artifacts", "s3://BUCKET/PATH"),
     ("relative/root", "local path"),
     ("file:///mnt/root", "local path"),
     ("hdfs://namenode/root", "hdfs://"),
@@ -174,6 +173,8 @@ def test_pod_settings_are_in_the_compiled_yaml(tmp_path):
     (("--toleration", "gpu:Sometimes"), "NoSchedule"),
     (("--cpu-limit", "two"), "Kubernetes quantity"),
     (("--s3-secret", "mlpipeline-minio-artifact"), "--s3-endpoint"),
+    (("--pipeline-root", "s3://team-bucket/tfx"), "no --s3-endpoint was given"),
+    (("--pipeline-root", "s3://team-bucket/tfx", "--s3-endpoint", "minio.storage:9000"), "is not a URL"),
 ])
 def test_bad_pod_settings_are_a_paragraph(tmp_path, flags, expected):
     result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--output", tmp_path / "p.yaml", *flags)

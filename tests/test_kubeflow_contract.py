@@ -1,28 +1,38 @@
-"""Every compiled step of both families, twice, passed exactly what a KFP 2.x backend passes.
+"""Every compiled step of both families, on KFP's bundled store and on an s3:// root elsewhere.
 
-The backend is emulated from its source (tests/support/kfp_contract.py cites the files): upstream
-artifacts arrive with an empty ``instanceSchema`` and their MLMD id as name, outputs get
-URIs under ``<root>/<pipeline>/<run>/<task>/<key>``. The second run finds the first run's
-model served, so the Evaluator's served-model baseline path runs and the blessing goes
-through TFX's ``refactor_model_blessing``.
+The backend is emulated from its source (tests/support/kfp_contract.py and kfp_launcher.py cite
+the files) against a real local S3 server: the run's root comes from the run (what `deploy`
+sends), the launcher opens its bucket with the bundled secret (``minio://``) or the
+``kfp-launcher`` providers entry that `compile` writes (``s3://``), downloads every input to
+the pod's disk and checks the URIs each step hands back; the package's platform spec gives
+the steps their keys; upstream artifacts arrive with an empty ``instanceSchema`` and their
+MLMD id as name. In the default suite one small run per family (cnn on the bundled store,
+seq2seq on an s3:// root with its own endpoint); behind ``slow``, two runs of each family on
+each store, the second comparing with the model the first pushed.
 """
 import json
 import os
 from pydoc_data.topics import topics
 
 import pytest
-import tensorflow as tf
 import yaml
+from support import s3_server
 from support.kfp_contract import Cluster, TaskFailed, topological_tasks
 
-from artifacts.serving_dir import list_versions
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
-from pipeline.kubeflow.compile import IMAGE_DATA_ROOT, compile_pipeline, dataset_for_cluster
+from pipeline.kubeflow.compile import (
+    IMAGE_DATA_ROOT,
+    compile_pipeline,
+    dataset_for_cluster,
+    kfp_pipeline_root,
+    readable_paths,
+)
 from pipeline.kubeflow.fresh_data import override_caching
+from pipeline.kubeflow.launcher_config import launcher_configmap
+from pipeline.kubeflow.platform import StepSettings
 
-# Two full runs of every step, each step a fresh process: far over the suite's default timeout
-# on a busy 2-core machine.
+# Every step a fresh process: far over the suite's default timeout on a busy 2-core machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 IMAGE = "registry.example.com/tfx-project:test"
@@ -31,6 +41,8 @@ IMAGE = "registry.example.com/tfx-project:test"
 SETTINGS = {"cnn": dict(train_steps=20, min_accuracy=0.0, max_regression=1.0, gate_margin=-1.0),
             "seq2seq": dict(train_steps=10, family_settings={"vocab_size": 300}, min_accuracy=0.0,
                             max_regression=1.0, gate_margin=-1.0)}
+BUNDLED_BUCKET, OTHER_BUCKET, OTHER_SECRET = "mlpipeline", "team-bucket", "store-keys"
+ROOTS = {"bundled": f"minio://{BUNDLED_BUCKET}/v2", "s3": f"s3://{OTHER_BUCKET}/tfx"}
 
 
 def _small_corpus(directory) -> str:
@@ -42,8 +54,10 @@ def _small_corpus(directory) -> str:
     return str(directory)
 
 
-def compile_for_contract(model: str, tmp_path, root: str = None, cache: bool = False, **settings) -> tuple:
-    """Compile through the project's compiler (default: a local root); returns (spec, config, image_paths).
+def compile_for_contract(model: str, tmp_path, root: str = None, cache: bool = False,
+                         settings: StepSettings | None = None, **config_settings) -> tuple:
+    """Compile through the project's compiler (default: a local root); returns
+    (spec, platform spec or None, config, image_paths).
 
     cnn reads the bundled digits inside its ExampleGen step; seq2seq a corpus folder passed as
     --data, as a user of their own data would (both read by the step, nothing at compile time).
@@ -51,75 +65,158 @@ def compile_for_contract(model: str, tmp_path, root: str = None, cache: bool = F
     """
     root = root or str(tmp_path / "root")
     image_paths = {}
-    data = settings.pop("data", None)
+    data = config_settings.pop("data", None)
     if model == "seq2seq" and data is None:
         data = _small_corpus(tmp_path / "corpus")  # read by the pipeline's own ExampleGen, as a bucket would be
-    config = PipelineConfig(model=model, output_dir=root, data=data, **{**SETTINGS[model], **settings})
+    config = PipelineConfig(model=model, output_dir=root, data=data, **{**SETTINGS[model], **config_settings})
     dataset = dataset_for_cluster(config, FAMILIES[model].prepare_data)
     if data is None and dataset is not None:  # --ingest prepare: the bundled data baked into the image
         local = FAMILIES[model].prepare_data(PipelineConfig(model=model, output_dir=str(tmp_path / "image")))
         image_paths = {IMAGE_DATA_ROOT: os.path.dirname(local.examples_dir)}
-    package = compile_pipeline(config, dataset, IMAGE, str(tmp_path / f"{model}.yaml"))
+    package = compile_pipeline(config, dataset, IMAGE, str(tmp_path / f"{model}.yaml"), settings)
     with open(package) as handle:
-        spec = yaml.safe_load(handle)
-    return (spec if cache else override_caching(spec, False)), config, image_paths
+        documents = list(yaml.safe_load_all(handle))
+    spec, platform = documents[0], (documents[1] if len(documents) > 1 else None)
+    return (spec if cache else override_caching(spec, False)), platform, config, image_paths
 
 
-# Both families, two runs each; the seq2seq half is behind `slow` to keep CI within its budget.
-@pytest.fixture(scope="module", params=["cnn", pytest.param("seq2seq", marks=pytest.mark.slow)])
-def two_runs(request, tmp_path_factory):
-    model = request.param
-    tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}")
-    spec, config, image_paths = compile_for_contract(model, tmp_path)
-    cluster = Cluster(str(tmp_path), allow_local_root=True, image_paths=image_paths)
-    root = spec["defaultPipelineRoot"]  # what `deploy` passes as the run's pipeline root
-    runs, inputs, versions = [], [], []
-    for run_id in ("run-1", "run-2"):
-        runs.append(cluster.run(spec, run_id=run_id, runtime_root=root))
+@pytest.fixture(scope="module")
+def store():
+    with s3_server.s3_server(BUNDLED_BUCKET, OTHER_BUCKET) as address:
+        yield address
+
+
+def _upload_corpus(address: str, local: str, bucket: str) -> str:
+    for name in sorted(os.listdir(local)):
+        s3_server.client(address).upload_file(os.path.join(local, name), bucket, f"corpus/{name}")
+    return "corpus"
+
+
+def cluster_and_package(model: str, kind: str, tmp_path, address: str) -> tuple:
+    """(cluster, spec, platform, config) for a stock standalone KFP with its store (``bundled``), or a
+    store elsewhere whose endpoint the package and the launcher's ConfigMap name (``s3``)."""
+    root = ROOTS[kind]
+    bucket = BUNDLED_BUCKET if kind == "bundled" else OTHER_BUCKET
+    data = None
+    if model == "seq2seq":  # the corpus in the store, as a user's data would be
+        folder = _upload_corpus(address, _small_corpus(tmp_path / "corpus"), bucket)
+        data = f"{root.split('://')[0]}://{bucket}/{folder}"
+    if kind == "bundled":
+        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, data=data)
+        cluster = Cluster(str(tmp_path), services={"minio-service": (9000, address)},
+                          secrets={"mlpipeline-minio-artifact": s3_server.BUNDLED_KEYS})
+    else:
+        endpoint = f"http://{address}"
+        settings = StepSettings(s3_endpoint=endpoint, s3_secret=OTHER_SECRET)
+        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, settings=settings, data=data)
+        configmap = launcher_configmap(kfp_pipeline_root(config), endpoint, OTHER_SECRET)
+        cluster = Cluster(str(tmp_path), secrets={OTHER_SECRET: s3_server.BUNDLED_KEYS},
+                          launcher_config=configmap["data"])
+    return cluster, spec, platform, config
+
+
+def _versions(address: str, serving_dir: str) -> list[int]:
+    bucket, prefix = serving_dir.split("://", 1)[1].split("/", 1)
+    return sorted({int(k.split("/")[-2]) for k in s3_server.keys(address, bucket, prefix + "/")
+                   if k.endswith("/saved_model.pb") and k.split("/")[-2].isdigit()})
+
+
+def _bytes_under(address: str, uri: str) -> int:
+    bucket, prefix = uri.split("://", 1)[1].split("/", 1)
+    pages = s3_server.client(address).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    return sum(item["Size"] for page in pages for item in page.get("Contents", []))
+
+
+CASES = [pytest.param(("cnn", "bundled", 1), id="cnn-bundled-1run"),
+         pytest.param(("seq2seq", "s3", 1), id="seq2seq-s3-1run"),
+         *[pytest.param((model, kind, 2), id=f"{model}-{kind}-2runs", marks=pytest.mark.slow)
+           for model in ("cnn", "seq2seq") for kind in ("bundled", "s3")]]
+
+
+@pytest.fixture(scope="module", params=CASES)
+def runs(request, store, tmp_path_factory):
+    model, kind, count = request.param
+    tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}-{kind}")
+    cluster, spec, platform, config = cluster_and_package(model, kind, tmp_path, store)
+    produced, inputs, versions, disks = [], [], [], []
+    for index in range(count):
+        # deploy sends the package's root with the run; the emulated backend never reads the package's own
+        produced.append(cluster.run(spec, run_id=f"run-{index + 1}", runtime_root=spec["defaultPipelineRoot"],
+                                    platform=platform))
         inputs.append(cluster.executor_inputs)
-        versions.append(list_versions(config.serving_model_dir))
-    return model, spec, config, runs, inputs, versions
+        disks.append(dict(cluster.pod_disk))
+        versions.append(_versions(store, config.serving_model_dir))
+    print(f"\n{model} on {kind}: bytes the launcher put on each pod's disk (run 1): {json.dumps(disks[0])}")
+    return dict(model=model, kind=kind, spec=spec, platform=platform, config=config, runs=produced,
+                inputs=inputs, versions=versions, disks=disks, address=store)
 
 
-def test_kfp_contract_every_step_runs_twice_and_pushes(two_runs):
-    model, spec, config, runs, _, versions = two_runs
-    for produced in runs:
+def test_kfp_contract_every_step_runs_and_pushes(runs):
+    spec, address = runs["spec"], runs["address"]
+    root = ROOTS[runs["kind"]]
+    for index, produced in enumerate(runs["runs"]):
         assert list(produced) == topological_tasks(spec)
         assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1.0
-        assert tf.io.gfile.exists(os.path.join(produced["Trainer"]["model"]["uri"], "Format-Serving",
-                                               "saved_model.pb"))
-    assert len(versions[0]) == 1 and len(versions[1]) == 2, versions
-    newest = os.path.join(config.serving_model_dir, str(versions[1][-1]))
-    assert tf.io.gfile.exists(os.path.join(newest, "saved_model.pb"))
+        for task, outputs in produced.items():  # as MLMD records them: under the run, in the root's scheme
+            for key, artifact in outputs.items():
+                assert artifact["uri"] == f"{root}/tfx/{spec['pipelineInfo']['name']}/run-{index + 1}/{task}/{key}"
+        model = produced["Trainer"]["model"]["uri"].split("://", 1)[1]
+        bucket, prefix = model.split("/", 1)
+        assert f"{prefix}/Format-Serving/saved_model.pb" in s3_server.keys(address, bucket, prefix + "/")
+        assert len(runs["versions"][index]) == index + 1, runs["versions"]
 
 
-def test_kfp_contract_second_run_compared_with_the_served_model(two_runs):
-    _, _, config, runs, _, versions = two_runs
-    first = runs[0]["Evaluator"]["blessing"]["metadata"]
-    second = runs[1]["Evaluator"]["blessing"]["metadata"]
-    assert "baseline_model_id" not in first and "baseline_model_uri" not in first  # nothing served yet
-    served = os.path.join(config.serving_model_dir, str(versions[0][0]))
-    assert second["baseline_model_uri"] == served
-    assert "baseline_model_id" not in second  # no id of an artifact KFP never saw (was: KeyError: 0)
-    # The candidate's id was translated back to the KFP artifact name of the Trainer's model.
-    assert second["current_model_id"] == runs[1]["Trainer"]["model"]["name"]
+def test_kfp_contract_the_launcher_put_every_input_on_the_pods_disk(runs):
+    """launcher_v2.go downloadArtifacts: the Trainer's pod holds all of its inputs, byte for byte."""
+    run = runs["runs"][0]
+    trainer_inputs = runs["inputs"][0]["Trainer"]["inputs"]["artifacts"]
+    expected = sum(_bytes_under(runs["address"], artifacts["artifacts"][0]["uri"].replace("minio://", "s3://"))
+                   for artifacts in trainer_inputs.values())
+    assert runs["disks"][0]["Trainer"] == expected > 0
+    assert runs["disks"][0]["ResolveInput"] == 0 and set(runs["disks"][0]) == set(run)
 
 
-def test_kfp_contract_inputs_are_what_the_backend_passes(two_runs):
+def test_kfp_contract_package_gives_the_steps_their_store(runs):
+    spec, platform, kind = runs["spec"], runs["platform"], runs["kind"]
+    secrets = {entry["secretName"] for config in platform["platforms"]["kubernetes"]["deploymentSpec"][
+        "executors"].values() for entry in config["secretAsEnv"]}
+    envs = [{e["name"] for e in executor["container"].get("env", [])}
+            for executor in spec["deploymentSpec"]["executors"].values()]
+    assert spec["defaultPipelineRoot"] == f"{ROOTS[kind]}/tfx"
+    if kind == "bundled":  # the install's secret; the endpoint is found in the pod (no cluster name baked in)
+        assert secrets == {"mlpipeline-minio-artifact"} and not any("S3_ENDPOINT" in env for env in envs)
+        # the graph's own paths (serving dir) as the steps' TensorFlow reads them
+        assert readable_paths(runs["config"]).serving_model_dir.startswith(f"s3://{BUNDLED_BUCKET}/v2/serving/")
+    else:
+        assert secrets == {OTHER_SECRET} and all("S3_ENDPOINT" in env for env in envs)
+
+
+def test_kfp_contract_inputs_are_what_the_backend_passes(runs):
     """The emulation is no friendlier than the backend: empty schemas, ids as names, URIs under the run."""
-    model, spec, config, runs, inputs, _ = two_runs
-    trainer = inputs[1]["Trainer"]
+    spec, produced, inputs = runs["spec"], runs["runs"][-1], runs["inputs"][-1]
+    run_id = f"run-{len(runs['runs'])}"
+    trainer = inputs["Trainer"]
     examples = trainer["inputs"]["artifacts"]["examples"]["artifacts"][0]
     assert examples["type"] == {"instanceSchema": ""}
-    assert examples["name"] == runs[1]["Transform"]["transformed_examples"]["name"]
-    assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"] or \
-        sorted(json.loads(examples["metadata"]["split_names"])) == ["eval", "train"]
+    assert examples["name"] == produced["Transform"]["transformed_examples"]["name"]
+    assert sorted(json.loads(examples["metadata"]["split_names"])) == ["eval", "train"]
     assert examples["metadata"]["display_name"] == "transformed_examples"
     model_out = trainer["outputs"]["artifacts"]["model"]["artifacts"][0]
-    assert model_out["uri"] == f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/run-2/Trainer/model"
+    assert model_out["uri"] == f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/{run_id}/Trainer/model"
     assert "name" not in model_out
     assert trainer["outputs"]["outputFile"].endswith("/kfp_outputs/output_metadata.json")
-    assert spec["defaultPipelineRoot"] == f"{config.output_dir}/tfx"
+
+
+def test_kfp_contract_second_run_compared_with_the_served_model(runs):
+    if len(runs["runs"]) < 2:
+        pytest.skip("one run in the default suite; the two-run cases are `slow`")
+    first = runs["runs"][0]["Evaluator"]["blessing"]["metadata"]
+    second = runs["runs"][1]["Evaluator"]["blessing"]["metadata"]
+    assert "baseline_model_id" not in first and "baseline_model_uri" not in first  # nothing served yet
+    assert second["baseline_model_uri"] == f"{runs['config'].serving_model_dir}/{runs['versions'][0][0]}"
+    assert "baseline_model_id" not in second  # no id of an artifact KFP never saw (was: KeyError: 0)
+    # The candidate's id was translated back to the KFP artifact name of the Trainer's model.
+    assert second["current_model_id"] == runs["runs"][1]["Trainer"]["model"]["name"]
 
 
 def test_kfp_contract_launcher_refuses_a_local_root(tmp_path):

@@ -761,7 +761,7 @@ def test_multi_user_run_needs_namespace(kfp_server: FakeKfp, package: Path) -> N
 
 
 @pytest.mark.parametrize("root, expected", [
-    ("minio://mlpipeline/v2/artifacts", "s3://BUCKET/PATH"),
+    ("minio://mlpipeline/v2/artifacts", "on another store than the one"),
     ("/mnt/data/root", "local path"),
     ("hdfs://nn/root", "hdfs://"),
 ])

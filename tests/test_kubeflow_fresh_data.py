@@ -37,8 +37,8 @@ def _images(root, classes: dict[str, int], seed: int):
 
 
 def _cnn(tmp_path, data, **settings):
-    spec, config, _ = compile_for_contract("cnn", tmp_path, cache=True, data=str(data),
-                                           family_settings={"image_size": 4, "channels": 1}, **settings)
+    spec, _, config, _ = compile_for_contract("cnn", tmp_path, cache=True, data=str(data),
+                                              family_settings={"image_size": 4, "channels": 1}, **settings)
     return spec, config
 
 
@@ -190,14 +190,14 @@ def test_kfp_contract_whole_pipeline_cached_downstream_until_new_data(tmp_path):
 @pytest.mark.timeout(1800)
 def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path):
     """--data in a bucket (moto's S3 server plays MinIO): listed through tensorflow-io, newest span read."""
-    import boto3
-    from test_kubeflow_s3 import KEYS, _keys
+    from support import s3_server
 
     from pipeline.kubeflow.storage import s3_environment
 
-    with _moto() as endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_keys())
-        client.create_bucket(Bucket="data")
+    keys = {"AWS_ACCESS_KEY_ID": s3_server.BUNDLED_KEYS["accesskey"],
+            "AWS_SECRET_ACCESS_KEY": s3_server.BUNDLED_KEYS["secretkey"]}
+    with s3_server.s3_server("data") as address:
+        endpoint, client = f"http://{address}", s3_server.client(address)
 
         def upload(span: str, classes: dict[str, int], seed: int) -> None:
             local = _images(tmp_path / "upload" / span, classes, seed)
@@ -206,7 +206,7 @@ def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path
 
         upload("span-1", {"cat": 2, "dog": 2}, seed=0)
         spec, _ = _cnn(tmp_path, "s3://data/pets", span_pattern="span-{SPAN}")
-        cluster = Cluster(str(tmp_path), allow_local_root=True, env={**s3_environment(endpoint), **KEYS})
+        cluster = Cluster(str(tmp_path), allow_local_root=True, env={**s3_environment(endpoint), **keys})
         produced = cluster.run(spec, runtime_root=spec["defaultPipelineRoot"], until=EXAMPLE_GEN)
         assert read_facts(produced[EXAMPLE_GEN]["examples"]["uri"])["num_examples"] == 4
         first = dict(cluster.output_parameters[RESOLVE_TASK])
@@ -215,20 +215,3 @@ def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path
         cluster.run(spec, runtime_root=spec["defaultPipelineRoot"], until=RESOLVE_TASK)
         assert cluster.output_parameters[RESOLVE_TASK]["span"] == 2
 
-
-def _moto():
-    import contextlib
-
-    from moto.server import ThreadedMotoServer
-
-    @contextlib.contextmanager
-    def server():
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        try:
-            host, port = moto.get_host_and_port()
-            yield f"http://{host}:{port}"
-        finally:
-            moto.stop()
-
-    return server()

@@ -7,20 +7,29 @@ from pipeline.kubeflow.storage import (
     WRITABLE_SCHEMES,
     KubeflowConfigError,
     check_pipeline_root,
+    check_s3_root,
     s3_environment,
 )
 
 
 def test_writable_schemes_are_ones_the_launcher_maps():
-    """A root must be a scheme KFP's launcher accepts (launcher_v2.go localPathForURI) and TFX can write."""
+    """A root must be a scheme KFP's launcher accepts (launcher_v2.go localPathForURI) and TFX can write
+    (minio://: as s3://, pipeline/kubeflow/bundled_store.py)."""
     assert {f"{s}://" for s in WRITABLE_SCHEMES} <= set(LAUNCHER_SCHEMES)
     assert DEFAULT_KFP_ROOT == DEFAULT_PIPELINE_ROOT  # config/env.go
-    for root in ("gs://bucket/tfx", "s3://mlpipeline/v2/tfx"):
+    for root in ("gs://bucket/tfx", "s3://mlpipeline/v2/tfx", DEFAULT_KFP_ROOT):
         check_pipeline_root(root, "test")
 
 
+def test_an_s3_root_needs_an_endpoint():
+    with pytest.raises(KubeflowConfigError, match="no --s3-endpoint was given") as caught:
+        check_s3_root("s3://team/tfx", None, "compile --pipeline-root")
+    assert "minio://team/..." in str(caught.value) and "kfp-launcher" in str(caught.value)
+    check_s3_root("s3://team/tfx", "http://ceph-rgw.storage:7480", "compile")
+    check_s3_root("minio://mlpipeline/tfx", None, "compile")
+
+
 @pytest.mark.parametrize("root, expected", [
-    (DEFAULT_KFP_ROOT, "MinIO, KFP's default store, speaks the S3 protocol"),
     ("/abs/path", "is a local path"),
     ("file:///x", "is a local path"),
     ("https://example.com/x", "uses https://"),

@@ -14,6 +14,9 @@ Choices (TFX 1.16 traps included):
   what a KFP backend passes before TFX's own entrypoint runs (stackenv/compat.py).
 - The pipeline root is recorded in the package (``defaultPipelineRoot``, which TFX's YAML
   writer drops) and must be storage a pod can write (pipeline/kubeflow/storage.py).
+- A ``minio://`` root (KFP's bundled store) stays the launcher's root, while the graph's own
+  paths (serving dir, data) become ``s3://`` and every step gets the store's secret as env
+  (pipeline/kubeflow/bundled_store.py).
 - A step before the ExampleGen lists its input with KFP caching off, so the ExampleGen's
   cache key changes when the data does (pipeline/kubeflow/fresh_data.py).
 """
@@ -33,6 +36,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
 from pipeline.graph import StepLaunchers, create_pipeline
+from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.entrypoint import COMMAND
 from pipeline.kubeflow.fresh_data import add_input_resolution
 from pipeline.kubeflow.platform import StepSettings, apply_step_settings
@@ -85,6 +89,21 @@ def kfp_pipeline_root(config: PipelineConfig) -> str:
     return f"{config.output_dir.rstrip('/')}/tfx"
 
 
+def readable_paths(config: PipelineConfig) -> PipelineConfig:
+    """The config with its ``minio://`` paths as the steps' TensorFlow and Beam read them (``s3://``)."""
+    return dataclasses.replace(
+        config, output_dir=bundled_store.readable_uri(config.output_dir),
+        data=bundled_store.readable_uri(config.data) if config.data else config.data,
+        schema_file=bundled_store.readable_uri(config.schema_file) if config.schema_file else config.schema_file)
+
+
+def store_settings(settings: StepSettings, launcher_root: str) -> StepSettings:
+    """On the bundled store every step gets its secret's keys as env (what the launcher itself uses)."""
+    if not launcher_root.startswith(bundled_store.SCHEME):
+        return settings
+    return dataclasses.replace(settings, s3_secret=settings.s3_secret or bundled_store.SECRET, bundled_store=True)
+
+
 def training_job_launchers(config: PipelineConfig) -> StepLaunchers:
     """``--trainer-workers``/``--tune-workers`` > 1: the step's function becomes a launcher that creates a
     training job of that many pods and waits for it (pipeline/kubeflow/training/); otherwise it runs in the step."""
@@ -111,23 +130,26 @@ def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, im
     """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
     Kubernetes platform spec as a second document when ``settings`` need one."""
     package_path = package_path or default_package_path(config)
+    launcher_root = kfp_pipeline_root(config)  # minio:// stays: the launcher opens it itself
+    config = readable_paths(config)
+    settings = store_settings(settings or StepSettings(), launcher_root)
     pipeline = create_pipeline(config, dataset,
                                beam_pipeline_args=config.beam_pipeline_args(dataset.num_examples if dataset else 0),
                                launchers=training_job_launchers(config))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
-    spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), kfp_pipeline_root(config))
+    spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), launcher_root)
     spec = add_input_resolution(spec)  # the ExampleGen's cache key includes its input's listing
-    platform = apply_step_settings(spec, settings or StepSettings())
+    platform = apply_step_settings(spec, settings)
     if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow/training/tfjob_step.py)
         from pipeline.kubeflow.training.tfjob_step import apply_trainer_workers
 
-        apply_trainer_workers(spec, image, settings or StepSettings())
+        apply_trainer_workers(spec, image, settings)
     if config.tune_trials and config.tune_workers > 1:  # the Tuner step launches a TFJob (training/tuner_launcher.py)
         from pipeline.kubeflow.training.tfjob_step import apply_tune_workers
 
-        apply_tune_workers(spec, image, settings or StepSettings())
+        apply_tune_workers(spec, image, settings)
     directory = os.path.dirname(os.path.abspath(package_path))
     os.makedirs(directory, exist_ok=True)
     with open(package_path, "w") as handle:

@@ -137,27 +137,42 @@ def run_pipeline_root(spec: dict, package_path: str, pipeline_root: str | None, 
     """The root a run of this package writes to: ``pipeline_root``, else the package's own.
 
     The KFP API server reads only the run's ``runtime_config.pipeline_root`` and otherwise
-    falls back to ``minio://mlpipeline/v2/artifacts`` (backend src/v2/driver/driver.go
-    RootDAG), which no TFX step can write, so a run always gets one, checked first. An
-    upload alone only checks a root it has.
+    falls back to the ``kfp-launcher`` ConfigMap's root or ``minio://mlpipeline/v2/artifacts``
+    (backend src/v2/driver/driver.go RootDAG), for which a package compiled for another store
+    has no credentials, so a run always gets one, checked first. A root on another store than
+    the package's is refused too: the steps' endpoint and keys are compiled in. An upload alone
+    only checks a root it has.
     """
-    root = (pipeline_root or "").strip() or spec.get("defaultPipelineRoot")
+    package_root = spec.get("defaultPipelineRoot")
+    root = (pipeline_root or "").strip() or package_root
     if not root and not run:
-        log.warning("%s records no pipeline root: start its runs with --pipeline-root (KFP's default, %s, "
-                    "cannot be written by TFX).", package_path, DEFAULT_KFP_ROOT)
+        log.warning("%s records no pipeline root: start its runs with --pipeline-root (KFP would use its "
+                    "default, %s).", package_path, DEFAULT_KFP_ROOT)
         return None
+    if not root:
+        raise DeployError(
+            f"{package_path} records no pipeline root and --pipeline-root was not given, so KFP would use "
+            f"its default {DEFAULT_KFP_ROOT}, for which this package's steps have no credentials. Recompile "
+            "with `python -m pipeline compile --pipeline-root minio://mlpipeline/tfx` (KFP's own store) or "
+            "gs://BUCKET/PATH, or pass --pipeline-root.")
     try:
-        if not root:
-            check_pipeline_root(DEFAULT_KFP_ROOT, f"deploy {package_path}")  # raises: minio:// is not writable
-        else:
-            check_pipeline_root(root, "deploy --pipeline-root" if pipeline_root else
-                                f"deploy {package_path} (its defaultPipelineRoot)")
+        check_pipeline_root(root, "deploy --pipeline-root" if pipeline_root else
+                            f"deploy {package_path} (its defaultPipelineRoot)")
     except KubeflowConfigError as error:
-        missing = ("" if root else f"The package records no pipeline root and --pipeline-root was not "
-                   f"given, so KFP would use its default {DEFAULT_KFP_ROOT}. Recompile with "
-                   "`python -m pipeline compile --pipeline-root gs://BUCKET/PATH` or pass --pipeline-root. ")
-        raise DeployError(missing + str(error)) from error
+        raise DeployError(str(error)) from error
+    if pipeline_root and package_root and _store(root) != _store(package_root):
+        raise DeployError(
+            f"deploy --pipeline-root {root} is on another store than the one {package_path} was compiled for "
+            f"({package_root}): the steps' endpoint and keys are compiled into the package, so its pods could "
+            f"not read or write {_store(root)}. Pass a root in {_store(package_root)}, or recompile with "
+            f"`python -m pipeline compile --pipeline-root {root}`.")
     return root
+
+
+def _store(root: str) -> str:
+    """scheme://bucket of a root."""
+    scheme, _, rest = root.partition("://")
+    return f"{scheme}://{rest.split('/')[0]}"
 
 
 def default_pipeline_name(spec: dict, package_path: str) -> str:

@@ -8,6 +8,10 @@ need (pipeline/kubeflow/storage.py), and then runs TFX's ``kubeflow_v2_run_execu
 exactly as ``python -m`` would, so TFX's flag parsing, executor dispatch and ExecutorOutput
 writing stay untouched.
 
+On KFP's bundled object store (a ``minio://`` root) TFX works on ``s3://`` forms of the
+URIs at the store's endpoint, and the ExecutorOutput gets the original URIs back
+(pipeline/kubeflow/bundled_store.py says why).
+
 For the ExampleGen it also applies what the input-resolution step found
 (pipeline/kubeflow/fresh_data.py) as TFX's ExampleGen driver would have: the resolved
 ``input_config``, ``span``, ``version`` and ``input_fingerprint`` arrive as input parameters,
@@ -25,7 +29,10 @@ from stackenv.compat import (
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
 )
+from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
+from pipeline.kubeflow import bundled_store
+from pipeline.kubeflow.bundled_store import SCHEME
 from pipeline.kubeflow.resolve_input import NO_VERSION
 from pipeline.kubeflow.storage import register_filesystems
 
@@ -47,30 +54,44 @@ def apply_resolved_input(executor_input: dict) -> bool:
     return True
 
 
-def _apply_resolved_input_in_argv(args: list[str]) -> list[str]:
+def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
+    """Apply the resolved input and the bundled store's URIs; returns (args, the ExecutorInput as the
+    launcher passed it, or None when the arguments carry none)."""
     args = list(args)
     for at, arg in enumerate(args):
         inline = arg.startswith(INVOCATION_FLAG + "=")
         if (arg == INVOCATION_FLAG and at + 1 < len(args)) or inline:
             at, text = (at, arg[len(INVOCATION_FLAG) + 1:]) if inline else (at + 1, args[at + 1])
+            original = json.loads(text)
             executor_input = json.loads(text)
-            if apply_resolved_input(executor_input):
+            changed = apply_resolved_input(executor_input)
+            if bundled_store.uses_bundled_store(text):
+                bundled_store.configure_environment()
+                executor_input, changed = bundled_store.to_readable(executor_input), changed or SCHEME in text
+            if changed:
                 text = json.dumps(executor_input)
                 args[at] = f"{INVOCATION_FLAG}={text}" if inline else text
-            break
-    return args
+            return args, original
+    return args, None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = restore_artifact_types_in_argv(sys.argv[1:] if argv is None else argv)
-    args = _apply_resolved_input_in_argv(args)
+    try:
+        args, executor_input = _rewrite_executor_input(args)
+    except ProjectError as error:  # the bundled store cannot be reached: one paragraph, before TFX starts
+        print(f"error: {error.paragraph}", file=sys.stderr)
+        return error.exit_code or EXIT_USER_ERROR
     register_filesystems(" ".join(args))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
     try:
         runpy.run_module(TFX_ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
+        code = 0
     except SystemExit as done:  # absl's app.run ends with sys.exit
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return 0
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    if code == 0 and executor_input and SCHEME in json.dumps(executor_input):
+        bundled_store.restore_output_uris(executor_input["outputs"]["outputFile"], executor_input)
+    return code
 
 
 if __name__ == "__main__":

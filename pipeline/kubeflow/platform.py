@@ -13,6 +13,7 @@
 import dataclasses
 import re
 
+from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
 TRAINER_TASK = "Trainer"
@@ -43,6 +44,7 @@ class StepSettings:
     image_pull_secrets: list[str] = dataclasses.field(default_factory=list)
     s3_endpoint: str | None = None       # http://minio-service.kubeflow:9000
     s3_secret: str | None = None         # a secret with keys accesskey/secretkey
+    bundled_store: bool = False          # a minio:// root: the step finds the endpoint (bundled_store.py)
 
     def __post_init__(self) -> None:
         for name in ("cpu_request", "cpu_limit", "memory_request", "memory_limit", "trainer_cpu",
@@ -50,7 +52,7 @@ class StepSettings:
             _quantity(getattr(self, name), name.replace("_", "-"))
         if self.trainer_gpus < 0:
             raise KubeflowConfigError(f"--trainer-gpus {self.trainer_gpus}: a GPU count is 0 or more.")
-        if self.s3_secret and not self.s3_endpoint:
+        if self.s3_secret and not self.s3_endpoint and not self.bundled_store:
             raise KubeflowConfigError(
                 f"--s3-secret {self.s3_secret} without --s3-endpoint: the steps need both the keys and the "
                 "endpoint, e.g. --s3-endpoint http://minio-service.kubeflow:9000 --s3-secret "
@@ -174,6 +176,8 @@ def apply_step_settings(spec: dict, settings: StepSettings) -> dict | None:
     label_of = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]
                 for task, body in spec["root"]["dag"]["tasks"].items()}
     env = s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}
+    if settings.bundled_store:
+        env[bundled_store.MARKER] = bundled_store.MARKER_VALUE
     for task, label in label_of.items():
         container = executors[label]["container"]
         resources = _resources(settings, task)

@@ -25,6 +25,7 @@ import stackenv  # noqa: F401 - the TF/TFX environment first
 from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
+from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.storage import register_filesystems
 
 COMMAND = ["python", "-m", "pipeline.kubeflow.resolve_input"]
@@ -57,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     executor_input = json.loads(args.executor_input)
     parameters = executor_input.get("inputs", {}).get("parameterValues", {})
-    register_filesystems(str(parameters.get("input_base", "")))
     try:
+        if bundled_store.uses_bundled_store(""):
+            bundled_store.configure_environment()
+        register_filesystems(str(parameters.get("input_base", "")))
         values = resolve(parameters)
     except ProjectError as error:
         print(f"error: {error.paragraph}", file=sys.stderr)

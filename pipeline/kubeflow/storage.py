@@ -7,7 +7,13 @@ Two facts decide it. KFP's launcher gives every output artifact the URI
 every output): a local path fails every step. And TFX writes artifacts itself through
 ``tf.io.gfile`` and Beam, which know ``gs://`` (and ``s3://`` with tensorflow-io and
 ``apache-beam[aws]``) but no ``minio://``, KFP's default root
-(``minio://mlpipeline/v2/artifacts``, backend ``src/v2/config/env.go``).
+(``minio://mlpipeline/v2/artifacts``, backend ``src/v2/config/env.go``): a ``minio://`` root
+is KFP's bundled store, which the steps read as ``s3://`` (pipeline/kubeflow/bundled_store.py).
+
+An ``s3://`` root needs the endpoint twice: the steps get it from ``--s3-endpoint`` (compiled
+into their env), the launcher from the ``providers`` entry of the namespace's
+``kfp-launcher`` ConfigMap (backend ``src/v2/config/s3.go``; pipeline/kubeflow/launcher_config.py
+writes it), since it reads none of the step's own variables for an endpoint before 2.15.
 """
 import os
 from collections.abc import Mapping
@@ -24,13 +30,11 @@ DEFAULT_KFP_ROOT = "minio://mlpipeline/v2/artifacts"  # backend src/v2/config/en
 # Scheme -> what the image needs for it; the only roots a step can both get and write.
 WRITABLE_SCHEMES: dict[str, str] = {
     "gs": "Google Cloud Storage (credentials: the pod's service account / Workload Identity)",
-    "s3": "S3 or an S3-compatible store such as MinIO (endpoint and keys from the pod's environment, "
-          "e.g. `compile --s3-endpoint URL --s3-secret NAME`)",
+    "s3": "S3 or an S3-compatible store such as MinIO elsewhere, Ceph or R2 (endpoint and keys: "
+          "`compile --s3-endpoint URL --s3-secret NAME`, and the launcher's providers config)",
+    "minio": "KFP's bundled object store (MinIO, SeaweedFS from KFP 2.16), e.g. minio://mlpipeline/tfx: "
+             "nothing to configure, the steps use the install's secret mlpipeline-minio-artifact",
 }
-MINIO_HINT = (
-    "MinIO, KFP's default store, speaks the S3 protocol: TensorFlow and Beam have no minio:// "
-    "filesystem, so name the same bucket as s3://BUCKET/PATH and give the pods the endpoint and "
-    "keys (see kubeflow/README.md, 'Storage')")
 
 
 def scheme_of(uri: str) -> str:
@@ -43,9 +47,7 @@ def check_pipeline_root(root: str, where: str) -> None:
     if scheme in WRITABLE_SCHEMES and root.split("://", 1)[1].strip("/"):
         return
     supported = ", ".join(f"{s}:// ({what})" for s, what in WRITABLE_SCHEMES.items())
-    if scheme == "minio":
-        reason = f"{root} is a minio:// root. {MINIO_HINT}."
-    elif not scheme or scheme == "file":
+    if not scheme or scheme == "file":
         reason = (f"{root} is a local path. KFP's launcher gives every step's outputs URIs under the "
                   "pipeline root and fails any step whose root is not gs://, s3:// or minio:// "
                   "('failed to generate local storage path'), so a pod can never write there.")
@@ -55,7 +57,24 @@ def check_pipeline_root(root: str, where: str) -> None:
         reason = f"{root} uses {scheme}://, which neither KFP's launcher nor this image can write."
     raise KubeflowConfigError(
         f"{where}: the pipeline root must be object storage the pipeline image can write. {reason} "
-        f"Supported: {supported}. Pass e.g. --pipeline-root gs://my-bucket/tfx.")
+        f"Supported: {supported}. Pass e.g. --pipeline-root gs://my-bucket/tfx, or --pipeline-root "
+        "minio://mlpipeline/tfx for KFP's own store.")
+
+
+def check_s3_root(root: str, s3_endpoint: str | None, where: str) -> None:
+    """An ``s3://`` root needs an endpoint for the steps (AWS included: the region's endpoint)."""
+    if scheme_of(root) != "s3" or s3_endpoint:
+        return
+    bucket = root.split("://", 1)[1].split("/")[0]
+    raise KubeflowConfigError(
+        f"{where}: {root} is an s3:// root but no --s3-endpoint was given, so the steps' TensorFlow and "
+        "Beam would not know which store to talk to. Pass the store's URL: --s3-endpoint "
+        "http://HOST:9000 for MinIO elsewhere or Ceph RGW, https://ACCOUNT.r2.cloudflarestorage.com "
+        "for R2, https://s3.REGION.amazonaws.com for AWS; with --s3-secret NAME for a Kubernetes "
+        "secret holding its keys as accesskey/secretkey. KFP's launcher needs the same endpoint in the "
+        "providers entry of the namespace's kfp-launcher ConfigMap (compile writes it next to the "
+        f"package; kubeflow/README.md, 'An s3:// root on another endpoint'). For KFP's own store use "
+        f"--pipeline-root minio://{bucket}/... instead: it needs neither.")
 
 
 def register_filesystems(text: str) -> None:
@@ -76,6 +95,9 @@ def s3_environment(endpoint: str, region: str = "us-east-1",
     Keys come separately (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, from a Kubernetes secret
     on a cluster). ``endpoint`` is a URL: http:// for MinIO inside the cluster.
     """
+    if "://" not in endpoint:
+        raise KubeflowConfigError(f"--s3-endpoint {endpoint!r} is not a URL: write http://{endpoint} (no TLS, "
+                                  f"e.g. MinIO inside the cluster) or https://{endpoint}.")
     secure = endpoint.startswith("https://")
     return {
         "AWS_ENDPOINT_URL": endpoint,             # boto3 >= 1.28.57, used by Beam's S3 filesystem

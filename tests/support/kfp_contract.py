@@ -16,6 +16,21 @@ same code in 2.2-2.5; read it with ``git show 2.3.0:backend/src/v2/...``):
   output's declared ``type`` and ``metadata`` and NO name.
 - A root the launcher cannot map to a local path (not gs://, minio://, s3://) fails every
   step (component/launcher_v2.go prepareOutputFolders -> localPathForURI).
+- The object store (kfp_launcher.py, each rule cited there): the session of the run's root
+  from the ``kfp-launcher`` ConfigMap or the bundled store's secret, every input artifact
+  downloaded to the pod's disk before the command, the reported output URIs checked against
+  the run's bucket and local output folders uploaded, against a real S3 server.
+- The pod (driver/driver.go initPodSpecPatch, extendPodSpecPatch): the container's ``env``;
+  the platform spec's ``secretAsEnv`` from the namespace's secrets (a missing secret or key
+  keeps a real pod in CreateContainerConfigError: here the task fails with kubelet's
+  message); ``nodeSelector`` and resource requests (cpu, memory, accelerator) against the
+  node (a real pod stays Pending: here the task fails with the scheduler's message). The
+  launcher runs in the same container, so it sees the same environment. Kubernetes adds
+  ``<SERVICE>_SERVICE_HOST``/``_PORT`` for each Service of the pod's namespace.
+- Steps whose ``dependentTasks`` are done run at the same time (the Argo DAG starts a task
+  when its dependencies succeed: compiler/argocompiler/dag.go).
+- The ExecutorOutput file is parsed strictly (launcher_v2.go getExecutorOutputFile:
+  protojson.Unmarshal rejects unknown fields and wrong types).
 - ``outputs.outputFile`` is ``/tmp/kfp_outputs/output_metadata.json``
   (component/launcher_v2.go OutputMetadataFilepath), in a fresh pod.
 - Parameters: ``runtimeValue.constant`` values as they are in the spec, plus the component's
@@ -60,10 +75,13 @@ same code in 2.2-2.5; read it with ``git show 2.3.0:backend/src/v2/...``):
 
 Deviations, each because there is no cluster here: the image is this checkout (its
 command's ``python`` is this interpreter, its ENV lines are read from kubeflow/Dockerfile,
-paths baked into the image are mapped by ``image_paths``); ``/tmp`` of the pod is a fresh
-directory per task; a local-path root can be allowed (``allow_local_root``) so the tests
-run without object storage, although a real launcher refuses it; one namespace (the cache
-lookup's namespace predicate is always the same).
+paths baked into the image are mapped by ``image_paths``); the pod's file system is a fresh
+directory per task (``/tmp`` and the launcher's ``/minio``, ``/s3``, ``/gcs`` under it); a
+Service's env names the address this machine reaches (not a cluster IP and the service
+port); ``env`` adds variables to every pod as an admission webhook would; secret volumes,
+tolerations and config maps are not applied; a local-path root can be allowed
+(``allow_local_root``, for tests of other things) although a real launcher refuses it; one
+namespace (the cache lookup's namespace predicate is always the same).
 """
 import hashlib
 import json
@@ -72,14 +90,22 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from support import kfp_launcher
+from support.kfp_launcher import LauncherError, Pod
 
 KFP_BACKEND_TAG = "2.3.0"
 DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"      # config/env.go
 OUTPUT_METADATA_FILEPATH = "/tmp/kfp_outputs/output_metadata.json"  # component/launcher_v2.go
 OUTPUT_PARAMETERS_DIR = "/tmp/kfp/outputs"  # driver/driver.go provisionOutputs
-LAUNCHER_SCHEMES = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/"}  # localPathForURI
+LAUNCHER_SCHEMES = kfp_launcher.LOCAL_MOUNTS  # localPathForURI
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -109,11 +135,34 @@ def generate_output_uri(root: str, *paths: str) -> str:
     return f"{root.rstrip('/')}/{os.path.normpath('/'.join(paths)).lstrip('/')}"
 
 
-def local_path_for_uri(uri: str) -> str | None:
-    for scheme, mount in LAUNCHER_SCHEMES.items():
-        if uri.startswith(scheme):
-            return mount + uri[len(scheme):]
-    return None
+local_path_for_uri = kfp_launcher.local_path_for_uri
+
+
+def parse_executor_output(path: str) -> dict:
+    """launcher_v2.go getExecutorOutputFile: none is empty; anything protojson refuses fails the task."""
+    if not os.path.exists(path):
+        return {"parameterValues": {}, "artifacts": {}}
+    with open(path) as handle:
+        text = handle.read()
+    try:
+        json_format.Parse(text, pipeline_spec_pb2.ExecutorOutput())
+    except json_format.ParseError as error:
+        raise LauncherError(f"failed to unmarshall ExecutorOutput in file {path!r}: {error}") from None
+    return json.loads(text)
+
+
+def platform_config(platform: dict | None, executor_label: str) -> dict:
+    """The Kubernetes executor config of one executor (kubernetes_platform, keyed by executor label)."""
+    executors = (((platform or {}).get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec", {})
+    return (executors.get("executors") or {}).get(executor_label) or {}
+
+
+_MEMORY_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def _bytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)([A-Za-z]*)", quantity).groups()
+    return float(number) * _MEMORY_UNITS[unit]
 
 
 def dockerfile_env(path: str = os.path.join(REPO, "kubeflow", "Dockerfile")) -> dict[str, str]:
@@ -215,14 +264,28 @@ def _from_mlmd_value(kind_value):
 class Cluster:
     """The MLMD store and object store of one KFP installation, across runs."""
 
-    def __init__(self, work_dir: str, pipeline_root: str | None = None, allow_local_root: bool = False,
-                 image_paths: Mapping[str, str] = (), env: Mapping[str, str] = (), timeout: int = 900):
+    def __init__(self, work_dir: str, allow_local_root: bool = False, image_paths: Mapping[str, str] = (),
+                 env: Mapping[str, str] = (), timeout: int = 900, *, namespace: str = "kubeflow",
+                 secrets: Mapping[str, Mapping[str, str]] = (), launcher_config: Mapping[str, str] | None = None,
+                 services: Mapping[str, tuple[int, str]] = (), node_labels: Mapping[str, str] = (),
+                 node_allocatable: Mapping[str, str] = (), parallel: bool = True):
+        """``secrets``: the namespace's secrets (name -> key -> value); ``launcher_config``: the data
+        of its ``kfp-launcher`` ConfigMap (None: there is none); ``services``: the Services of the
+        ``kubeflow`` namespace, name -> (service port, the address that serves it here)."""
         self.work_dir = work_dir
-        self.pipeline_root = pipeline_root
         self.allow_local_root = allow_local_root
         self.image_paths = dict(image_paths)
         self.env = dict(env)
         self.timeout = timeout
+        self.namespace = namespace
+        self.secrets = {name: dict(data) for name, data in dict(secrets).items()}
+        self.launcher_config = dict(launcher_config) if launcher_config is not None else None
+        self.services = dict(services)
+        self.node_labels = {"kubernetes.io/os": "linux", **dict(node_labels)}
+        self.node_allocatable = {"cpu": "16", "memory": "64Gi", **dict(node_allocatable)}
+        self.parallel = parallel
+        self.pod_disk: dict[str, int] = {}  # last run: task -> bytes the launcher downloaded to its pod
+        self._lock = threading.Lock()
         self.artifacts: dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
         self.next_id = 1
         self.executor_inputs: dict[str, dict] = {}  # last run: task -> the ExecutorInput it got
@@ -233,19 +296,61 @@ class Cluster:
 
     # -- the driver ---------------------------------------------------------------------------
     def run(self, spec: dict, run_id: str | None = None, runtime_root: str | None = None,
-            until: str | None = None) -> dict[str, dict[str, dict]]:
-        """One run: every task in dependency order; returns task -> output key -> MLMD artifact."""
+            until: str | None = None, platform: dict | None = None) -> dict[str, dict[str, dict]]:
+        """One run: each task once its dependencies are done; returns task -> output key -> MLMD artifact.
+
+        The root is the run's (``runtime_root``, what ``deploy`` sends), else the launcher config's
+        ``defaultPipelineRoot``, else KFP's default (driver/driver.go RootDAG); never the package's
+        ``defaultPipelineRoot``, which the backend does not read. ``until``: that task and the tasks
+        it depends on only. ``platform``: the package's Kubernetes platform spec document.
+        """
         run_id = run_id or str(uuid.uuid4())
-        root = runtime_root or self.pipeline_root or DEFAULT_PIPELINE_ROOT
+        root = runtime_root or (self.launcher_config or {}).get("defaultPipelineRoot") or DEFAULT_PIPELINE_ROOT
         run_root = generate_output_uri(root, spec["pipelineInfo"]["name"], run_id)
+        if "?" in root:  # metadata/client.go GenerateOutputURI(..., preserveQueryString=true) for the run's root
+            run_root += "?" + root.split("?", 1)[1]
+        session = None
+        if local_path_for_uri(root) is not None:
+            try:
+                session = kfp_launcher.store_session_info(root, self.launcher_config)
+            except LauncherError as error:
+                raise TaskFailed("driver", f"driver.RootDAG failed: {error}") from None
+        tasks = spec["root"]["dag"]["tasks"]
+        wanted = set(topological_tasks(spec))
+        if until:
+            wanted, pending = set(), [until]
+            while pending:
+                task = pending.pop()
+                if task not in wanted:
+                    wanted.add(task)
+                    pending.extend(tasks[task].get("dependentTasks", []))
         produced: dict[str, dict[str, int]] = {}
-        self.executor_inputs, self.states, self.output_parameters = {}, {}, {}
-        for task_name in topological_tasks(spec):
-            produced[task_name] = self._run_task(spec, task_name, produced, run_root, run_id)
-            if task_name == until:
-                break
-        return {task: {key: self.runtime_artifact(i) for key, i in outputs.items()}
-                for task, outputs in produced.items()}
+        self.executor_inputs, self.states, self.output_parameters, self.pod_disk = {}, {}, {}, {}
+        with ThreadPoolExecutor(max_workers=len(wanted) if self.parallel else 1) as pool:
+            running: dict = {}
+            failure = None
+            while failure is None and (len(produced) < len(wanted) or running):
+                for task in topological_tasks(spec):
+                    ready = all(d in produced for d in tasks[task].get("dependentTasks", []))
+                    if task in wanted and task not in produced and task not in running.values() and ready and \
+                            (self.parallel or not running):
+                        running[pool.submit(self._run_task, spec, task, produced, run_root, run_id, session,
+                                            platform)] = task
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = running.pop(future)
+                    if future.exception() is not None:
+                        failure = failure or future.exception()
+                    else:
+                        produced[task] = future.result()
+            for future in list(running):  # a failed task fails the run; what runs finishes (Argo)
+                future.exception()
+            if failure is not None:
+                raise failure
+        return {task: {key: self.runtime_artifact(i) for key, i in produced[task].items()}
+                for task in topological_tasks(spec) if task in produced}
 
     def runtime_artifact(self, artifact_id: int) -> dict:
         """OutputArtifact.ToRuntimeArtifact: what a downstream task receives."""
@@ -299,7 +404,8 @@ class Cluster:
         return value
 
     def _run_task(self, spec: dict, task_name: str, produced: dict[str, dict[str, int]],
-                  run_root: str, run_id: str) -> dict[str, int]:
+                  run_root: str, run_id: str, session: dict | None = None, platform: dict | None = None
+                  ) -> dict[str, int]:
         task = spec["root"]["dag"]["tasks"][task_name]
         component = spec["components"][task["componentRef"]["name"]]
         container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
@@ -318,7 +424,9 @@ class Cluster:
                 raise TaskFailed(task_name, f"failed to generate local storage path for output artifact "
                                  f"{key!r}: failed to generate local path for URI {artifact['uri']}: "
                                  "unsupported storage scheme")
-        pod_tmp = tempfile.mkdtemp(prefix=f"pod-{task_name}-", dir=self.work_dir)
+        pod_root = tempfile.mkdtemp(prefix=f"pod-{task_name}-", dir=self.work_dir)
+        pod_tmp = os.path.join(pod_root, "tmp")
+        os.makedirs(pod_tmp)
         output_file = os.path.join(pod_tmp, os.path.relpath(OUTPUT_METADATA_FILEPATH, "/tmp"))
         parameter_types = {name: declared["parameterType"] for name, declared in
                            component.get("outputDefinitions", {}).get("parameters", {}).items()}
@@ -334,37 +442,101 @@ class Cluster:
         fingerprint = ""
         if task.get("cachingOptions", {}).get("enableCache"):
             fingerprint = cache_fingerprint(executor_input, parameter_types, container)
-            hits = [execution for key, name, execution in self.cache if key == fingerprint and name == pipeline_name]
-            if hits:
-                cached = self.executions[hits[-1]]
-                self.executions.append({**cached, "task": task_name, "run": run_id, "state": "CACHED"})
-                self.states[task_name] = "CACHED"
-                self.output_parameters[task_name] = dict(cached["parameters"])
-                return dict(cached["artifacts"])
+            with self._lock:
+                hits = [execution for key, name, execution in self.cache
+                        if key == fingerprint and name == pipeline_name]
+                if hits:
+                    cached = self.executions[hits[-1]]
+                    self.executions.append({**cached, "task": task_name, "run": run_id, "state": "CACHED"})
+                    self.states[task_name] = "CACHED"
+                    self.output_parameters[task_name] = dict(cached["parameters"])
+                    return dict(cached["artifacts"])
         self.executor_inputs[task_name] = executor_input = {
             **executor_input, "inputs": {**executor_input["inputs"],
                                          "parameterValues": self._with_defaults(parameters, component)}}
         os.makedirs(os.path.dirname(output_file), exist_ok=True)
         for declared in output_parameters.values():
             os.makedirs(os.path.dirname(declared["outputFile"]), exist_ok=True)
-        self._launch(task_name, container, executor_input, pod_tmp)
-        recorded = self._record_outputs(executor_input, output_file)
-        values = self._collect_output_parameters(task_name, executor_input, output_file, parameter_types)
-        self.executions.append({"task": task_name, "run": run_id, "state": "COMPLETE", "artifacts": recorded,
-                                "parameters": values})
-        if fingerprint:
-            self.cache.append((fingerprint, pipeline_name, len(self.executions) - 1))
-        self.states[task_name] = "COMPLETE"
-        self.output_parameters[task_name] = values
+        # Only now is there a pod (a cache hit creates none): its env, the scheduler's fit.
+        pod_env = {**self.env, **self._pod_env(task_name, container,
+                                               platform_config(platform, component["executorLabel"]))}
+        pod = Pod(self.namespace, pod_env, self.secrets, self._dns())
+        try:
+            if session is not None:  # Execute: OpenBucket, then downloadArtifacts
+                kfp_launcher.Bucket(kfp_launcher.BucketConfig.parse(run_root), session, pod)
+                self.pod_disk[task_name] = kfp_launcher.download_inputs(executor_input, run_root, session, pod,
+                                                                        pod_root)
+            self._launch(task_name, container, executor_input, pod_tmp, pod_env)
+            reported = parse_executor_output(output_file)
+            values = self._collect_output_parameters(task_name, executor_input, reported, parameter_types)
+            if session is not None:
+                merged = kfp_launcher.upload_outputs(executor_input, reported.get("artifacts", {}), run_root,
+                                                     session, pod, pod_root)
+            else:
+                merged = self._merge_outputs(executor_input, reported.get("artifacts", {}))
+        except LauncherError as error:
+            raise TaskFailed(task_name, f"failed to execute component: {error}") from None
+        with self._lock:
+            recorded = self._record_outputs(task_name, executor_input, merged)
+            self.executions.append({"task": task_name, "run": run_id, "state": "COMPLETE", "artifacts": recorded,
+                                    "parameters": values})
+            if fingerprint:
+                self.cache.append((fingerprint, pipeline_name, len(self.executions) - 1))
+            self.states[task_name] = "COMPLETE"
+            self.output_parameters[task_name] = values
         return recorded
 
+    # -- the pod ------------------------------------------------------------------------------
+    def _dns(self) -> dict[str, str]:
+        names = {}
+        for service, (port, address) in self.services.items():
+            for name in (f"{service}.kubeflow:{port}", f"{service}.kubeflow.svc:{port}",
+                         f"{service}.kubeflow.svc.cluster.local:{port}", address):
+                names[name] = address
+        return names
+
+    def _pod_env(self, task_name: str, container: dict, config: dict) -> dict[str, str]:
+        """driver.go initPodSpecPatch + extendPodSpecPatch, kubelet's env and the scheduler's fit."""
+        env = {}
+        if self.namespace == "kubeflow":  # Kubernetes' service links: Services of the pod's own namespace
+            for service, (_, address) in self.services.items():
+                host, port = address.rsplit(":", 1)
+                prefix = service.upper().replace("-", "_")
+                env.update({f"{prefix}_SERVICE_HOST": host, f"{prefix}_SERVICE_PORT": port})
+        env.update({item["name"]: item.get("value", "") for item in container.get("env", [])})
+        for source in config.get("secretAsEnv", []):
+            name = source["secretName"]
+            for pair in source.get("keyToEnv", []):
+                if name not in self.secrets:
+                    raise TaskFailed(task_name, f"pod stays in CreateContainerConfigError: secret {name!r} not found "
+                                     f"(namespace {self.namespace!r})")
+                if pair["secretKey"] not in self.secrets[name]:
+                    raise TaskFailed(task_name, f"pod stays in CreateContainerConfigError: couldn't find key "
+                                     f"{pair['secretKey']} in Secret {self.namespace}/{name}")
+                env[pair["envVar"]] = self.secrets[name][pair["secretKey"]]
+        selector = (config.get("nodeSelector") or {}).get("labels") or {}
+        if any(self.node_labels.get(k) != v for k, v in selector.items()):
+            raise TaskFailed(task_name, "pod stays Pending: 0/1 nodes are available: 1 node(s) didn't match Pod's "
+                             f"node affinity/selector {selector}")
+        resources = container.get("resources", {})
+        short = []
+        if float(resources.get("cpuRequest", 0) or resources.get("cpuLimit", 0)) > float(self.node_allocatable["cpu"]):
+            short.append("cpu")
+        memory = resources.get("memoryRequest", 0) or resources.get("memoryLimit", 0)
+        if float(memory) * 1e9 > _bytes(self.node_allocatable["memory"]):
+            short.append("memory")
+        accelerator = resources.get("accelerator") or {}
+        if int(accelerator.get("count", 0) or 0) > int(self.node_allocatable.get(accelerator.get("type", ""), 0)):
+            short.append(accelerator["type"])
+        if short:
+            raise TaskFailed(task_name, "pod stays Pending: 0/1 nodes are available: "
+                             + ", ".join(f"1 Insufficient {what}" for what in short))
+        return env
+
     @staticmethod
-    def _collect_output_parameters(task_name: str, executor_input: dict, output_file: str,
+    def _collect_output_parameters(task_name: str, executor_input: dict, executor_output: dict,
                                    parameter_types: Mapping[str, str]) -> dict:
-        reported = {}
-        if os.path.exists(output_file):
-            with open(output_file) as handle:
-                reported = json.load(handle).get("parameterValues", {})
+        reported = executor_output.get("parameterValues", {})
         values = {}
         for name, declared in executor_input["outputs"].get("parameters", {}).items():
             if name in reported:
@@ -379,7 +551,8 @@ class Cluster:
         return values
 
     # -- the launcher -------------------------------------------------------------------------
-    def _launch(self, task_name: str, container: dict, executor_input: dict, pod_tmp: str) -> None:
+    def _launch(self, task_name: str, container: dict, executor_input: dict, pod_tmp: str,
+                pod_env: Mapping[str, str]) -> None:
         placeholders = {"{{$}}": json.dumps(executor_input, separators=(",", ":"))}
         for name, value in executor_input["inputs"]["parameterValues"].items():
             placeholders[f"{{{{$.inputs.parameters['{name}']}}}}"] = (
@@ -399,27 +572,37 @@ class Cluster:
         unresolved = [a for a in args if re.search(r"\{\{\$", a)]
         if unresolved:
             raise TaskFailed(task_name, f"placeholders this emulator does not resolve: {unresolved}")
-        env = {**os.environ, **dockerfile_env(), **self.env, "TMPDIR": pod_tmp,
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}  # not the dev shell's
+        env = {**base, **dockerfile_env(), **pod_env, "TMPDIR": pod_tmp,
                "PYTHONPATH": REPO, "KFP_POD_NAME": f"{task_name.lower()}-pod", "KFP_POD_UID": str(uuid.uuid4())}
         result = subprocess.run([*command, *args], capture_output=True, text=True, timeout=self.timeout,
                                 cwd=pod_tmp, env=env)
         if result.returncode != 0:
             raise TaskFailed(task_name, f"exit status {result.returncode}\n{result.stderr[-6000:]}")
 
-    def _record_outputs(self, executor_input: dict, output_file: str) -> dict[str, int]:
-        reported = {}
-        if os.path.exists(output_file):
-            with open(output_file) as handle:
-                reported = json.load(handle).get("artifacts", {})
-        recorded = {}
+    @staticmethod
+    def _merge_outputs(executor_input: dict, reported: Mapping[str, dict]) -> dict[str, dict]:
+        """launcher_v2.go mergeRuntimeArtifacts, for a local root (nothing to upload)."""
+        merged = {}
         for key, artifact_list in executor_input["outputs"]["artifacts"].items():
             artifact = dict(artifact_list["artifacts"][0])
-            metadata = dict(artifact.get("metadata") or {})
             if reported.get(key, {}).get("artifacts"):
                 source = reported[key]["artifacts"][0]
                 artifact["uri"] = source.get("uri") or artifact["uri"]
-                metadata.update(source.get("metadata") or {})
-            properties = {k: _to_mlmd_value(k, v) for k, v in metadata.items()}
+                if source.get("metadata") is not None:
+                    artifact["metadata"] = {**(artifact.get("metadata") or {}), **source["metadata"]}
+            merged[key] = artifact
+        return merged
+
+    def _record_outputs(self, task_name: str, executor_input: dict, merged: Mapping[str, dict]) -> dict[str, int]:
+        recorded = {}
+        for key in executor_input["outputs"]["artifacts"]:
+            artifact = merged[key]
+            metadata = dict(artifact.get("metadata") or {})
+            try:
+                properties = {k: _to_mlmd_value(k, v) for k, v in metadata.items()}
+            except TaskFailed as error:
+                raise TaskFailed(task_name, str(error)) from None
             properties.setdefault("display_name", ("string", key))
             properties.setdefault("store_session_info", ("string", json.dumps(
                 {"Provider": "minio", "Params": {"endpoint": "minio-service.kubeflow:9000"}})))

@@ -1,0 +1,145 @@
+"""KFP's own object store (``minio://``) as TensorFlow and Beam can use it, with no cluster change.
+
+Decided from the backend's source (kubeflow/pipelines ``backend/src/v2/``, 2.3.0 to 2.17.0):
+
+- The launcher opens a ``minio://BUCKET/...`` root with no configuration at all: without a
+  ``providers`` entry in the ``kfp-launcher`` ConfigMap it uses the bundled store's session
+  (``config/minio.go`` ProvideSessionInfo -> ``config/env.go`` getDefaultMinioSessionInfo:
+  the secret ``mlpipeline-minio-artifact`` of the pod's namespace, keys ``accesskey`` /
+  ``secretkey``, path-style, no TLS; endpoint ``minio-service`` up to 2.15,
+  ``seaweedfs.kubeflow:9000`` from 2.16, ``objectstore/config.go``). An ``s3://`` root on
+  the same store needs a ``providers`` entry, i.e. a cluster change, and from 2.15 the
+  profile controller owns each profile's ``kfp-launcher``. So the package keeps KFP's
+  ``minio://`` root.
+- No TensorFlow or Beam filesystem reads ``minio://``, and the store speaks S3: inside the
+  step, every ``minio://B/K`` URI of the ExecutorInput becomes ``s3://B/K`` on the bundled
+  endpoint (same bucket, same keys), with the keys from the same secret as env (the
+  platform spec, pipeline/kubeflow/platform.py). TFX reads and writes the objects directly.
+- The original URIs go back in the ExecutorOutput file: the launcher takes an artifact's
+  ``uri`` from that file (``component/launcher_v2.go`` mergeRuntimeArtifacts) and then
+  needs it under the run's bucket (``objectstore/config.go`` KeyFromURI: "does not have
+  expected bucket prefix" fails the step); downstream steps get it back as ``minio://``.
+- The launcher still downloads every input artifact to the pod's disk before the command
+  starts (``launcher_v2.go`` downloadArtifacts; no flag skips it) and uploads a local output
+  folder only if one exists ("We allow components to not produce output files"). Working
+  on those copies instead would put every output on the pod's disk too, and TFJob pods and
+  remote Beam workers have no copies; so the steps ignore them, and the pods need
+  ephemeral storage for the inputs (kubeflow/README.md gives the figures).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping, MutableMapping
+
+from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
+
+SCHEME, S3_SCHEME = "minio://", "s3://"
+# Set by `compile` in every step's env on the bundled store: also steps with no minio:// URI in their
+# arguments (the input-resolution step, a TFJob's pods) need the endpoint for the s3:// data and serving paths.
+MARKER, MARKER_VALUE = "PIPELINE_OBJECT_STORE", "kfp-bundled"
+SECRET = "mlpipeline-minio-artifact"  # config/env.go minioArtifactSecretName
+# The store's Service, newest first: (DNS name in the kubeflow namespace, the env Kubernetes sets in
+# pods of that namespace for its host and port, the KFP versions whose launcher uses it).
+SERVICES = (
+    ("seaweedfs.kubeflow:9000", "SEAWEEDFS_SERVICE_HOST", "SEAWEEDFS_SERVICE_PORT_HTTP_S3_COMPAT", "2.16+"),
+    ("minio-service.kubeflow:9000", "MINIO_SERVICE_SERVICE_HOST", "MINIO_SERVICE_SERVICE_PORT", "2.0-2.15"),
+)
+
+
+def readable_uri(uri: str) -> str:
+    """``minio://B/K`` as TensorFlow and Beam read it (``s3://B/K`` on the bundled endpoint)."""
+    return S3_SCHEME + uri[len(SCHEME):] if uri.startswith(SCHEME) else uri
+
+
+def uses_bundled_store(text: str, environ: Mapping[str, str] | None = None) -> bool:
+    return SCHEME in text or (os.environ if environ is None else environ).get(MARKER) == MARKER_VALUE
+
+
+def endpoint(environ: Mapping[str, str] | None = None,
+             resolve: Callable[[str], object] = socket.gethostbyname) -> str:
+    """The bundled store's S3 endpoint URL as the launcher of this cluster's KFP reaches it.
+
+    In the ``kubeflow`` namespace (standalone KFP) Kubernetes sets each Service's host and
+    port in the pod's environment (what the 2.3-2.14 launcher reads too:
+    ``objectstore/config.go`` MinioDefaultEndpoint); elsewhere (a profile namespace) the
+    Service's DNS name. SeaweedFS first: a 2.16+ launcher uses it even where an old
+    ``minio-service`` was left behind.
+    """
+    environ = os.environ if environ is None else environ
+    for _, host_var, port_var, _ in SERVICES:
+        if environ.get(host_var) and environ.get(port_var):
+            return f"http://{environ[host_var]}:{environ[port_var]}"
+    for address, _, _, _ in SERVICES:
+        try:
+            resolve(address.split(":")[0])
+        except OSError:
+            continue
+        return f"http://{address}"
+    names = " or ".join(f"{address} (KFP {versions})" for address, _, _, versions in SERVICES)
+    raise KubeflowConfigError(
+        f"This step's artifacts are on KFP's bundled object store (minio://), but neither {names} "
+        "resolves from the pod, so TensorFlow cannot reach it. If the store runs elsewhere, compile "
+        "with --s3-endpoint http://HOST:PORT (and --s3-secret if its keys are not in "
+        f"{SECRET}); otherwise check that the KFP install's object store is running "
+        "(`kubectl -n kubeflow get svc`).")
+
+
+def configure_environment(environ: MutableMapping[str, str] | None = None, **kwargs) -> str:
+    """Point tensorflow-io and boto3 at the bundled store unless the step was compiled with an endpoint."""
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    url = env.get("S3_ENDPOINT") or endpoint(env, **kwargs)
+    for key, value in s3_environment(url, environ=env).items():
+        env.setdefault(key, value)
+    missing = [name for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if not env.get(name)]
+    if missing:
+        raise KubeflowConfigError(
+            f"This step's artifacts are on KFP's bundled object store (minio://) at {url}, but "
+            f"{' and '.join(missing)} is not set: the package sets them from the secret {SECRET} "
+            "(keys accesskey, secretkey) of the run's namespace. Recompile with `python -m pipeline "
+            "compile --pipeline-root minio://...` (it adds the secret), and check that the secret exists "
+            "in that namespace (`kubectl get secret mlpipeline-minio-artifact -n NAMESPACE`).")
+    return url
+
+
+def _map_strings(value, change: Callable[[str], str]):
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [_map_strings(item, change) for item in value]
+    if isinstance(value, dict):
+        return {key: _map_strings(item, change) for key, item in value.items()}
+    return value
+
+
+def to_readable(executor_input: dict) -> dict:
+    """The ExecutorInput with every ``minio://`` URI (artifact URIs and metadata) as ``s3://``."""
+    return _map_strings(executor_input, readable_uri)
+
+
+def restore_output_uris(output_file: str, executor_input: dict) -> bool:
+    """Rewrite the ExecutorOutput file's ``s3://`` forms of the run's ``minio://`` URIs back; False if none."""
+    if not os.path.exists(output_file):
+        return False
+    originals = [artifact["uri"] for side in ("inputs", "outputs")
+                 for artifacts in executor_input.get(side, {}).get("artifacts", {}).values()
+                 for artifact in artifacts.get("artifacts", []) if artifact.get("uri", "").startswith(SCHEME)]
+    # Longest first, so a URI is restored by its own prefix and not a shorter one's.
+    pairs = sorted(((readable_uri(uri), uri) for uri in originals), key=lambda pair: -len(pair[0]))
+
+    def restore(text: str) -> str:
+        for readable, original in pairs:
+            if text == readable or text.startswith(readable.rstrip("/") + "/"):
+                return original + text[len(readable):]
+        return text
+
+    with open(output_file) as handle:
+        executor_output = json.load(handle)
+    restored = dict(executor_output)
+    restored["artifacts"] = _map_strings(executor_output.get("artifacts", {}), restore)
+    if restored == executor_output:
+        return False
+    with open(output_file, "w") as handle:
+        json.dump(restored, handle)
+    return True

@@ -1,0 +1,236 @@
+"""The emulated KFP launcher is as strict as KFP's, and the bundled store's URIs survive a step.
+
+Tiny two-task pipelines (``python -c`` steps, no TFX) through tests/support/kfp_contract.py
+against a real local S3 server: the object-store session, the inputs on the pod's disk, the
+output URIs the launcher accepts back, the ExecutorOutput parse, the pod's env and secrets,
+the scheduler's fit and parallel steps. Then pipeline/kubeflow/bundled_store.py on its own:
+the endpoint a step finds, and the URIs it hands back.
+"""
+import json
+import os
+
+import pytest
+import yaml
+from support.kfp_contract import Cluster, TaskFailed
+from support.s3_server import BUNDLED_KEYS, keys, s3_server
+
+from pipeline.kubeflow import bundled_store
+from pipeline.kubeflow.launcher_config import launcher_configmap
+from pipeline.kubeflow.storage import KubeflowConfigError
+
+BUCKET = "mlpipeline"
+BUNDLED_SECRET = {"mlpipeline-minio-artifact": BUNDLED_KEYS}
+SCHEMA = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
+# A step that writes 1000 bytes as its output artifact through S3 (as TFX does on the bundled store),
+# records what it sees of its environment, and reports `report` in its ExecutorOutput file.
+PRODUCER = """
+import json, os, sys, boto3
+executor_input = json.loads(sys.argv[1])
+uri = executor_input["outputs"]["artifacts"]["out"]["artifacts"][0]["uri"]
+bucket, key = uri.split("://", 1)[1].split("/", 1)
+endpoint = os.environ.get("S3_ENDPOINT") or "http://%s:%s" % (os.environ["MINIO_SERVICE_SERVICE_HOST"],
+                                                             os.environ["MINIO_SERVICE_SERVICE_PORT"])
+boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").put_object(
+    Bucket=bucket, Key=key + "/data.txt", Body=b"x" * 1000)
+seen = executor_input["outputs"]["parameters"]["seen"]["outputFile"]
+with open(seen, "w") as handle:
+    handle.write(os.environ.get("GREETING", "") + ":" + os.environ.get("DB_PASSWORD", ""))
+report = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+if report is not None:
+    os.makedirs(os.path.dirname(executor_input["outputs"]["outputFile"]), exist_ok=True)
+    with open(executor_input["outputs"]["outputFile"], "w") as handle:
+        json.dump(report, handle)
+"""
+CONSUMER = "import sys"  # reads nothing: the launcher has already put its input on the pod's disk
+
+
+def two_tasks(report: dict | None = None, producer_env: dict | None = None, root: str | None = None,
+              independent_code: str | None = None) -> dict:
+    """A -> B (B takes A's artifact), or two independent tasks running ``independent_code``."""
+    a_args = ["{{$}}"] + ([json.dumps(report)] if report is not None else [])
+    executors = {
+        "exec-a": {"container": {"image": "img", "command": ["python", "-c", independent_code or PRODUCER],
+                                 "args": a_args if not independent_code else ["A"],
+                                 **({"env": [{"name": k, "value": v} for k, v in producer_env.items()]}
+                                    if producer_env else {})}},
+        "exec-b": {"container": {"image": "img", "command": ["python", "-c", independent_code or CONSUMER],
+                                 "args": ["B"] if independent_code else ["{{$}}"]}}}
+    components = {
+        "comp-a": {"executorLabel": "exec-a", "outputDefinitions": {} if independent_code else {
+            "artifacts": {"out": {"artifactType": SCHEMA}},
+            "parameters": {"seen": {"parameterType": "STRING"}}}},
+        "comp-b": {"executorLabel": "exec-b", "inputDefinitions": {} if independent_code else {
+            "artifacts": {"examples": {"artifactType": SCHEMA}}}}}
+    tasks = {"A": {"componentRef": {"name": "comp-a"}, "taskInfo": {"name": "A"}},
+             "B": {"componentRef": {"name": "comp-b"}, "taskInfo": {"name": "B"}}}
+    if not independent_code:
+        tasks["B"].update(dependentTasks=["A"], inputs={"artifacts": {"examples": {
+            "taskOutputArtifact": {"producerTask": "A", "outputArtifactKey": "out"}}}})
+    spec = {"pipelineInfo": {"name": "tiny"}, "schemaVersion": "2.1.0", "components": components,
+            "deploymentSpec": {"executors": executors}, "root": {"dag": {"tasks": tasks}}}
+    if root:
+        spec["defaultPipelineRoot"] = root
+    return spec
+
+
+def platform(**config) -> dict:
+    """The same executor config for both tasks, as `compile` writes it for every step."""
+    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"exec-a": config, "exec-b": config}}}}}
+
+
+@pytest.fixture(scope="module")
+def store():
+    with s3_server(BUCKET, "team-bucket") as address:
+        yield address
+
+
+def bundled_cluster(tmp_path, store, **kwargs) -> Cluster:
+    """A standalone KFP: the store is the Service minio-service of the kubeflow namespace."""
+    return Cluster(str(tmp_path), services={"minio-service": (9000, store)},
+                   **{"secrets": BUNDLED_SECRET, **kwargs})
+
+
+def bundled_keys_env() -> dict:
+    """The secret as env, as `compile` puts it in the platform spec."""
+    return platform(secretAsEnv=[{"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
+        {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+        {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}])
+
+
+def test_bundled_store_inputs_are_downloaded_to_the_pod(tmp_path, store):
+    cluster = bundled_cluster(tmp_path, store)
+    produced = cluster.run(two_tasks(), run_id="r1", runtime_root="minio://mlpipeline/v2/artifacts",
+                           platform=bundled_keys_env())
+    assert produced["A"]["out"]["uri"] == "minio://mlpipeline/v2/artifacts/tiny/r1/A/out"
+    assert keys(store, BUCKET, "v2/artifacts/tiny/r1/A/out/") == ["v2/artifacts/tiny/r1/A/out/data.txt"]
+    assert cluster.pod_disk == {"A": 0, "B": 1000}  # every input on the consumer's disk
+    pod = next(p for p in os.listdir(tmp_path) if p.startswith("pod-B-"))
+    assert os.path.getsize(tmp_path / pod / "minio/mlpipeline/v2/artifacts/tiny/r1/A/out/data.txt") == 1000
+
+
+def test_output_uri_outside_the_runs_bucket_fails_the_step(tmp_path, store):
+    """Handing back the s3:// form of a minio:// output is what the launcher refuses (KeyFromURI)."""
+    report = {"artifacts": {"out": {"artifacts": [{"uri": "s3://mlpipeline/v2/artifacts/tiny/r1/A/out"}]}}}
+    with pytest.raises(TaskFailed, match="does not have expected bucket prefix 'minio://mlpipeline/v2/artifacts"):
+        bundled_cluster(tmp_path, store).run(two_tasks(report), run_id="r1",
+                                             runtime_root="minio://mlpipeline/v2/artifacts",
+                                             platform=bundled_keys_env())
+
+
+def test_executor_output_is_parsed_strictly(tmp_path, store):
+    report = {"artifacts": {}, "parameterValues": {}, "outputArtifactUris": {}}
+    with pytest.raises(TaskFailed, match="failed to unmarshall ExecutorOutput"):
+        bundled_cluster(tmp_path, store).run(two_tasks(report), runtime_root="minio://mlpipeline/v2/artifacts",
+                                             platform=bundled_keys_env())
+
+
+def test_missing_bundled_secret_fails_the_step(tmp_path, store):
+    cluster = bundled_cluster(tmp_path, store, secrets={})
+    with pytest.raises(TaskFailed, match="Failed to get Bucket credentials from secret "
+                                         "name='mlpipeline-minio-artifact' namespace='kubeflow'"):
+        cluster.run(two_tasks(), runtime_root="minio://mlpipeline/v2/artifacts")
+
+
+def test_the_run_root_is_the_runs_never_the_packages(tmp_path, store):
+    """No runtime root: the backend's default, although the package records another one."""
+    cluster = bundled_cluster(tmp_path, store)
+    cluster.run(two_tasks(root="s3://elsewhere/tfx"), run_id="r2", platform=bundled_keys_env())
+    out = cluster.executor_inputs["A"]["outputs"]["artifacts"]["out"]["artifacts"][0]["uri"]
+    assert out == "minio://mlpipeline/v2/artifacts/tiny/r2/A/out"
+
+
+def test_s3_root_on_another_endpoint_needs_the_launchers_providers_config(tmp_path, store):
+    """Without providers the launcher goes to AWS with the container's keys; with the ConfigMap that
+    `compile` writes (pipeline/kubeflow/launcher_config.py) it opens the bucket at the endpoint."""
+    root, endpoint = "s3://team-bucket/tfx", f"http://{store}"
+    secrets = {"store-keys": BUNDLED_KEYS}
+    step = platform(secretAsEnv=[{"secretName": "store-keys", "keyToEnv": [
+        {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
+        {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}])
+    spec = two_tasks(producer_env={"S3_ENDPOINT": endpoint})
+    with pytest.raises(TaskFailed, match="B: .*lookup s3.amazonaws.com: no such host"):
+        Cluster(str(tmp_path), secrets=secrets).run(spec, runtime_root=root, platform=step)
+    configmap = launcher_configmap(root, endpoint, "store-keys")
+    cluster = Cluster(str(tmp_path), secrets=secrets, launcher_config=configmap["data"])
+    produced = cluster.run(spec, run_id="r3", runtime_root=root, platform=step)
+    assert produced["A"]["out"]["uri"] == "s3://team-bucket/tfx/tiny/r3/A/out" and cluster.pod_disk["B"] == 1000
+    assert yaml.safe_load(configmap["data"]["providers"])["s3"]["default"]["disableSSL"] is True
+
+
+def test_platform_spec_reaches_the_step(tmp_path, store):
+    spec = two_tasks(producer_env={"GREETING": "hello"})
+    step = bundled_keys_env()
+    config = step["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-a"]
+    config["secretAsEnv"].append({"secretName": "db", "keyToEnv": [{"secretKey": "password", "envVar": "DB_PASSWORD"}]})
+    cluster = bundled_cluster(tmp_path, store, secrets={**BUNDLED_SECRET, "db": {"password": "s3cret"}})
+    cluster.run(spec, runtime_root="minio://mlpipeline/v2/artifacts", platform=step)
+    assert cluster.output_parameters["A"]["seen"] == "hello:s3cret"
+    with pytest.raises(TaskFailed, match="CreateContainerConfigError: secret 'db' not found"):
+        bundled_cluster(tmp_path, store).run(spec, runtime_root="minio://mlpipeline/v2/artifacts", platform=step)
+    config["nodeSelector"] = {"labels": {"pool": "gpu"}}
+    with pytest.raises(TaskFailed, match="didn't match Pod's node affinity/selector"):
+        cluster.run(spec, runtime_root="minio://mlpipeline/v2/artifacts", platform=step)
+    spec["deploymentSpec"]["executors"]["exec-a"]["container"]["resources"] = {
+        "accelerator": {"type": "nvidia.com/gpu", "count": 1}}
+    with pytest.raises(TaskFailed, match="Insufficient nvidia.com/gpu"):
+        cluster.run(spec, runtime_root="minio://mlpipeline/v2/artifacts")
+
+
+def test_independent_steps_run_at_the_same_time(tmp_path, store):
+    """Each task waits for the other's marker: one after the other, the first would give up and fail."""
+    code = ("import os, sys, time\nme, other = sys.argv[1], {'A': 'B', 'B': 'A'}[sys.argv[1]]\n"
+            f"open(os.path.join({str(tmp_path)!r}, me), 'w').close()\n"
+            f"deadline = time.time() + 120\n"
+            f"while not os.path.exists(os.path.join({str(tmp_path)!r}, other)):\n"
+            "    time.sleep(0.1)\n    if time.time() > deadline: sys.exit('the other task never started')\n")
+    cluster = bundled_cluster(tmp_path, store)
+    cluster.run(two_tasks(independent_code=code), runtime_root="minio://mlpipeline/v2/artifacts")
+    assert cluster.states == {"A": "COMPLETE", "B": "COMPLETE"}
+
+
+# --------------------------------------------------------------------------- the step's side
+
+
+@pytest.mark.parametrize("environ, resolvable, expected", [
+    ({"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"}, (), "http://10.0.0.7:9000"),
+    ({"SEAWEEDFS_SERVICE_HOST": "10.0.0.8", "SEAWEEDFS_SERVICE_PORT_HTTP_S3_COMPAT": "9000",
+      "MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"}, (), "http://10.0.0.8:9000"),
+    ({}, ("minio-service.kubeflow",), "http://minio-service.kubeflow:9000"),
+    ({}, ("minio-service.kubeflow", "seaweedfs.kubeflow"), "http://seaweedfs.kubeflow:9000"),
+])
+def test_the_step_finds_the_bundled_store(environ, resolvable, expected):
+    def resolve(name):
+        if name not in resolvable:
+            raise OSError(f"unknown host {name}")
+    assert bundled_store.endpoint(environ, resolve=resolve) == expected
+
+
+def test_no_bundled_store_is_a_paragraph():
+    def resolve(name):
+        raise OSError(name)
+    with pytest.raises(KubeflowConfigError, match="neither seaweedfs.kubeflow:9000 .* resolves") as caught:
+        bundled_store.endpoint({}, resolve=resolve)
+    assert "--s3-endpoint" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(KubeflowConfigError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is not set"):
+        bundled_store.configure_environment({"S3_ENDPOINT": "http://10.0.0.7:9000"})
+
+
+def test_the_step_reads_s3_forms_and_hands_back_the_original_uris(tmp_path):
+    root = "minio://mlpipeline/v2/artifacts/p/run"
+    executor_input = {
+        "inputs": {"artifacts": {"model": {"artifacts": [{"uri": f"{root}/Trainer/model", "metadata": {}}]}}},
+        "outputs": {"artifacts": {"blessing": {"artifacts": [{"uri": f"{root}/Evaluator/blessing"}]}},
+                    "outputFile": str(tmp_path / "out.json")}}
+    readable = bundled_store.to_readable(executor_input)
+    assert readable["inputs"]["artifacts"]["model"]["artifacts"][0]["uri"] == \
+        "s3://mlpipeline/v2/artifacts/p/run/Trainer/model"
+    written = {"artifacts": {"blessing": {"artifacts": [{
+        "uri": "s3://mlpipeline/v2/artifacts/p/run/Evaluator/blessing",
+        "metadata": {"current_model": "s3://mlpipeline/v2/artifacts/p/run/Trainer/model/Format-Serving",
+                     "baseline_model_uri": "s3://mlpipeline/serving/cnn/1"}}]}}}
+    (tmp_path / "out.json").write_text(json.dumps(written))
+    assert bundled_store.restore_output_uris(str(tmp_path / "out.json"), executor_input)
+    back = json.loads((tmp_path / "out.json").read_text())["artifacts"]["blessing"]["artifacts"][0]
+    assert back["uri"] == f"{root}/Evaluator/blessing"
+    assert back["metadata"] == {"current_model": f"{root}/Trainer/model/Format-Serving",
+                                "baseline_model_uri": "s3://mlpipeline/serving/cnn/1"}  # not an artifact: stays
