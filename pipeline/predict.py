@@ -5,7 +5,7 @@ Loads exactly what TF Serving loads: the SavedModel in a version directory.
 import os
 from collections.abc import Iterator, Sequence
 
-from stackenv.errors import MissingInput, PathError, ProjectError
+from stackenv.errors import MissingInput, PathError
 
 import numpy as np
 import tensorflow as tf
@@ -36,14 +36,12 @@ def resolve_version_dir(model_dir: str) -> str:
 
 def _load(version_dir: str):
     """The SavedModel, or one paragraph naming the folder when it is damaged (the served one is too)."""
+    from artifacts.model_files import READ_ERRORS, damaged
+
     try:
         return tf.saved_model.load(version_dir)
-    except (OSError, ValueError, tf.errors.OpError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
-        raise ProjectError(f"Cannot load the SavedModel in {version_dir}: {first}. The model files are damaged "
-                           "or incomplete; TF Serving cannot load them either. Roll back to the previous "
-                           "version (python -m pipeline rollback --serving-dir <its parent>) or run the "
-                           "pipeline again to push a new one.") from error
+    except READ_ERRORS as error:  # IndexError: a truncated variables file
+        raise damaged(version_dir, error) from error
 
 
 def _signature(model_dir: str, name: str, kind: str):

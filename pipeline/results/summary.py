@@ -39,6 +39,7 @@ class RunSummary:
     blessed: bool | None = None
     not_blessed_reasons: list[str] = dataclasses.field(default_factory=list)
     pushed_path: str | None = None
+    not_pushed_reason: str | None = None  # a blessed model the Pusher refused (components/pusher.py)
     evaluation_uri: str | None = None
     split_description: str | None = None   # how the data preparation split (data/text_split.py)
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
@@ -122,6 +123,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     pushed = run.get(graph.PUSHER)
     pushed_model = (pushed.outputs.get("pushed_model") or [None])[0] if pushed else None
     summary.pushed_path = mlmd.pushed_destination(pushed_model)
+    if pushed_model is not None and not summary.pushed_path:
+        summary.not_pushed_reason = mlmd.custom_property(pushed_model, "not_pushed_reason") or None
     return summary
 
 
@@ -172,6 +175,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.extend(f"  - {reason}" for reason in summary.not_blessed_reasons)
     if summary.pushed_path:
         lines.append(f"Pushed: {summary.pushed_path}")
+    elif summary.not_pushed_reason:
+        lines.append(f"Pushed: nothing, although blessed: {summary.not_pushed_reason}")
     else:
         lines.append(f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)")
     if summary.evaluation_uri:
