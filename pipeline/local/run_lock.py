@@ -1,47 +1,173 @@
-"""One run at a time per output directory.
+"""One run at a time per output directory, and what became of the last one.
 
 Two runs on one output directory would race on MLMD (SQLite) and on the serving dir;
 the second one fails fast instead. ``flock`` is released by the kernel when the process
 dies, even by SIGKILL, so a killed run never leaves a stale lock behind.
+
+The lock file also records the run's outcome (``running`` while it holds the lock, then
+``succeeded``, ``failed`` or ``stopped``), because MLMD cannot: a run stopped or failed
+before its first component leaves no execution there. The next run says how the previous
+one ended, and ``report`` marks an evaluation that is not of the latest attempt.
+SIGTERM (``kill``, a container stop) stops a run the way Ctrl-C does: the running
+component is abandoned, a staged push is removed (``data/serving_dir.py``), the lock is
+released and the outcome recorded.
 """
+from __future__ import annotations
+
 import contextlib
+import dataclasses
+import errno
 import fcntl
+import json
+import logging
 import os
+import signal
 import time
 from collections.abc import Iterator
 
-from stackenv.errors import ProjectError
+from stackenv.errors import PathError, ProjectError
 
 LOCK_FILE = ".run.lock"
+RUNNING, SUCCEEDED, FAILED, STOPPED = "running", "succeeded", "failed", "stopped"
 
 
 class OutputDirBusy(ProjectError):
     """Another run holds the output directory's lock."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """The last run on an output directory, as its lock file recorded it."""
+
+    pid: int
+    started: str
+    outcome: str          # RUNNING (and the lock free: the process died), SUCCEEDED, FAILED, STOPPED
+    ended: str = ""
+    detail: str = ""      # STOPPED: the signal; FAILED: the error's first line
+
+    def describe(self) -> str:
+        """One sentence for a run that did not succeed; "" for one that did."""
+        when = f"started {self.started} (pid {self.pid})"
+        if self.outcome == STOPPED:
+            return (f"The previous run on this output, {when}, was stopped by {self.detail or 'a signal'} "
+                    f"at {self.ended}.")
+        if self.outcome == FAILED:
+            return f"The previous run on this output, {when}, failed at {self.ended}: {self.detail}"
+        if self.outcome == RUNNING:
+            return (f"The previous run on this output, {when}, ended without finishing (killed, e.g. by "
+                    "SIGKILL or for lack of memory).")
+        return ""
+
+
+def last_attempt(output_dir: str) -> Attempt | None:
+    """The outcome the last run recorded (RUNNING: it is still running or died), None if unknown."""
+    path = os.path.join(output_dir, LOCK_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return _parse(handle.read())
+    except OSError:
+        return None
+
+
+def _parse(text: str) -> Attempt | None:
+    try:
+        values = json.loads(text)
+        return Attempt(**{f.name: values[f.name] for f in dataclasses.fields(Attempt) if f.name in values})
+    except (ValueError, TypeError, KeyError):
+        return None  # empty, or written by an older version of this module
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _open_lock_file(path: str) -> int:
+    """The lock file, never through a symlink (a link planted there would be truncated)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PathError(f"{path} is a symbolic link; a run writes only real files inside --output. "
+                            "Remove the link and run again.", path) from None
+        raise
+
+
+def _write(fd: int, attempt: Attempt) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, (json.dumps(dataclasses.asdict(attempt)) + "\n").encode())
+
+
+class _Stop:
+    """The signal that stopped the run, if one did."""
+
+    name: str | None = None
+
+
+def _raise_interrupt(signum, _frame) -> None:
+    _Stop.name = signal.Signals(signum).name
+    raise KeyboardInterrupt(_Stop.name)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does (only there can a
+    handler be set; elsewhere, e.g. in a test's thread, SIGTERM keeps its default)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_signal() -> str | None:
+    """"SIGTERM" when SIGTERM stopped the run, else None (Ctrl-C, or not stopped)."""
+    return _Stop.name
+
+
 @contextlib.contextmanager
 def exclusive_run(output_dir: str) -> Iterator[None]:
+    """Hold ``output_dir``'s lock for a run and record its outcome; say how the last one ended."""
     if "://" in output_dir:  # object stores have no flock; Kubeflow runs are isolated per run anyway
         yield
         return
+    from pipeline.failures import is_interrupt
+
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, LOCK_FILE)
-    with open(path, "a+") as handle:
+    fd = _open_lock_file(path)
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            holder = last_attempt(output_dir)
+            held_by = f"pid {holder.pid}, started {holder.started}" if holder else "another process"
             raise OutputDirBusy(
-                f"Another pipeline run is using {output_dir} ({holder}). Wait for it to finish, or "
+                f"Another pipeline run is using {output_dir} ({held_by}). Wait for it to finish, or "
                 "use a different --output for a parallel run.") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        handle.flush()
+        previous = last_attempt(output_dir)
+        if previous is not None and previous.describe():
+            logging.getLogger("pipeline").warning("%s Completed components are cached in MLMD; this run resumes "
+                                                  "from them.", previous.describe())
+        attempt = Attempt(os.getpid(), _now(), RUNNING)
+        _write(fd, attempt)
+        _Stop.name = None
         try:
-            yield
-        finally:
-            handle.seek(0)
-            handle.truncate()
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            with _sigterm_as_interrupt():
+                yield
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt) or is_interrupt(error):
+                ended = dataclasses.replace(attempt, outcome=STOPPED, ended=_now(),
+                                            detail=_Stop.name or "SIGINT (Ctrl-C)")
+            else:
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+                ended = dataclasses.replace(attempt, outcome=FAILED, ended=_now(), detail=first)
+            _write(fd, ended)
+            raise
+        _write(fd, dataclasses.replace(attempt, outcome=SUCCEEDED, ended=_now()))
+    finally:
+        os.close(fd)  # releases the flock
