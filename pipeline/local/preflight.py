@@ -1,13 +1,46 @@
-"""Checks of the scale-out settings before a local run starts, so a bad one costs seconds.
+"""Checks before a local run starts, so a bad setting or a full disk costs seconds.
 
-Each check reads one setting a run depends on outside this process (``TF_CONFIG`` for
-``--strategy multi_worker``, the Beam worker pool) and raises the :class:`ConfigError` naming it; the checks
-that need the network are bounded by timeouts.
+Each check reads one thing a run depends on outside this process (free space under
+``--output``, ``TF_CONFIG`` for ``--strategy multi_worker``, the Beam worker pool) and
+raises the paragraph naming it; the checks that need the network are bounded by timeouts.
 """
+import os
+import shutil
+
+from stackenv.errors import PathError
+
 from pipeline.config import PipelineConfig
+
+#: Free space a run needs under --output before it starts (MLMD's SQLite, artifacts, the
+#: serving copy). A floor, not an estimate: SQLite on a full disk fails half-way through a
+#: write with "database or disk is full". Override with this variable (in MB).
+MIN_FREE_ENV = "TFX_PROJECT_MIN_FREE_MB"
+DEFAULT_MIN_FREE_MB = 512
+
+
+def check_free_space(output_dir: str) -> None:
+    """PathError naming ``output_dir`` and its free space when below the floor."""
+    if "://" in output_dir:
+        return
+    existing = os.path.abspath(output_dir)
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    try:
+        free_mb = shutil.disk_usage(existing).free / 2**20
+    except OSError:
+        return  # an unusable path is reported by the first write, naming it
+    try:
+        needed = float(os.environ.get(MIN_FREE_ENV, DEFAULT_MIN_FREE_MB))
+    except ValueError:
+        needed = DEFAULT_MIN_FREE_MB
+    if free_mb < needed:
+        raise PathError(f"--output {output_dir}: only {free_mb:.0f} MB free on its disk ({existing}), a run needs at "
+                        f"least {needed:.0f} MB (ML Metadata, models, the serving copy). Free space there or "
+                        f"choose another --output (the floor is set by {MIN_FREE_ENV}).", output_dir)
 
 
 def check_run(config: PipelineConfig) -> None:
+    check_free_space(config.output_dir)
     if config.strategy == "multi_worker":
         from models.common.multi_worker import read_tf_config
 
