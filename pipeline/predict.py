@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from artifacts.serving_dir import latest_version_dir
 from data.images import load_image_array
+from data.images.pixels import check_image_file
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"
@@ -55,9 +56,12 @@ def _signature(model_dir: str, name: str, kind: str):
 
 def predict_files(model_dir: str, image_paths: Sequence[str]) -> Iterator[str]:
     for path in image_paths:  # before loading the model: a typo should not cost a model load
-        if not os.path.isfile(path):
-            what = "is a directory" if os.path.isdir(path) else "does not exist"
-            raise MissingInput(f"Image file {path} {what}. Pass the path of a PNG or JPEG file to classify.")
+        if not os.path.isfile(path):  # a fifo or device is never opened: a read could block
+            what = ("is a directory" if os.path.isdir(path) else "does not exist" if not os.path.exists(path)
+                    else "is not a regular file (a fifo, socket or device)")
+            raise MissingInput(f"Image file {path} {what}. Pass the path of an image file to classify (PNG, "
+                               "JPEG, GIF, WebP, BMP or TIFF).")
+        check_image_file(path)
     signature = _signature(model_dir, PREDICT_IMAGE_SIGNATURE, "an image model (--model cnn)")
     _, height, width, channels = signature.structured_input_signature[1]["images"].shape
     images = [load_image_array(path, (height, width), channels) for path in image_paths]

@@ -39,8 +39,31 @@ def check_free_space(output_dir: str) -> None:
                         f"choose another --output (the floor is set by {MIN_FREE_ENV}).", output_dir)
 
 
+def check_no_symlinks(output_dir: str) -> None:
+    """PathError naming the first symbolic link inside ``output_dir``: every write of a run
+    (MLMD, artifacts, the serving dir, logs) lands inside it, and a link planted there would
+    carry a write, or a rename of a new model version, to wherever it points. ``--output``
+    itself may be a link: the user chose it. Reads d_type only: no stat per file."""
+    if "://" in output_dir or not os.path.isdir(output_dir):
+        return
+    folders = [output_dir]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue  # unreadable: the first write there names it
+        for entry in entries:
+            if entry.is_symlink():
+                raise PathError(f"{entry.path} is a symbolic link (to {os.readlink(entry.path)}) inside --output "
+                                f"{output_dir}; a run writes only real files and folders there. Remove the link, "
+                                "or pass its target as --output.", entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+
+
 def check_run(config: PipelineConfig) -> None:
     check_free_space(config.output_dir)
+    check_no_symlinks(config.output_dir)
     if config.strategy == "multi_worker":
         from models.common.multi_worker import read_tf_config
 
