@@ -5,6 +5,7 @@ functions, so the mode handling and resizing cannot drift apart into train/servi
 """
 from __future__ import annotations
 
+import io
 import numbers
 import os
 from pathlib import Path
@@ -54,7 +55,11 @@ def load_image_file(path: Path | str, shape: tuple[int, int, int], remedy: str =
     import tensorflow as tf  # here: predict on a local file does not need TensorFlow's start-up
 
     try:
-        with tf.io.gfile.GFile(str(path), "rb") as handle, Image.open(handle) as img:
+        # Bytes first: a GFile raises OutOfRangeError at the end of the file where Pillow's
+        # WebP reader expects read() to return b"".
+        with tf.io.gfile.GFile(str(path), "rb") as handle:
+            data = handle.read()
+        with Image.open(io.BytesIO(data)) as img:
             img.load()  # Decode now: truncated files fail here, not later.
             return to_array(ImageOps.exif_transpose(img), shape)
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ...
