@@ -157,6 +157,8 @@ CASES = [
          ("{tmp}/out/.run.lock is a symbolic link",), check=_victim_intact),
     Case("output-serving-is-a-symlink", lambda t: ["run", "--output", _output_with_link(t, "serving")],
          ("{tmp}/out/serving is a symbolic link (to {tmp}/victim) inside --output",), check=_victim_intact),
+    Case("output-logs-is-a-symlink", lambda t: ["run", "--output", _output_with_link(t, "logs")],
+         ("{tmp}/out/logs is a symbolic link (to {tmp}/victim) inside --output",), check=_victim_intact),
     Case("output-on-a-nearly-full-disk-tmpfs", lambda t: ["run", "--output", _tmpfs(t)],
          ("--output {tmp}/small-disk/out: only 32 MB free on its disk", "a run needs at least 512 MB")),
     Case("output-below-the-free-space-floor", lambda t: ["run", "--output", t / "out"],
