@@ -93,9 +93,13 @@ def _open_lock_file(path: str) -> int:
 
 
 def _write(fd: int, attempt: Attempt) -> None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(dataclasses.asdict(attempt)) + "\n").encode())
+    """Best effort: a full disk must not hide the run's own error behind this record's."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(dataclasses.asdict(attempt)) + "\n").encode())
+    except OSError:
+        pass
 
 
 class _Stop:
