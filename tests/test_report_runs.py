@@ -22,15 +22,15 @@ def test_a_run_stopped_before_mlmd_saw_it_marks_the_report_as_not_the_latest_att
     """The run lock's record, written by a real (stopped) exclusive_run, is what the report reads."""
     import pytest
 
-    from pipeline.report.runs import _unsuccessful_attempt
-    from pipeline.run_lock import exclusive_run
+    from pipeline.local.run_lock import exclusive_run
+    from pipeline.results.run_outcome import unsuccessful_attempt
 
     with exclusive_run(str(tmp_path)):
         pass
-    assert _unsuccessful_attempt(str(tmp_path)) == ""
+    assert unsuccessful_attempt(str(tmp_path)) == ""
     with pytest.raises(KeyboardInterrupt), exclusive_run(str(tmp_path)):
         raise KeyboardInterrupt
-    attempt = _unsuccessful_attempt(str(tmp_path))
+    attempt = unsuccessful_attempt(str(tmp_path))
     assert "was stopped by SIGINT (Ctrl-C)" in attempt
     run = ShownRun("r1", "r1", [], "t", attempt)
     assert not run.is_latest

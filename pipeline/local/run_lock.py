@@ -9,7 +9,7 @@ The lock file also records the run's outcome (``running`` while it holds the loc
 before its first component leaves no execution there. The next run says how the previous
 one ended, and ``report`` marks an evaluation that is not of the latest attempt.
 SIGTERM (``kill``, a container stop) stops a run the way Ctrl-C does: the running
-component is abandoned, a staged push is removed (``data/serving_dir.py``), the lock is
+component is abandoned, a staged push is removed (``artifacts/serving_dir.py``), the lock is
 released and the outcome recorded.
 """
 from __future__ import annotations
@@ -22,63 +22,15 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Iterator
 
-from stackenv.errors import PathError, ProjectError
+from stackenv.errors import PathError, ProjectError, find_in_chain
 
-LOCK_FILE = ".run.lock"
-RUNNING, SUCCEEDED, FAILED, STOPPED = "running", "succeeded", "failed", "stopped"
+from pipeline.results.run_outcome import FAILED, LOCK_FILE, RUNNING, STOPPED, SUCCEEDED, Attempt, last_attempt, now
 
 
 class OutputDirBusy(ProjectError):
     """Another run holds the output directory's lock."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Attempt:
-    """The last run on an output directory, as its lock file recorded it."""
-
-    pid: int
-    started: str
-    outcome: str          # RUNNING (and the lock free: the process died), SUCCEEDED, FAILED, STOPPED
-    ended: str = ""
-    detail: str = ""      # STOPPED: the signal; FAILED: the error's first line
-
-    def describe(self) -> str:
-        """One sentence for a run that did not succeed; "" for one that did."""
-        when = f"started {self.started} (pid {self.pid})"
-        if self.outcome == STOPPED:
-            return (f"The previous run on this output, {when}, was stopped by {self.detail or 'a signal'} "
-                    f"at {self.ended}.")
-        if self.outcome == FAILED:
-            return f"The previous run on this output, {when}, failed at {self.ended}: {self.detail}"
-        if self.outcome == RUNNING:
-            return (f"The previous run on this output, {when}, ended without finishing (killed, e.g. by "
-                    "SIGKILL or for lack of memory).")
-        return ""
-
-
-def last_attempt(output_dir: str) -> Attempt | None:
-    """The outcome the last run recorded (RUNNING: it is still running or died), None if unknown."""
-    path = os.path.join(output_dir, LOCK_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return _parse(handle.read())
-    except OSError:
-        return None
-
-
-def _parse(text: str) -> Attempt | None:
-    try:
-        values = json.loads(text)
-        return Attempt(**{f.name: values[f.name] for f in dataclasses.fields(Attempt) if f.name in values})
-    except (ValueError, TypeError, KeyError):
-        return None  # empty, or written by an older version of this module
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _open_lock_file(path: str) -> int:
@@ -139,8 +91,6 @@ def exclusive_run(output_dir: str) -> Iterator[None]:
     if "://" in output_dir:  # object stores have no flock; Kubeflow runs are isolated per run anyway
         yield
         return
-    from pipeline.failures import is_interrupt
-
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, LOCK_FILE)
     fd = _open_lock_file(path)
@@ -157,21 +107,22 @@ def exclusive_run(output_dir: str) -> Iterator[None]:
         if previous is not None and previous.describe():
             logging.getLogger("pipeline").warning("%s Completed components are cached in MLMD; this run resumes "
                                                   "from them.", previous.describe())
-        attempt = Attempt(os.getpid(), _now(), RUNNING)
+        attempt = Attempt(os.getpid(), now(), RUNNING)
         _write(fd, attempt)
         _Stop.name = None
         try:
             with _sigterm_as_interrupt():
                 yield
         except BaseException as error:
-            if isinstance(error, KeyboardInterrupt) or is_interrupt(error):
-                ended = dataclasses.replace(attempt, outcome=STOPPED, ended=_now(),
+            # Beam re-raises Ctrl-C inside a component as RuntimeError("KeyboardInterrupt ...")
+            if find_in_chain(error, KeyboardInterrupt) or str(error).startswith("KeyboardInterrupt"):
+                ended = dataclasses.replace(attempt, outcome=STOPPED, ended=now(),
                                             detail=_Stop.name or "SIGINT (Ctrl-C)")
             else:
                 first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-                ended = dataclasses.replace(attempt, outcome=FAILED, ended=_now(), detail=first)
+                ended = dataclasses.replace(attempt, outcome=FAILED, ended=now(), detail=first)
             _write(fd, ended)
             raise
-        _write(fd, dataclasses.replace(attempt, outcome=SUCCEEDED, ended=_now()))
+        _write(fd, dataclasses.replace(attempt, outcome=SUCCEEDED, ended=now()))
     finally:
         os.close(fd)  # releases the flock

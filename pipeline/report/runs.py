@@ -4,7 +4,7 @@ The report draws the newest *evaluation*; after a failed run that is an earlier 
 without saying so a user would read old numbers as the answer to the run that just failed.
 MLMD knows only runs that reached a component; a run stopped or failed before that (bad
 data found while preparing it, Ctrl-C, SIGTERM, a kill) is known from the outcome the run
-lock recorded (``pipeline/run_lock.py``).
+lock recorded (``pipeline/results/run_outcome.py``).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import dataclasses
 
 from pipeline.report.evaluations import find_latest_evaluation
 from pipeline.results import mlmd
+from pipeline.results.run_outcome import unsuccessful_attempt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +21,7 @@ class ShownRun:
     latest: str | None         # the most recent pipeline_run of that pipeline
     latest_failed: list[str]      # nodes that failed in the latest run
     finished: str                 # when the shown evaluation finished
-    last_attempt: str = ""        # how the last run attempt ended, when it did not succeed (run_lock.Attempt)
+    last_attempt: str = ""        # how the last run attempt ended, when it did not succeed (run_outcome.Attempt)
 
     @property
     def is_latest(self) -> bool:
@@ -47,27 +48,4 @@ def shown_run(output_dir: str, pipeline_name: str | None = None) -> ShownRun:
     latest_name = next((mlmd.run_name(store, e.execution) for e in latest.values()), evaluation.run_name)
     failed = sorted(node for node, execution in latest.items() if execution.state == "FAILED")
     return ShownRun(evaluation.run_name, latest_name, failed, f"{evaluation.finished:%Y-%m-%d %H:%M:%S}",
-                    _unsuccessful_attempt(output_dir))
-
-
-def _unsuccessful_attempt(output_dir: str) -> str:
-    from pipeline.run_lock import RUNNING, SUCCEEDED, last_attempt
-
-    attempt = last_attempt(output_dir)
-    if attempt is None or attempt.outcome == SUCCEEDED:
-        return ""
-    if attempt.outcome == RUNNING and _alive(attempt.pid):
-        return f"The previous run on this output, started {attempt.started} (pid {attempt.pid}), is still running."
-    return attempt.describe()
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+                    unsuccessful_attempt(output_dir))
