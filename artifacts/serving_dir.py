@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -19,17 +20,52 @@ from stackenv.errors import ProjectError
 
 import tensorflow as tf
 
+#: A version folder's name: ASCII digits only (``str.isdigit`` also accepts '²' and
+#: Arabic-Indic digits, which TF Serving does not read as numbers), no leading zero (TF
+#: Serving would read "007" as 7 while this module looks for "7"), within int64 (TF
+#: Serving's version type).
+_VERSION_NAME = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+MAX_VERSION = 2**63 - 1
 
-def list_versions(base_dir: str) -> list[int]:
-    """Complete versions (numeric dirs holding saved_model.pb), oldest first."""
+
+def version_number(name: str) -> int | None:
+    """The version a folder name stands for, or None if it is not a version name."""
+    name = name.rstrip("/")
+    if not _VERSION_NAME.fullmatch(name):
+        return None
+    number = int(name)
+    return number if number <= MAX_VERSION else None
+
+
+def _entries(base_dir: str) -> list[str]:
     if not base_dir or not tf.io.gfile.isdir(base_dir):
         return []
+    return sorted(entry.rstrip("/") for entry in tf.io.gfile.listdir(base_dir))
+
+
+def list_versions(base_dir: str) -> list[int]:
+    """Complete versions (version-named dirs holding saved_model.pb), oldest first."""
     versions = []
-    for entry in tf.io.gfile.listdir(base_dir):
-        name = entry.rstrip("/")
-        if name.isdigit() and tf.io.gfile.exists(os.path.join(base_dir, name, "saved_model.pb")):
-            versions.append(int(name))
+    for name in _entries(base_dir):
+        number = version_number(name)
+        if number is not None and tf.io.gfile.exists(os.path.join(base_dir, name, "saved_model.pb")):
+            versions.append(number)
     return sorted(versions)
+
+
+def ignored_entries(base_dir: str) -> list[tuple[str, str]]:
+    """(name, why) of each visible entry that is not a complete version: never served by this
+    project, never a baseline or a rollback target. Hidden entries are this module's own
+    (staging, rolled-back versions)."""
+    ignored = []
+    for name in _entries(base_dir):
+        if name.startswith("."):
+            continue
+        if version_number(name) is None:
+            ignored.append((name, "not a version name (ASCII digits, no leading zero, at most 2^63-1)"))
+        elif not tf.io.gfile.exists(os.path.join(base_dir, name, "saved_model.pb")):
+            ignored.append((name, "no saved_model.pb (incomplete)"))
+    return ignored
 
 
 def latest_version_dir(base_dir: str) -> str | None:
@@ -58,9 +94,10 @@ def _is_local(path: str) -> bool:
 
 
 def next_version(base_dir: str, now: float | None = None) -> int:
-    """A Unix-timestamp version, strictly above every existing one (TF Serving serves the highest)."""
-    existing = list_versions(base_dir)
-    return max(int(now if now is not None else time.time()), (existing[-1] + 1) if existing else 0)
+    """A Unix-timestamp version, strictly above every existing one (TF Serving serves the highest),
+    rolled-back ones included: a number once pushed is never reused for another model."""
+    used = [*list_versions(base_dir), *_rolled_back_versions(base_dir)]
+    return max(int(now if now is not None else time.time()), (max(used) + 1) if used else 0)
 
 
 def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
@@ -116,8 +153,30 @@ def read_push_info(version_dir: str) -> dict[str, Any]:
 ROLLED_BACK_PREFIX = ".rolled-back-"
 
 
-def rollback(base_dir: str) -> dict[str, int | None]:
-    """Make the previous version the served one; returns {"from": v_new, "to": v_prev}.
+def _rolled_back_versions(base_dir: str) -> list[int]:
+    """Versions moved aside by ``rollback`` (``.rolled-back-<version>[-<n>]``)."""
+    found = []
+    for name in _entries(base_dir):
+        if name.startswith(ROLLED_BACK_PREFIX):
+            number = version_number(name[len(ROLLED_BACK_PREFIX):].split("-", 1)[0])
+            if number is not None:
+                found.append(number)
+    return found
+
+
+def _free_rolled_back_name(base_dir: str, version: int) -> str:
+    """``.rolled-back-<version>``, or with ``-2``, ``-3``... when an earlier rollback of a
+    version with the same number (pushed before this module stopped reusing numbers) holds it."""
+    taken = set(_entries(base_dir))
+    name, count = f"{ROLLED_BACK_PREFIX}{version}", 1
+    while name in taken:
+        count += 1
+        name = f"{ROLLED_BACK_PREFIX}{version}-{count}"
+    return name
+
+
+def rollback(base_dir: str) -> dict[str, int | str]:
+    """Make the previous version the served one; returns {"from": v_new, "to": v_prev, "moved_to": name}.
 
     TF Serving's default version policy (``latest``) serves the highest numeric version,
     so the newest version is renamed out of the numeric namespace (to
@@ -128,6 +187,6 @@ def rollback(base_dir: str) -> dict[str, int | None]:
         raise ProjectError(f"Nothing to roll back to in {base_dir}: {len(versions)} version(s) pushed. "
                          "A rollback needs a previous version.")
     current, previous = versions[-1], versions[-2]
-    tf.io.gfile.rename(os.path.join(base_dir, str(current)),
-                       os.path.join(base_dir, f"{ROLLED_BACK_PREFIX}{current}"), overwrite=False)
-    return {"from": current, "to": previous}
+    moved_to = _free_rolled_back_name(base_dir, current)
+    tf.io.gfile.rename(os.path.join(base_dir, str(current)), os.path.join(base_dir, moved_to), overwrite=False)
+    return {"from": current, "to": previous, "moved_to": moved_to}

@@ -25,6 +25,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils
 
+from artifacts.model_files import READ_ERRORS
 from artifacts.serving_dir import latest_version_dir
 from components.reference_gate import apply_reference_gate
 
@@ -76,7 +77,7 @@ def served_model_cannot_read(served_dir: str, examples: list[types.Artifact],
         signature = tf.saved_model.load(served_dir).signatures["serving_default"]
         (name,) = signature.structured_input_signature[1]
         signature(**{name: tf.constant(records)})
-    except (tf.errors.OpError, ValueError, TypeError, KeyError, OSError) as error:
+    except (*READ_ERRORS, TypeError, KeyError) as error:
         return _error_line(error)
     return None
 
@@ -116,8 +117,11 @@ class Executor(evaluator_executor.Executor):
             return super().Do(input_dict, output_dict, exec_properties)
         candidate = path_utils.serving_model_path(
             artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]).uri)
-        mismatch = output_mismatch(candidate, served) or served_model_cannot_read(
-            served, input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
+        try:
+            mismatch = output_mismatch(candidate, served) or served_model_cannot_read(
+                served, input_dict[standard_component_specs.EXAMPLES_KEY], exec_properties)
+        except READ_ERRORS as error:  # a damaged served model (e.g. truncated variables): no baseline
+            mismatch = f"it cannot be loaded ({_error_line(error)})"
         if mismatch:
             log.warning("The served model %s is not comparable with the candidate (%s), e.g. after "
                         "--accept-schema-change added classes: evaluating without a baseline.", served, mismatch)

@@ -146,7 +146,8 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
                    | "ClassList" >> beam.combiners.ToList()
                    | "CheckClasses" >> beam.Map(_classes, listing.root))
     exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
-        lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape)})
+        lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape),
+                       **({"unused": listing.unused} if listing.unused else {})})
     return tasks | "ToExamples" >> beam.FlatMap(
         _examples, tasks_file, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
 

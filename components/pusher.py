@@ -12,6 +12,10 @@ is published with the version or not at all: TFLite models checked against the S
 (components/model_card.py) that records them too. The family's
 declarations arrive in ``custom_config`` (pipeline/graph.py); components import nothing of
 ``pipeline``.
+
+Whatever the blessing says, a model is not pushed when a metric or a variable is not a
+finite number, or its variables cannot be read (``artifacts/model_files.py``): the reason goes
+on the PushedModel artifact (``not_pushed_reason``), where the run summary reads it.
 """
 import datetime
 import importlib
@@ -36,6 +40,8 @@ EVALUATION_KEY = "evaluation"
 EXAMPLES_KEY = "examples"   # the ExampleGen's raw examples: TFLite's check and calibration data
 TFLITE_KEY = "tflite"       # custom_config: {"spec": dotted path to a TfliteSpec} or {"note": why none}
 MODEL_CARD_KEY = "model_card"  # custom_config: the family's and the run's declarations (components/model_card.py)
+#: PushedModel custom property: why a blessed model was not pushed (read by pipeline/summary.py).
+NOT_PUSHED_REASON = "not_pushed_reason"
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +88,27 @@ def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
     return sorted(name for name, value in metrics.items() if not finite(value))
 
 
+def _refusal(metrics: dict[str, Any], model_path: str) -> str | None:
+    """Why a blessed model must not be served, as one paragraph; None if it may be."""
+    from artifacts.model_files import DamagedModel, non_finite_variables
+
+    not_finite = non_finite_metrics(metrics)
+    if not_finite:
+        # TFMA compares nan against a threshold as "not below it": a nan metric would pass the gate.
+        return (f"metrics {', '.join(not_finite)} are not finite numbers; the served model is unchanged. "
+                "Training diverged: lower --learning-rate and run again.")
+    try:
+        bad = non_finite_variables(model_path)
+    except DamagedModel as error:
+        return f"{error.paragraph} The served model is unchanged."
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        return (f"the exported model {model_path} holds nan or infinite values in {len(bad)} variable(s) "
+                f"({shown}), whatever its metrics say; the served model is unchanged. Training diverged: "
+                "lower --learning-rate and run again.")
+    return None
+
+
 class Executor(pusher_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
@@ -93,14 +120,13 @@ class Executor(pusher_executor.Executor):
             return
         evaluations = input_dict.get(EVALUATION_KEY) or []
         metrics = _push_metrics(evaluations[0].uri) if evaluations else {}
-        not_finite = non_finite_metrics(metrics)
-        if not_finite:
-            # TFMA compares nan against a threshold as "not below it": a nan metric would pass the gate.
-            log.warning("Model blessed but not pushed: metrics %s are not finite numbers; the served model "
-                        "is unchanged.", not_finite)
-            compat.mark_not_pushed(self, pushed_model)
-            return
         model_path = self.GetModelPath(input_dict)
+        refusal = _refusal(metrics, model_path)
+        if refusal:
+            log.warning("Model blessed but not pushed: %s", refusal)
+            compat.mark_not_pushed(self, pushed_model)
+            pushed_model.set_string_custom_property(NOT_PUSHED_REASON, refusal)
+            return
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
         model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -125,6 +126,19 @@ def visible_entries(folder: Path, ignored: frozenset[str] = frozenset()) -> list
     return [folder / n for n in names if not n.startswith(".") and n not in ignored]
 
 
+def special_file(path: str | os.PathLike) -> bool:
+    """True for a local fifo, socket or device: never opened (a read can block forever).
+    Every listing of a data folder (images and text, both ingestion paths) asks this."""
+    path = os.fspath(path)
+    if "://" in path:
+        return False  # object stores hold only objects
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # gone or unreadable: the read names it
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def find_files(root: Path, suffixes: tuple[str, ...],
                ignored: frozenset[str] = frozenset()) -> tuple[list[Path], int]:
     """``(files, skipped)``: files below ``root`` ending in ``suffixes`` (any case), sorted
@@ -136,10 +150,10 @@ def find_files(root: Path, suffixes: tuple[str, ...],
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
-            if name.lower().endswith(suffixes):
+            if name.lower().endswith(suffixes) and not special_file(os.path.join(dirpath, name)):
                 found.append(Path(dirpath) / name)
             else:
-                skipped += 1
+                skipped += 1  # another type, or a fifo/socket/device (never opened: a read can block)
     return found, skipped
 
 

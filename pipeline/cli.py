@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import sys
 import time
 
@@ -108,10 +109,11 @@ def command_tfjob(args: argparse.Namespace) -> int:
 def command_run(args: argparse.Namespace) -> int:
     from pipeline.local.preflight import check_run
     from pipeline.local.run_lock import exclusive_run
+    from pipeline.local.run_temp import private_temp_dir
 
     config = config_from_args(args)
     check_run(config)  # scale-out settings (TF_CONFIG, worker pool, dispatcher) before anything runs
-    with exclusive_run(config.output_dir):
+    with exclusive_run(config.output_dir), private_temp_dir():
         return _run_locked(args, config)
 
 
@@ -346,6 +348,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _interrupted() -> int:
-    print("\nInterrupted. Completed components are cached in MLMD; run the same command "
-          "again to resume from them.", file=sys.stderr)
-    return EXIT_INTERRUPTED
+    """Ctrl-C, or SIGTERM during a run (pipeline/local/run_lock.py): exit status 128 + the signal, as a shell
+    reports it."""
+    run_lock = sys.modules.get("pipeline.local.run_lock")
+    stopped_by = run_lock.stop_signal() if run_lock is not None else None
+    print(f"\n{'Stopped by ' + stopped_by if stopped_by else 'Interrupted'}. Completed components are cached "
+          "in MLMD; run the same command again to resume from them.", file=sys.stderr)
+    return 128 + signal.SIGTERM if stopped_by == "SIGTERM" else EXIT_INTERRUPTED

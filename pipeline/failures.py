@@ -16,15 +16,27 @@ import traceback
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, PathError, ProjectError, find_in_chain, path_error
 
+#: A screenful: a longer message (a paragraph listing 300 class names) is cut here, whole in a file.
+MAX_MESSAGE_CHARS = 1200
+
 
 def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
-    """The paragraph to print for ``error`` and the exit code.
+    """The paragraph to print for ``error`` and the exit code, at most a screenful.
 
     A ProjectError outside a component (bad flag, bad data, busy output dir) is the whole
     report: ``error: <paragraph>``. An OS error on a path becomes a paragraph naming the
     path. A component's failure says which component failed, then the ProjectError it
     raised or the first line of the unexpected error, then where the traceback is.
     """
+    message, code = _full_report(error, logs_dir)
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message, code
+    path = _save_traceback(error, logs_dir, message)
+    cut = message[:MAX_MESSAGE_CHARS].rsplit(" ", 1)[0]
+    return f"{cut} ... [{len(message) - len(cut)} more characters; the whole message: {path}]", code
+
+
+def _full_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     failed = _component_failed(error)
     if failed is None:
         known = _known(error)
@@ -89,14 +101,17 @@ def logs_dir(args: argparse.Namespace) -> str:
     return os.path.join(tempfile.gettempdir(), "tfx-project-logs")
 
 
-def _save_traceback(error: BaseException, logs_dir: str) -> str:
-    """Write the full traceback; falls back to a temp folder when ``logs_dir`` is unwritable."""
+def _save_traceback(error: BaseException, logs_dir: str, message: str = "") -> str:
+    """Write the full traceback (after ``message``, when given); falls back to a temp folder when
+    ``logs_dir`` is unwritable."""
     name = f"error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (logs_dir, os.path.join(tempfile.gettempdir(), "tfx-project-logs")):
         try:
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, name)
             with open(path, "w") as handle:
+                if message:
+                    handle.write(message + "\n\n")
                 traceback.print_exception(type(error), error, error.__traceback__, file=handle)
             return path
         except OSError:

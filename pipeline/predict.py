@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from artifacts.serving_dir import latest_version_dir, read_push_info, tflite_file
 from data.images import load_image_array
+from data.images.pixels import check_image_file
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
 GENERATE_SIGNATURE = "generate"
@@ -38,14 +39,12 @@ def resolve_version_dir(model_dir: str) -> str:
 
 def _load(version_dir: str):
     """The SavedModel, or one paragraph naming the folder when it is damaged (the served one is too)."""
+    from artifacts.model_files import READ_ERRORS, damaged
+
     try:
         return tf.saved_model.load(version_dir)
-    except (OSError, ValueError, tf.errors.OpError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
-        raise ProjectError(f"Cannot load the SavedModel in {version_dir}: {first}. The model files are damaged "
-                           "or incomplete; TF Serving cannot load them either. Roll back to the previous "
-                           "version (python -m pipeline rollback --serving-dir <its parent>) or run the "
-                           "pipeline again to push a new one.") from error
+    except READ_ERRORS as error:  # IndexError: a truncated variables file
+        raise damaged(version_dir, error) from error
 
 
 def _signature(model_dir: str, name: str, kind: str):
@@ -60,9 +59,12 @@ def _signature(model_dir: str, name: str, kind: str):
 def predict_files(model_dir: str, image_paths: Sequence[str], tflite: str | None = None) -> Iterator[str]:
     """``path<TAB>class<TAB>confidence`` per image; ``tflite``: a quantization, to run that TFLite model."""
     for path in image_paths:  # before loading the model: a typo should not cost a model load
-        if not os.path.isfile(path):
-            what = "is a directory" if os.path.isdir(path) else "does not exist"
-            raise MissingInput(f"Image file {path} {what}. Pass the path of a PNG or JPEG file to classify.")
+        if not os.path.isfile(path):  # a fifo or device is never opened: a read could block
+            what = ("is a directory" if os.path.isdir(path) else "does not exist" if not os.path.exists(path)
+                    else "is not a regular file (a fifo, socket or device)")
+            raise MissingInput(f"Image file {path} {what}. Pass the path of an image file to classify (PNG, "
+                               "JPEG, GIF, WebP, BMP or TIFF).")
+        check_image_file(path)
     if tflite:
         outputs = _tflite_outputs(resolve_version_dir(model_dir), tflite, image_paths)
     else:

@@ -74,6 +74,8 @@ def unless_verbose(verbose: bool, output_dir: str | None):
     if verbose:
         return contextlib.nullcontext(None)
     path = log_path(output_dir)
+    if any(os.path.islink(p) for p in (os.path.dirname(path), path)):
+        path = log_path(None)  # never write through a link inside --output (the run refuses it: preflight)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a"):

@@ -27,7 +27,7 @@ def list_models(base_dir: str) -> list[str]:
     _require_dir(base_dir)
     versions = serving_dir.list_versions(base_dir)
     if not versions:
-        return [f"No model versions in {base_dir}."]
+        return [f"No model versions in {base_dir}.", *_ignored_lines(base_dir)]
     key_metrics = (*gate_metrics(), COUNT_METRIC)  # every family's gate metric: a dir may hold any
     lines = [f"{'':2}{'version':<12} {'pushed at (UTC)':<26} {'metrics':<60} run"]
     for version in reversed(versions):
@@ -46,6 +46,20 @@ def list_models(base_dir: str) -> list[str]:
         if trained_with:
             lines.append(f"{'':16}{trained_with}")
     lines.append("* = served (TF Serving's default policy serves the highest version)")
+    lines.extend(_ignored_lines(base_dir))
+    return lines
+
+
+def _ignored_lines(base_dir: str, shown: int = 5) -> list[str]:
+    """Entries that are not versions: named (a few), so a hand-copied '²' or '007' is not a mystery."""
+    ignored = serving_dir.ignored_entries(base_dir)
+    if not ignored:
+        return []
+    lines = [f"Ignored (never served, never a baseline or rollback target): {len(ignored)} entr"
+             f"{'y' if len(ignored) == 1 else 'ies'}"]
+    lines += [f"  {name!r}: {why}" for name, why in ignored[:shown]]
+    if len(ignored) > shown:
+        lines.append(f"  ... and {len(ignored) - shown} more")
     return lines
 
 
@@ -72,4 +86,4 @@ def rollback(base_dir: str) -> str:
     _require_dir(base_dir)
     moved = serving_dir.rollback(base_dir)
     return (f"Rolled back {base_dir}: version {moved['from']} -> {moved['to']} is now served "
-            f"(moved {moved['from']} to {serving_dir.ROLLED_BACK_PREFIX}{moved['from']}; rename it back to undo).")
+            f"(moved {moved['from']} to {moved['moved_to']}; rename it back to undo).")

@@ -9,7 +9,7 @@ import dataclasses
 import os
 import threading
 
-from stackenv.errors import MissingInput
+from stackenv.errors import ConfigError, MissingInput
 
 import tensorflow as tf
 
@@ -64,7 +64,13 @@ def start_server(logdir: str, port: int = 6006, host: str = "127.0.0.1") -> str:
     board = program.TensorBoard()
     board.configure(argv=[None, "--logdir", logdir, "--port", str(port), "--host", host,
                           "--reload_interval", "5", "--load_fast", "false"])
-    return board.launch()
+    try:
+        return board.launch()
+    except program.TensorBoardServerException as error:  # port in use, host not bindable
+        what = "is in use (another TensorBoard?)" if isinstance(error, program.TensorBoardPortInUseError) \
+            else f"cannot be served ({getattr(error, 'msg', error)})"
+        raise ConfigError("--port", f"{host}:{port} {what}. Pass another --port, or --port 0 for any free "
+                                    "one.") from None
 
 
 def serve(logs: TrainerLogs, port: int = 6006, host: str = "127.0.0.1", stop: threading.Event | None = None) -> str:

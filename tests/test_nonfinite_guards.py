@@ -1,5 +1,6 @@
 """A diverged model is never a model: training stops with a paragraph, and the Pusher refuses nan metrics."""
 import logging
+import os
 
 from stackenv.errors import ProjectError
 
@@ -41,3 +42,53 @@ def test_finite_history_passes():
 ])
 def test_pusher_names_non_finite_metrics(metrics, expected):
     assert non_finite_metrics(metrics) == expected
+
+
+def _saved_model_with(value: float, root) -> str:
+    """A real SavedModel (TFX Model layout: <uri>/Format-Serving) whose one weight holds ``value``."""
+    module = tf.Module()
+    module.weights = tf.Variable([1.0, value, 2.0], name="dense_kernel")
+    module.apply = tf.function(lambda x: x * module.weights[0], input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(root / "Format-Serving"))
+    return str(root)
+
+
+def _truncate_variables(model_uri: str) -> None:
+    data = os.path.join(model_uri, "Format-Serving", "variables", "variables.data-00000-of-00001")
+    with open(data, "rb") as handle:
+        content = handle.read()
+    with open(data, "wb") as handle:
+        handle.write(content[:len(content) // 2])
+
+
+@pytest.mark.parametrize("value, truncated, reason", [
+    (float("nan"), False, "holds nan or infinite values in 1 variable(s) (weights)"),
+    (float("-inf"), False, "holds nan or infinite values in 1 variable(s) (weights)"),
+    (0.5, True, "Cannot load the SavedModel in"),
+])
+def test_pusher_refuses_a_blessed_model_whose_weights_are_not_finite_or_unreadable(tmp_path, value, truncated,
+                                                                                    reason):
+    from test_serving_dir import _run_pusher
+
+    from artifacts import serving_dir
+    from components.pusher import NOT_PUSHED_REASON
+
+    model_uri = _saved_model_with(value, tmp_path / "model")
+    if truncated:
+        _truncate_variables(model_uri)
+    base = str(tmp_path / "serving")
+    pushed = _run_pusher(model_uri, base, True, tmp_path)
+    assert pushed.get_int_custom_property("pushed") == 0
+    assert reason in pushed.get_string_custom_property(NOT_PUSHED_REASON)
+    assert serving_dir.list_versions(base) == [] and not os.path.exists(base)
+
+
+def test_pusher_pushes_the_same_model_with_finite_weights(tmp_path):
+    from test_serving_dir import _run_pusher
+
+    from artifacts import serving_dir
+
+    base = str(tmp_path / "serving")
+    pushed = _run_pusher(_saved_model_with(0.5, tmp_path / "model"), base, True, tmp_path)
+    assert pushed.get_int_custom_property("pushed") == 1
+    assert len(serving_dir.list_versions(base)) == 1

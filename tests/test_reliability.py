@@ -66,9 +66,9 @@ def test_schema_drift_stops_the_run_before_training(tmp_path):
     assert len(serving_dir.list_versions(str(output / "serving" / "cnn"))) == 2
 
 
-def _start_and_kill_in_training(output, sig, args):
+def _start_and_kill_in_training(output, sig, args, env=None):
     process = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--output", str(output), *args],
-                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     log = []
     for line in process.stdout:
         log.append(line)
@@ -119,3 +119,39 @@ def test_second_run_on_the_same_output_fails_fast(tmp_path):
         first.kill()
         first.wait()
     shutil.rmtree(output, ignore_errors=True)
+
+
+def _lock_is_free(output) -> bool:
+    import fcntl
+
+    with open(output / ".run.lock") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return True
+
+
+def test_sigterm_stops_a_run_like_ctrl_c_and_no_run_leaves_temporary_files(tmp_path):
+    """SIGTERM mid-training: exit 143, one line, lock released, nothing pushed, nothing left in
+    TMPDIR; the next run names the stopped one, finishes, and leaves TMPDIR as it found it."""
+    output, private_tmp = tmp_path / "out", tmp_path / "tmp"
+    private_tmp.mkdir()
+    (private_tmp / "kept-by-someone-else").write_text("x")
+    before = sorted(os.listdir(private_tmp))
+    env = {**os.environ, "TMPDIR": str(private_tmp)}
+    code, log = _start_and_kill_in_training(output, signal.SIGTERM, ("--train-steps", "3000"), env)
+    assert code == 128 + signal.SIGTERM, log[-3000:]
+    assert "Stopped by SIGTERM." in log and "Traceback" not in log, log[-3000:]
+    assert _lock_is_free(output)
+    serving = output / "serving" / "cnn"
+    assert not serving.exists() or os.listdir(serving) == []  # nothing pushed, nothing staged
+    assert sorted(os.listdir(private_tmp)) == before
+
+    final = run_cli("run", "--output", output, "--train-steps", "15", "--min-accuracy", "0.3",
+                    "--gate-margin", "-1", env=env)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert "was stopped by SIGTERM" in final.stderr, final.stderr[-3000:]
+    assert len(serving_dir.list_versions(str(serving))) == 1
+    assert sorted(os.listdir(private_tmp)) == before

@@ -16,3 +16,22 @@ def test_a_failed_latest_run_is_named_with_its_failed_component():
 
 def test_a_failure_inside_the_shown_run_is_not_the_latest_either():
     assert not ShownRun("r1", "r1", ["Pusher"], "t").is_latest
+
+
+def test_a_run_stopped_before_mlmd_saw_it_marks_the_report_as_not_the_latest_attempt(tmp_path):
+    """The run lock's record, written by a real (stopped) exclusive_run, is what the report reads."""
+    import pytest
+
+    from pipeline.local.run_lock import exclusive_run
+    from pipeline.results.run_outcome import unsuccessful_attempt
+
+    with exclusive_run(str(tmp_path)):
+        pass
+    assert unsuccessful_attempt(str(tmp_path)) == ""
+    with pytest.raises(KeyboardInterrupt), exclusive_run(str(tmp_path)):
+        raise KeyboardInterrupt
+    attempt = unsuccessful_attempt(str(tmp_path))
+    assert "was stopped by SIGINT (Ctrl-C)" in attempt
+    run = ShownRun("r1", "r1", [], "t", attempt)
+    assert not run.is_latest
+    assert "NOT THE LATEST ATTEMPT: The latest attempt, started" in run.describe()

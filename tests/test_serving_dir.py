@@ -1,6 +1,8 @@
 """The TF Serving directory is never left with a partial or unblessed version."""
 import os
 
+from stackenv.errors import ProjectError
+
 import pytest
 import tensorflow as tf
 from conftest import run_cli
@@ -108,3 +110,42 @@ def test_models_and_rollback_commands(saved_model, tmp_path):
 
     again = run_cli("rollback", "--serving-dir", base)  # nothing older than `first`
     assert again.returncode == 2 and "Nothing to roll back to" in again.stderr
+
+
+@pytest.mark.parametrize("name", ["²", "٣", "007", "12a", "-5", "9223372036854775808", " 5"])
+def test_only_plain_int64_names_are_versions_and_the_rest_is_listed_as_ignored(tmp_path, name):
+    base = tmp_path / "serving"
+    for entry in (name, "5"):
+        (base / entry).mkdir(parents=True)
+        (base / entry / "saved_model.pb").write_bytes(b"x")
+    assert serving_dir.list_versions(str(base)) == [5]
+    assert [entry for entry, _ in serving_dir.ignored_entries(str(base))] == [name]
+    assert serving_dir.latest_version_dir(str(base)) == str(base / "5")  # the baseline, predict's pick
+    with pytest.raises(ProjectError, match="Nothing to roll back to"):  # never a rollback target
+        serving_dir.rollback(str(base))
+    listing = run_cli("models", "--serving-dir", base)
+    assert listing.returncode == 0, listing.stderr
+    assert f"{name!r}: not a version name" in listing.stdout
+
+
+def test_the_largest_int64_is_a_version(tmp_path):
+    (tmp_path / "9223372036854775807").mkdir()
+    (tmp_path / "9223372036854775807" / "saved_model.pb").write_bytes(b"x")
+    assert serving_dir.list_versions(str(tmp_path)) == [2**63 - 1]
+
+
+def test_a_rolled_back_number_is_never_pushed_again_and_rollback_never_collides(tmp_path):
+    base = tmp_path / "serving"
+    for version in (100, 101):
+        (base / str(version)).mkdir(parents=True)
+        (base / str(version) / "saved_model.pb").write_bytes(b"x")
+    assert serving_dir.rollback(str(base))["moved_to"] == ".rolled-back-101"
+    assert serving_dir.next_version(str(base), now=50) == 102  # not 101 again
+    # A layout from before that rule: 101 pushed again after its rollback, then rolled back again.
+    (base / "101").mkdir()
+    (base / "101" / "saved_model.pb").write_bytes(b"y")
+    moved = serving_dir.rollback(str(base))
+    assert moved == {"from": 101, "to": 100, "moved_to": ".rolled-back-101-2"}
+    assert (base / ".rolled-back-101" / "saved_model.pb").read_bytes() == b"x"  # the earlier one kept
+    assert (base / ".rolled-back-101-2" / "saved_model.pb").read_bytes() == b"y"
+    assert serving_dir.list_versions(str(base)) == [100]

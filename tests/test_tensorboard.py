@@ -82,3 +82,21 @@ def test_tensorboard_without_a_run_says_what_to_do(tmp_path):
 def test_tensorboard_rejects_a_bad_port(tmp_path):
     result = run_cli("tensorboard", "--output", tmp_path, "--port", "70000", timeout=120)
     assert result.returncode == 2 and "--port" in result.stderr, result.stderr
+
+
+def test_tensorboard_on_a_port_in_use_is_a_paragraph(tmp_path):
+    """Real TensorBoard against a port this test holds open."""
+    import socket
+
+    from stackenv.errors import ConfigError
+
+    from pipeline.tensorboard import start_server
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ConfigError) as raised:
+            start_server(str(tmp_path), port, "127.0.0.1")
+    assert raised.value.paragraph == (f"--port: 127.0.0.1:{port} is in use (another TensorBoard?). Pass another "
+                                      "--port, or --port 0 for any free one.")

@@ -1,4 +1,4 @@
-"""Source reader: a folder with one sub-folder of PNG/JPEG images per class.
+"""Source reader: a folder with one sub-folder of images per class (``listing.IMAGE_SUFFIXES``).
 
 The sub-folder name is the class name; images are searched recursively, resized to a
 square ``image_size`` and converted to ``channels``.
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, list_class_files  # noqa: F401  (re-exported)
+from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, Unused, list_class_files  # noqa: F401  (re-exported)
 from data.images.pixels import load_image_file
 from data.images.writer import FORMAT_VERSION, ImageSet
 from data.prepare import SourcePlan, file_stats, source_fingerprint
@@ -20,7 +20,8 @@ DEFAULT_CHANNELS = 3
 
 def plan_folder(root: Path, image_size: int | None, channels: int | None) -> SourcePlan[ImageSet]:
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
-    per_class = {name: [Path(f) for f in files] for name, files in list_class_files(str(root)).items()}
+    unused = Unused()
+    per_class = {name: [Path(f) for f in files] for name, files in list_class_files(str(root), unused).items()}
     items = [(cls, path) for cls, paths in per_class.items() for path in paths]
 
     def load(scratch: Path) -> ImageSet:
@@ -45,5 +46,5 @@ def plan_folder(root: Path, image_size: int | None, channels: int | None) -> Sou
             files=file_stats([p for _, p in items], root),
         ),
         load=load,
-        extra={"source_path": str(root)},
+        extra={"source_path": str(root), **({"unused": unused.facts()} if unused.entries else {})},
     )

@@ -1,73 +1,135 @@
 """Listing an image folder through ``tf.io.gfile``: the one place that says what a class
-folder must look like.
+folder must look like, and what in it is not read.
 
 Both the prepare step (``folder.plan_folder``) and the ExampleGen's units
 (``sources.list_source``) list folders here, so a local path, ``gs://`` and ``s3://`` give
-the same classes, the same walk order and the same paragraphs for bad input.
+the same classes, the same walk order and the same paragraphs for bad input. Whatever a
+listing passes over (hidden files, a class folder named with a leading dot, files of other
+types, fifos and devices) is recorded in :class:`Unused` and named in the run summary:
+data left out silently reads as data used. A local entry that is neither a regular file
+nor a folder is never opened (opening a fifo blocks until someone writes to it).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import tensorflow as tf
 
 from data.errors import DataError
+from data.prepare import special_file
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+#: Every format Pillow decodes without a plugin; an animated GIF gives its first frame.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 IGNORED_DIRS = frozenset({"__MACOSX"})  # OS metadata folders, never classes
+#: How many unused entries the summary names before it only counts.
+SHOWN_UNUSED = 5
+
+
+@dataclasses.dataclass
+class Unused:
+    """Entries a listing saw and will not read, each with why."""
+
+    entries: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def add(self, path: str, why: str) -> None:
+        self.entries.append((path, why))
+
+    def facts(self) -> dict:
+        """What the data facts carry: the count and the first few, so a million skipped files stay small."""
+        return {"count": len(self.entries),
+                "shown": [f"{path} ({why})" for path, why in self.entries[:SHOWN_UNUSED]]}
+
+
+def unused_line(facts: dict | None) -> str | None:
+    """The run summary's line for :meth:`Unused.facts`, None when everything was read."""
+    if not facts or not facts.get("count"):
+        return None
+    more = facts["count"] - len(facts["shown"])
+    return (f"Not read from the data: {facts['count']} entr{'y' if facts['count'] == 1 else 'ies'}: "
+            + "; ".join(facts["shown"]) + (f"; and {more} more" if more > 0 else ""))
+
+
+_SPECIAL = "not a regular file (a fifo, socket or device): never opened"
 
 
 def join(root: str, name: str) -> str:
     return root.rstrip("/") + "/" + name.strip("/")
 
 
-def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]:
-    """Sorted children of ``root`` (any gfile URI) without hidden entries and ``ignored`` names."""
+def _names(root: str) -> list[str]:
     try:
-        names = sorted({n.rstrip("/") for n in tf.io.gfile.listdir(root)})
+        return sorted({n.rstrip("/") for n in tf.io.gfile.listdir(root)})
     except tf.errors.OpError as exc:
         raise DataError(
             f"Cannot list folder {root} ({exc.message}). Check that it exists and is readable by "
             "the user (or service account) running the pipeline."
         ) from exc
-    return [n for n in names if not n.startswith(".") and n not in ignored]
 
 
-def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset()) -> list[str]:
+def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]:
+    """Sorted children of ``root`` (any gfile URI) without hidden entries and ``ignored`` names."""
+    return [n for n in _names(root) if not n.startswith(".") and n not in ignored]
+
+
+def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset(),
+               unused: Unused | None = None) -> list[str]:
     """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
-    ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted."""
+    ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted.
+    Everything else it passes over goes to ``unused``; special files are never opened."""
+    unused = unused if unused is not None else Unused()
     found, subdirs = [], []
-    for name in visible_names(root):
+    for name in _names(root):
         path = join(root, name)
-        if tf.io.gfile.isdir(path):
-            if name not in ignored:
+        if name.startswith("."):
+            unused.add(path, "hidden")
+        elif tf.io.gfile.isdir(path):
+            if name in ignored:
+                unused.add(path + "/", "OS metadata folder")
+            else:
                 subdirs.append(path)
+        elif special_file(path):
+            unused.add(path, _SPECIAL)
         elif name.lower().endswith(suffixes):
             found.append(path)
+        else:
+            unused.add(path, f"not a {'/'.join(s.lstrip('.') for s in suffixes)} file")
     for sub in subdirs:
-        found += find_files(sub, suffixes, ignored)
+        found += find_files(sub, suffixes, ignored, unused)
     return found
 
 
-def list_class_files(root: str, names: list[str] | None = None) -> dict[str, list[str]]:
+def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[str]]:
     """Class name -> its image files (searched recursively), both sorted; DataError for a
-    folder that is not one sub-folder of images per class. ``names``: the root's visible
-    children when the caller has already listed them."""
-    names = visible_names(root, IGNORED_DIRS) if names is None else names
-    class_dirs = [n for n in names if tf.io.gfile.isdir(join(root, n))]
+    folder that is not one sub-folder of images per class. What is not read goes to ``unused``."""
+    unused = unused if unused is not None else Unused()
+    names = _names(root)
+    visible = [n for n in names if not n.startswith(".") and n not in IGNORED_DIRS]
+    class_dirs = [n for n in visible if tf.io.gfile.isdir(join(root, n))]
     if not class_dirs:
-        if any(n.lower().endswith(IMAGE_SUFFIXES) for n in names):
+        if any(n.lower().endswith(IMAGE_SUFFIXES) for n in visible):
             raise DataError(
                 f"Folder {root} holds images directly, but images must be grouped in one "
                 "sub-folder per class (e.g. cats/ and dogs/), the sub-folder name being the "
                 "class name. Move each image into the sub-folder of its class."
             )
-        what = "is empty" if not names else "has no class sub-folders"
+        what = "is empty" if not visible else "has no class sub-folders"
         raise DataError(
             f"Image folder {root} {what}. Put the images in one sub-folder per class (e.g. "
             f"{root}/cats/*.png and {root}/dogs/*.png), with at least two classes."
         )
+    for name in names:
+        path = join(root, name)
+        if name in class_dirs:
+            continue
+        if tf.io.gfile.isdir(path):
+            unused.add(path + "/", "its name starts with a dot: not a class" if name.startswith(".")
+                       else "OS metadata folder")
+        else:
+            unused.add(path, _SPECIAL if special_file(path) else "hidden" if name.startswith(".")
+                       else "not in a class folder")
     per_class = {}
     for name in class_dirs:
-        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS)
+        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused)
         if not images:
             raise DataError(
                 f"Class folder {join(root, name)} contains no images (files ending in "

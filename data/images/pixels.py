@@ -5,6 +5,7 @@ functions, so the mode handling and resizing cannot drift apart into train/servi
 """
 from __future__ import annotations
 
+import io
 import numbers
 import os
 from pathlib import Path
@@ -27,22 +28,44 @@ def load_image_array(path: str | os.PathLike, size: int | tuple[int, int],
     height, width = (size, size) if isinstance(size, (int, numbers.Integral)) else size  # Integral: numpy ints
     if channels not in (1, 3):
         raise DataError(f"Channels {channels!r} is not valid: use 1 (grayscale) or 3 (RGB).")
-    return load_image_file(Path(path), (int(height), int(width), int(channels)))
+    return load_image_file(Path(path), (int(height), int(width), int(channels)), remedy=PREDICT_REMEDY)
 
 
-def load_image_file(path: Path | str, shape: tuple[int, int, int]) -> np.ndarray:
-    """Decode one image file (a local path or any ``tf.io.gfile`` URI, e.g. ``gs://``)."""
+PREDICT_REMEDY = "Pass an image file (PNG, JPEG, GIF, WebP, BMP or TIFF) instead."
+
+
+def check_image_file(path: str | os.PathLike) -> None:
+    """DataError (``predict``'s wording) unless Pillow recognises ``path`` as an image: cheap
+    (the header), so a wrong file costs no model load."""
+    try:
+        with Image.open(path) as img:
+            img.verify()
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ...
+        raise DataError(f"Image file {path} cannot be read ({type(exc).__name__}: {exc}). It is not a valid "
+                        f"image or is truncated (e.g. an interrupted copy). {PREDICT_REMEDY}") from exc
+
+
+#: What to do about an unreadable file found in a training data folder.
+DATA_FOLDER_REMEDY = "Replace it with a good copy, or delete it from the class folder."
+
+
+def load_image_file(path: Path | str, shape: tuple[int, int, int], remedy: str = DATA_FOLDER_REMEDY) -> np.ndarray:
+    """Decode one image file (a local path or any ``tf.io.gfile`` URI, e.g. ``gs://``); an
+    animated image gives its first frame. ``remedy``: the paragraph's last sentence."""
     import tensorflow as tf  # here: predict on a local file does not need TensorFlow's start-up
 
     try:
-        with tf.io.gfile.GFile(str(path), "rb") as handle, Image.open(handle) as img:
+        # Bytes first: a GFile raises OutOfRangeError at the end of the file where Pillow's
+        # WebP reader expects read() to return b"".
+        with tf.io.gfile.GFile(str(path), "rb") as handle:
+            data = handle.read()
+        with Image.open(io.BytesIO(data)) as img:
             img.load()  # Decode now: truncated files fail here, not later.
             return to_array(ImageOps.exif_transpose(img), shape)
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ...
         raise DataError(
             f"Image file {path} cannot be read ({type(exc).__name__}: {exc}). It is not a "
-            "valid image or is truncated (e.g. an interrupted copy). Replace it with a good "
-            "copy, or delete it from the class folder."
+            f"valid image or is truncated (e.g. an interrupted copy). {remedy}"
         ) from exc
 
 

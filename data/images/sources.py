@@ -20,7 +20,7 @@ import tensorflow as tf
 from data.errors import DataError
 from data.images import cifar, records
 from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE
-from data.images.listing import IGNORED_DIRS, join, list_class_files, visible_names
+from data.images.listing import IGNORED_DIRS, Unused, join, list_class_files, special_file, visible_names
 from data.images.pixels import MODES, convert_all, convert_array, load_image_file
 from data.tfrecords import is_tfrecord_path, iter_file_examples
 
@@ -52,6 +52,7 @@ class Listing:
     classes: tuple[str, ...] | None      # None: only known after reading (TFRecords)
     class_names: tuple[str, ...] = ()    # CIFAR: label index -> name, as in batches.meta
     native_shape: tuple[int, int, int] | None = None  # TFRecords: the stored shape
+    unused: dict | None = None           # folder: what the listing did not read (listing.Unused.facts)
 
 
 def list_source(root: str, image_size: int | None, channels: int | None) -> Listing:
@@ -64,6 +65,11 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
             f"Data source {root} does not exist. Give the path of a folder with one "
             "sub-folder of images per class, a CIFAR-10 python batch folder, or TFRecord "
             "files, or leave the source out to use the bundled digits data set."
+        )
+    if special_file(root):
+        raise DataError(
+            f"Data source {root} is neither a regular file nor a folder (a fifo, socket or device); "
+            "it is not opened. Pass a folder of class sub-folders, a CIFAR-10 batch folder or TFRecord files."
         )
     if not tf.io.gfile.isdir(root):
         if is_tfrecord_path(root):
@@ -83,18 +89,20 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
             f"Folder {root} holds CIFAR-10 batch files but no batches.meta (which has the "
             "class names). Copy batches.meta from the CIFAR-10 python archive into it."
         )
-    tfrecords = [join(root, n) for n in names if is_tfrecord_path(n) and not tf.io.gfile.isdir(join(root, n))]
+    tfrecords = [join(root, n) for n in names if is_tfrecord_path(n) and not tf.io.gfile.isdir(join(root, n))
+                 and not special_file(join(root, n))]
     if tfrecords:
         return _list_tfrecords(root, tfrecords, image_size, channels)
-    return _list_folder(root, names, image_size, channels)
+    return _list_folder(root, image_size, channels)
 
 
-def _list_folder(root: str, names: list[str], image_size: int | None, channels: int | None) -> Listing:
-    per_class = list_class_files(root, names)
+def _list_folder(root: str, image_size: int | None, channels: int | None) -> Listing:
+    unused = Unused()
+    per_class = list_class_files(root, unused)
     units = [Unit("folder", path, name, path[len(root.rstrip("/")) + 1:])
              for name, images in per_class.items() for path in images]
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
-    return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class))
+    return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class), unused=unused.facts())
 
 
 def _cifar_batches(folder: str) -> list[str]:

@@ -240,8 +240,10 @@ def _trials_section(output_dir: str | None, evaluation: Evaluation) -> list[str]
     return [_section("Hyperparameter search (trials)", body, SECTION_ID + "-section")]
 
 
-def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[str, dict[str, Any]]:
-    """The report page and its JSON data (``output_dir``: for the search's trials section)."""
+def render_html(evaluation: Evaluation, output_dir: str | None = None,
+                not_latest: str = "") -> tuple[str, dict[str, Any]]:
+    """The report page and its JSON data (``output_dir``: for the search's trials section;
+    ``not_latest``: why the shown run is not the latest attempt, shown first)."""
     slices = slice_metrics_frame(evaluation)
     key = slices.attrs["key_metric"]
     comparison = comparison_frame(evaluation)
@@ -251,6 +253,8 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[
     warnings = split_warnings(evaluation)
     body = [
         _header(evaluation),
+        _section("Not the latest attempt", f'<p class="error">{html.escape(not_latest)}</p>', "not-latest")
+        if not_latest else "",
         _warnings_section(warnings),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
@@ -280,7 +284,9 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None) -> tuple[
             f"<style>{_CSS}</style></head><body>{''.join(body)}"
             f'<p class="note">Generated {datetime.datetime.now():%Y-%m-%d %H:%M:%S} by pipeline/report/ '
             "from ML Metadata and the TFMA output.</p></body></html>\n")
-    return page, report_data(evaluation, slices, comparison, validation, warnings)
+    data = report_data(evaluation, slices, comparison, validation, warnings)
+    data["not_latest"] = not_latest or None
+    return page, data
 
 
 def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None) -> str:
@@ -292,8 +298,11 @@ def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None
     to_path = os.path.abspath(to_path)
     if to_path.endswith(".json"):
         raise ReportError(f"{to_path}: the report is HTML (its JSON is written beside it); use a .html path.")
+    from pipeline.report.runs import shown_run
+
     evaluation = find_latest_evaluation(output_dir, pipeline_name)
-    page, data = render_html(evaluation, output_dir)
+    run = shown_run(output_dir, pipeline_name)
+    page, data = render_html(evaluation, output_dir, "" if run.is_latest else run.describe())
     os.makedirs(os.path.dirname(to_path), exist_ok=True)
     _write_atomically(to_path, page)
     _write_atomically(os.path.splitext(to_path)[0] + ".json", json.dumps(data, indent=2, allow_nan=False) + "\n")

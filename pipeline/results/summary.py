@@ -12,6 +12,7 @@ import tensorflow as tf
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from artifacts.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
+from data.images.listing import unused_line
 from data.tfrecords import DatasetManifest
 from pipeline import graph
 from pipeline.config import PipelineConfig
@@ -39,8 +40,10 @@ class RunSummary:
     blessed: bool | None = None
     not_blessed_reasons: list[str] = dataclasses.field(default_factory=list)
     pushed_path: str | None = None
+    not_pushed_reason: str | None = None  # a blessed model the Pusher refused (components/pusher.py)
     evaluation_uri: str | None = None
     split_description: str | None = None   # how the data preparation split (data/text_split.py)
+    unused_line: str | None = None  # what the listing of --data did not read (data/images/listing.py)
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
@@ -93,6 +96,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     summary = RunSummary(config.pipeline_name, components, {}, dataset.num_examples, metric_name,
                          family.gate_metric_label)
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
+    summary.unused_line = unused_line(dataset.extra.get("unused"))
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     summary.warm_start = warm_start.summary_line(summary.model_uri, store)
     summary.tuning_lines = tuning_summary.lines(tuning_summary.read_search(run.get(graph.TUNER)),
@@ -123,6 +127,8 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     pushed = run.get(graph.PUSHER)
     pushed_model = (pushed.outputs.get("pushed_model") or [None])[0] if pushed else None
     summary.pushed_path = mlmd.pushed_destination(pushed_model)
+    if pushed_model is not None and not summary.pushed_path:
+        summary.not_pushed_reason = mlmd.custom_property(pushed_model, "not_pushed_reason") or None
     return summary
 
 
@@ -145,6 +151,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     lines.append(f"Examples: {summary.num_input_examples} in -> {splits or 'n/a'}")
     if summary.split_description:
         lines.append(f"Split: {summary.split_description}")
+    if summary.unused_line:
+        lines.append(summary.unused_line)
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
         lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
@@ -176,6 +184,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         tflite_line = tflite_summary.line_for_version(summary.pushed_path)
         if tflite_line:
             lines.append(tflite_line)
+    elif summary.not_pushed_reason:
+        lines.append(f"Pushed: nothing, although blessed: {summary.not_pushed_reason}")
     else:
         lines.append(f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)")
     if summary.evaluation_uri:

@@ -1,0 +1,63 @@
+"""What a SavedModel's variables hold, read from its checkpoint without loading its graph.
+
+Why: a diverged training run can export a model whose weights hold nan or inf while its
+metrics look finite (TFMA compares a nan metric against a threshold as "not below it"),
+and a truncated copy fails deep inside ``tf.saved_model.load`` with an ``IndexError``
+("Read less bytes than requested"). Reading the checkpoint in ``variables/`` answers both
+questions for the Pusher, the Evaluator's baseline and ``predict`` in one place, at the
+cost of reading the weights once (no graph, no function tracing).
+"""
+from __future__ import annotations
+
+import os
+
+from stackenv.errors import ProjectError
+
+import numpy as np
+import tensorflow as tf
+
+#: Checkpoint entries that are bookkeeping, not model values.
+_NOT_VALUES = ("_CHECKPOINTABLE_OBJECT_GRAPH",)
+#: The errors a damaged checkpoint raises while being read (IndexError: a truncated data file).
+READ_ERRORS = (tf.errors.OpError, OSError, ValueError, IndexError)
+
+
+class DamagedModel(ProjectError):
+    """A SavedModel's files cannot be read (truncated or corrupt)."""
+
+
+def _checkpoint_prefix(saved_model_dir: str) -> str | None:
+    prefix = os.path.join(saved_model_dir, "variables", "variables")
+    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+
+
+def non_finite_variables(saved_model_dir: str) -> list[str]:
+    """Names of the floating-point variables holding a nan or an infinity, sorted.
+
+    DamagedModel when the checkpoint cannot be read. A model without variables has none.
+    """
+    prefix = _checkpoint_prefix(saved_model_dir)
+    if prefix is None:
+        return []
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        bad = []
+        for name, dtype in sorted(reader.get_variable_to_dtype_map().items()):
+            value = reader.get_tensor(name)  # every entry: a truncation anywhere shows here
+            if name in _NOT_VALUES or not (dtype.is_floating or dtype.is_complex):
+                continue
+            if not np.all(np.isfinite(value)):
+                bad.append(name.replace("/.ATTRIBUTES/VARIABLE_VALUE", ""))
+        return bad
+    except READ_ERRORS as error:
+        raise damaged(saved_model_dir, error) from error
+
+
+def damaged(saved_model_dir: str, error: BaseException) -> DamagedModel:
+    """The paragraph for a SavedModel whose files fail to read or load."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")[:300]
+    return DamagedModel(
+        f"Cannot load the SavedModel in {saved_model_dir}: {type(error).__name__}: {first}. The model "
+        "files are damaged or incomplete (e.g. a truncated copy); TF Serving cannot load them either. "
+        "Copy the model again, roll back to the previous version (python -m pipeline rollback "
+        "--serving-dir <its parent>) or run the pipeline again to push a new one.")
