@@ -36,6 +36,8 @@ setup(
         # TFMA 0.47's views draw in (`make notebook-classic`); 3.6's widget base cannot build them.
         "notebook": ["jupyterlab", "notebook", "nbclassic", "ipywidgets>=7.6,<7.7", "widgetsnbextension>=3.5,<3.6",
                      "ipykernel", "nbclient", "nbformat", "nbconvert", "plotly>=5.24,<6"],
+        # The documentation site (`make docs`, built strictly by a test): MkDocs with the Material theme.
+        "docs": ["mkdocs>=1.6,<1.7", "mkdocs-material>=9.7,<9.8"],
     },
     entry_points={"console_scripts": ["tfx-project=pipeline.cli:entry_point"]},
 )

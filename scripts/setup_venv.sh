@@ -39,6 +39,6 @@ fi
 
 echo "Installing the pinned stack into $venv (first time: ~3-4 min, ~3 GB; pip's cache makes re-runs fast)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt pip setuptools wheel
-"$venv/bin/python" -m pip install --quiet --no-build-isolation -c constraints.txt -e ".[dev,notebook]"
+"$venv/bin/python" -m pip install --quiet --no-build-isolation -c constraints.txt -e ".[dev,notebook,docs]"
 "$venv/bin/python" -m pip check
 echo "Setup complete: $venv"
