@@ -13,7 +13,7 @@ IMAGE ?= tfx-project:latest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool notebook-classic
+.PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool notebook-classic docs docs-serve
 
 help:
 	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
@@ -26,6 +26,8 @@ help:
 	@echo "make notebook - open the metrics notebook on the last run (JupyterLab)"
 	@echo "make notebook-classic - the same notebook in nbclassic, with TFMA's own views (need internet)"
 	@echo "make tensorboard - serve the last run's training logs (and --profile trace) in TensorBoard"
+	@echo "make docs   - build the documentation site into site/, strictly (broken links fail)"
+	@echo "make docs-serve - serve the documentation site on http://127.0.0.1:8000/ (DOCS_ADDR=...)"
 	@echo "make image  - build the Kubeflow pipeline image (IMAGE=...; needs Docker)"
 	@echo "make clean  - remove the run output (not the virtualenv)"
 
@@ -95,6 +97,15 @@ tensorboard: setup
 # The README's screenshot tour (docs/tour/) from the screenshots the browser tests took.
 tour: setup
 	$(PY) scripts/update_tour.py
+
+# The documentation site (mkdocs.yml, pages in docs/): warnings, broken links and anchors are errors.
+# docs/cli.md and docs/settings.md are generated (scripts/write_cli_reference.py, write_settings_table.py).
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict $(ARGS)
+
+docs-serve: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR) $(ARGS)
 
 # The report test opens the HTML report in a real headless Chromium (Debian's package).
 chromium:

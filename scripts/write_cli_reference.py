@@ -1,6 +1,7 @@
 """Write docs/cli.md: every command and flag of ``python -m pipeline``, read from the parser itself.
 
-    .venv/bin/python scripts/write_cli_reference.py        (tests/test_docs.py fails when it is stale)
+    .venv/bin/python scripts/write_cli_reference.py          (tests/test_docs.py fails when it is stale)
+    .venv/bin/python scripts/write_cli_reference.py --print  (the page on stdout, written nowhere)
 
 The page is made from ``pipeline.arguments.build_parser()``, the same parser the CLI runs, so a flag
 added, renamed or re-documented there shows up here on the next run of this script, and the test says
@@ -80,5 +81,8 @@ def document() -> str:
 
 
 if __name__ == "__main__":
-    TARGET.write_text(document())
-    print(f"wrote {TARGET}")
+    if sys.argv[1:] == ["--print"]:
+        print(document(), end="")
+    else:
+        TARGET.write_text(document())
+        print(f"wrote {TARGET}")
