@@ -34,10 +34,11 @@ def _cell(text: str) -> str:
 
 
 def _flags(action: argparse.Action) -> str:
+    named = action.metavar if isinstance(action.metavar, str) else None  # argparse also allows a tuple
     if not action.option_strings:
-        return f"`{action.metavar or action.dest}`" + (" ..." if action.nargs in ("+", "*") else "")
+        return f"`{named or action.dest}`" + (" ..." if action.nargs in ("+", "*") else "")
     takes_value = action.nargs != 0
-    metavar = action.metavar or (action.dest.upper() if takes_value else "")
+    metavar = named or (action.dest.upper() if takes_value else "")
     if action.choices and takes_value and not action.metavar:
         metavar = "{" + ",".join(str(choice) for choice in action.choices) + "}"
     return ", ".join(f"`{flag}{' ' + metavar if metavar else ''}`" for flag in action.option_strings)

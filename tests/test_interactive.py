@@ -7,6 +7,8 @@ import json
 
 import pandas as pd
 import plotly.io as pio
+import pytest
+from support.headless_chromium import ChromiumNotFound, chromium_page, find_chromium
 
 from pipeline.report import interactive
 
@@ -35,3 +37,47 @@ def test_figures_serialize_with_plotly_js_inlined_for_offline_html():
     assert "<script src=" not in html   # nothing fetched from a CDN
     assert len(html) > 1_000_000   # plotly.js itself is in the page, not fetched
     assert json.loads(pio.to_json(interactive.slices_table(_frame())))["data"][0]["type"] == "table"
+
+
+def test_a_notebook_output_carries_plotly_js_only_when_asked_and_always_the_json():
+    first = interactive.notebook_bundle(interactive.slices_table(_frame()), with_library=True)
+    later = interactive.notebook_bundle(interactive.slices_table(_frame()), with_library=False)
+    for bundle in (first, later):   # JupyterLab's renderer draws this form
+        assert bundle[interactive.PLOTLY_MIMETYPE]["data"][0]["type"] == "table"
+        assert "label=b" in bundle["text/html"]
+    assert interactive.LIBRARY_PROMISE + " = " in first["text/html"] and len(first["text/html"]) > 1_000_000
+    assert interactive.LIBRARY_PROMISE + " = " not in later["text/html"] and len(later["text/html"]) < 20_000
+    assert len(first["text/html"]) < 2_200_000   # compressed: plotly.js itself is 4.6 MB
+
+
+# Runs in the page: the figures drawn by plotly.js (an SVG per plot), with their cells' text.
+_DRAWN = """new Promise(done => { const check = () => {
+  const plots = Array.from(document.querySelectorAll('.plotly-graph-div .main-svg'))
+                     .map(s => s.closest('.plotly-graph-div'));
+  if (new Set(plots).size >= 2 || performance.now() > 20000) {
+    done({plots: new Set(plots).size, text: plots.map(p => p.textContent).join(' ')});
+  } else { setTimeout(check, 200); } }; check(); })"""
+
+
+def test_the_html_form_draws_in_a_real_browser_offline_even_with_require_js_on_the_page(tmp_path):
+    """What nbconvert's HTML export and the classic notebook do with the outputs: plotly.js unpacked once, two plots.
+
+    The page defines an AMD ``define`` first, as require.js does (nbconvert's templates load it): plotly.js must
+    still become the global the figures use.
+    """
+    amd = "<script>window.define = function () {}; window.define.amd = {};</script>"
+    figures = [interactive.slices_table(_frame()), interactive.slices_table(_frame(), title="again")]
+    bodies = [interactive.notebook_bundle(f, with_library=i == 0)["text/html"] for i, f in enumerate(figures)]
+    page_path = tmp_path / "outputs.html"
+    page_path.write_text(f"<!DOCTYPE html><html><head>{amd}</head><body>{''.join(bodies)}</body></html>")
+    try:
+        binary = find_chromium()
+    except ChromiumNotFound as error:
+        pytest.fail(f"This test needs a real browser: {error}")
+    with chromium_page(tmp_path / "chromium-profile", binary) as page:
+        page.open(f"file://{page_path}")
+        seen = page.evaluate(_DRAWN)
+        outside = [u for u in page.requested_urls() if not u.startswith(("file:", "data:", "blob:"))]
+    assert seen["plots"] == 2, seen
+    assert "label=b" in seen["text"] and "again" in seen["text"]
+    assert not outside, outside

@@ -11,12 +11,16 @@ import tensorflow_model_analysis as tfma
 from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from nbconvert import HTMLExporter
+from support.headless_chromium import ChromiumNotFound, chromium_page, find_chromium
 from support.pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
 from pipeline import report
+from pipeline.report import interactive
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "inspect_metrics.ipynb"
 TEXT_TYPES = ("text/plain", "text/html", "text/markdown")
+EXECUTED_LIMIT = 3_000_000   # bytes: plotly.js once (compressed), the figures' data, a few PNGs
 
 
 def _output_text(notebook) -> str:
@@ -72,3 +76,46 @@ def test_notebook_shows_slices_and_tfma_values(executed, cnn_run_with_baseline):
     assert f"sparse_categorical_accuracy overall: {accuracy:.4f}" in text
     assert f"{overall['sparse_categorical_accuracy_diff']['doubleValue']:.4f}" in text   # vs baseline
     assert "NOT blessed" in text and evaluation.uri in text
+
+
+def _plotly_outputs(notebook) -> list[dict]:
+    return [o for c in notebook.cells for o in c.get("outputs", []) if interactive.PLOTLY_MIMETYPE in o.get("data", {})]
+
+
+@pytest.mark.e2e
+def test_executed_notebook_is_small_with_plotly_js_once(executed):
+    size = len(nbformat.writes(executed).encode())
+    assert size <= EXECUTED_LIMIT, f"the executed notebook has {size} bytes"
+    figures = _plotly_outputs(executed)
+    assert len(figures) >= 4   # slices, metric by slice vs baseline, candidate vs baseline, per class, runs
+    loaders = [o for o in figures if interactive.LIBRARY_PROMISE + " = " in o["data"]["text/html"]]
+    assert len(loaders) == 1 and loaders[0] is figures[0]
+
+
+# Runs in nbconvert's page: every figure drawn by plotly.js (an SVG each), with their text.
+_DRAWN = """new Promise(done => { const check = () => {
+  const plots = new Set(Array.from(document.querySelectorAll('.plotly-graph-div .main-svg'))
+                        .map(s => s.closest('.plotly-graph-div')));
+  if (plots.size >= %d || performance.now() > 60000) {
+    done({plots: plots.size, text: Array.from(plots).map(p => p.textContent).join(' ')});
+  } else { setTimeout(check, 250); } }; check(); })"""
+
+
+@pytest.mark.e2e
+def test_nbconvert_html_export_draws_the_figures(executed, tmp_path):
+    """`jupyter nbconvert --to html` on the executed notebook: the Plotly views draw in a browser, offline."""
+    body, _ = HTMLExporter().from_notebook_node(executed)
+    for name in ("brightness=dark", "label=8", "served baseline"):
+        assert name in body, name
+    exported = tmp_path / "inspect_metrics.html"
+    exported.write_text(body)
+    try:
+        binary = find_chromium()
+    except ChromiumNotFound as error:
+        pytest.fail(f"This test needs a real browser: {error}")
+    expected = len(_plotly_outputs(executed))
+    with chromium_page(tmp_path / "chromium-profile", binary) as page:
+        page.open(f"file://{exported}")
+        seen = page.evaluate(_DRAWN % expected, timeout=90)
+    assert seen["plots"] == expected, seen
+    assert "brightness=dark" in seen["text"] and "label=8" in seen["text"]

@@ -6,9 +6,24 @@ data, read through the report's tables (``tables``, ``evaluations``), with plotl
 from the installed wheel: its JupyterLab renderer (``jupyterlab-plotly``) or, in an HTML
 file, the library inlined. Sorting and the metric picker are Plotly dropdowns, so they
 work in the browser without a running kernel.
+
+In a notebook (``show``) each figure is one output with two forms: Plotly's JSON, which
+JupyterLab's renderer draws, and HTML for every other reader of the saved notebook
+(nbconvert's HTML export, the classic notebook). Plotly's own "notebook" renderer put the
+4.6 MB library into the notebook once per figure, and only for pages with require.js, so
+the executed notebook was ~20 MB and blank in nbconvert's export. Here the first figure
+shown in a kernel carries the library once, gzip-compressed (1.8 MB in base64), and
+unpacks it with the browser's DecompressionStream into a global ``Plotly`` whether or
+not require.js is on the page; the figures draw when it is ready. "Restart and run all"
+keeps the library in the first figure's output.
 """
+import base64
+import gzip
+import json
 import math
+import uuid
 from collections.abc import Sequence
+from functools import lru_cache
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -156,11 +171,72 @@ def comparison_table(evaluation: Evaluation) -> go.Figure | None:
     return figure
 
 
-def show(figure: go.Figure) -> None:
-    """Display in a notebook: JupyterLab's Plotly renderer, plotly.js inlined for other front ends."""
+PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
+CONFIG = {"displaylogo": False, "responsive": True}
+# Set by the library's loader (once per page); every figure's script waits on it.
+LIBRARY_PROMISE = "window.tfxProjectPlotly"
+_library_shown = False  # in this kernel: the next figure need not carry the library again
+
+_LOADER = """<script type="text/javascript">
+window.PlotlyConfig = {MathJaxConfig: 'local'};
+%(promise)s = %(promise)s || (window.Plotly ? Promise.resolve(window.Plotly) : (async function () {
+  const packed = Uint8Array.from(atob("%(packed)s"), c => c.charCodeAt(0));
+  const source = await new Response(new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  const script = document.createElement("script");
+  script.text = source;
+  const amd = window.define;  // with require.js on the page, plotly.js would be an AMD module, not a global
+  window.define = undefined;
+  try { document.head.appendChild(script); } finally { window.define = amd; }
+  return window.Plotly;
+})());
+</script>
+"""
+_FIGURE = """<div id="%(id)s" class="plotly-graph-div" style="height:%(height)dpx; width:100%%;"></div>
+<script type="text/javascript">
+(%(promise)s || Promise.reject(new Error("plotly.js is not loaded: run the notebook from its first cell")))
+  .then(function (Plotly) { var f = %(figure)s; Plotly.newPlot("%(id)s", f.data, f.layout, %(config)s); });
+</script>
+"""
+
+
+@lru_cache(maxsize=1)
+def _packed_library() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode(), compresslevel=9, mtime=0)).decode("ascii")
+
+
+def library_html() -> str:
+    """plotly.js from the installed wheel, compressed, unpacked by the page into a global ``Plotly`` (once)."""
+    return _LOADER % {"promise": LIBRARY_PROMISE, "packed": _packed_library()}
+
+
+def figure_html(figure: go.Figure) -> str:
+    """The figure as HTML that draws once the library's loader (``library_html``) has run on the page."""
     import plotly.io as pio
 
-    pio.show(figure, renderer="plotly_mimetype+notebook", config={"displaylogo": False})
+    as_json = pio.to_json(figure, validate=False).replace("</", "<\\/")  # no "</script>" inside the script
+    return _FIGURE % {"id": f"plot-{uuid.uuid4()}", "height": figure.layout.height or 525,
+                      "promise": LIBRARY_PROMISE, "figure": as_json, "config": json.dumps(CONFIG)}
+
+
+def notebook_bundle(figure: go.Figure, with_library: bool) -> dict[str, object]:
+    """One output's forms: Plotly's JSON for JupyterLab's renderer, HTML (with the library if asked) for the rest."""
+    import plotly.io as pio
+
+    spec = json.loads(pio.to_json(figure, validate=False))
+    html = figure_html(figure)
+    return {PLOTLY_MIMETYPE: {**spec, "config": CONFIG},
+            "text/html": library_html() + html if with_library else html}
+
+
+def show(figure: go.Figure) -> None:
+    """Display in a notebook: the first figure of the kernel carries plotly.js, the others only their data."""
+    from IPython.display import display
+
+    global _library_shown
+    display(notebook_bundle(figure, with_library=not _library_shown), raw=True)
+    _library_shown = True
 
 
 def dashboard(evaluation: Evaluation, evaluations: Sequence[Evaluation] = ()) -> dict[str, go.Figure]:
