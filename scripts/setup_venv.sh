@@ -37,7 +37,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 
-echo "Installing the pinned stack into $venv (first time: ~3-4 min, ~3 GB; pip's cache makes re-runs fast)"
+echo "Installing the pinned stack into $venv (first time: ~3-4 min, ~4 GB; pip's cache makes re-runs fast)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt pip setuptools wheel
 "$venv/bin/python" -m pip install --quiet --no-build-isolation -c constraints.txt -e ".[dev,notebook,docs]"
 "$venv/bin/python" -m pip check
