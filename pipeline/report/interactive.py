@@ -1,7 +1,7 @@
 """Interactive metric views (Plotly) that draw in JupyterLab 4 with no internet access.
 
 TFMA 0.47's own views are a classic-notebook extension whose charts load Google Charts
-from the internet (docs: README "Reading the metrics"); these figures show the same
+from the internet (docs/guide/metrics.md); these figures show the same
 data, read through the report's tables (``tables``, ``evaluations``), with plotly.js
 from the installed wheel: its JupyterLab renderer (``jupyterlab-plotly``) or, in an HTML
 file, the library inlined. Sorting and the metric picker are Plotly dropdowns, so they
