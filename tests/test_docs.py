@@ -54,6 +54,7 @@ def test_the_cli_reference_is_the_parser():
 def test_the_readme_is_short_and_its_links_lead_somewhere():
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert len(readme) <= README_LIMIT, f"README.md has {len(readme)} characters; move detail into docs/"
+    assert "── Run summary: cnn-pipeline" in readme and "Blessed: yes" in readme   # what a default run prints
     targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme) if "://" not in t]
     assert any(t.startswith("docs/") for t in targets)
     missing = [t for t in targets if t and not (PROJECT_ROOT / t).exists()]
