@@ -215,6 +215,6 @@ def settings_table(settings_types: Iterable[tuple[str, type]]) -> str:
                 commands += " (Kubeflow runtime parameter)"
             default = f"`{_default_text(field, spec)}`" if _default_text(field, spec) else "-"
             what = spec.describe() if not title else f"{title}: {spec.describe()}"
-            lines.append(f"| `{spec.flag}` | {values or '-'} | {default} | {commands} | "
-                         f"{what.replace('|', '/').replace(chr(10), ' ')} |")
+            what = what.replace("|", "/").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+            lines.append(f"| `{spec.flag}` | {values or '-'} | {default} | {commands} | {what} |")
     return "\n".join(lines) + "\n"
