@@ -54,6 +54,11 @@ class KubeApiError(ProjectError):
     exit_code = EXIT_PIPELINE_FAILED
 
 
+class NoTrainingJob(KubeApiError):
+    """The cluster serves neither training-job kind: what ``deploy``'s pre-flight refuses, where other
+    refusals of the discovery (credentials, reachability) only skip its cluster checks."""
+
+
 def _service_account(token: str) -> str | None:
     """The service account a token belongs to (its JWT ``sub``: system:serviceaccount:NS:NAME)."""
     try:
@@ -152,8 +157,9 @@ class TrainingJobApi:
 TFJobApi = TrainingJobApi
 
 
-def detect(custom_objects, server: str) -> JobKind:
-    """The training-job kind the API server serves (discovery), TFJob first; neither is a paragraph."""
+def detect(custom_objects, server: str, timeout: float = REQUEST_TIMEOUT_S, who: str = "the training step") -> JobKind:
+    """The training-job kind the API server serves (discovery), TFJob first; neither is a paragraph (``who``
+    asks, for the paragraphs: the step, or ``deploy``'s pre-flight)."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -161,28 +167,28 @@ def detect(custom_objects, server: str) -> JobKind:
     for kind in KINDS:
         try:
             resources = custom_objects.get_api_resources(kind.group, kind.version,
-                                                         _request_timeout=REQUEST_TIMEOUT_S)
+                                                         _request_timeout=timeout)
         except ApiException as error:
             if error.status == 404:
                 seen.append(f"no {kind.group}/{kind.version}")
                 continue
             if error.status == 401:
                 raise KubeApiError(
-                    f"The Kubernetes API server at {server} rejected the credentials of the training step "
+                    f"The Kubernetes API server at {server} rejected the credentials of {who} "
                     f"({error.reason}) while discovering its training-job resources: the service-account token "
                     "(or the kubeconfig user) is invalid or expired.") from None
             raise KubeApiError(f"The Kubernetes API server at {server} refused the discovery of "
                                f"{kind.group}/{kind.version} (HTTP {error.status}: {error.reason}).") from None
         except HTTPError as error:
             raise KubeApiError(
-                f"The training step could not reach the Kubernetes API server at {server} ({type(error).__name__}: "
-                f"{str(error)[:200]}). Inside Kubeflow this is the in-cluster address (KUBERNETES_SERVICE_HOST); "
-                "elsewhere check the server in $KUBECONFIG.") from None
+                f"{who[0].upper()}{who[1:]} could not reach the Kubernetes API server at {server} "
+                f"({type(error).__name__}: {str(error)[:200]}). Inside Kubeflow this is the in-cluster address "
+                "(KUBERNETES_SERVICE_HOST); elsewhere check the server in $KUBECONFIG.") from None
         names = {resource.name for resource in resources.resources or []}
         if kind.plural in names:
             return kind
         seen.append(f"{kind.group}/{kind.version} without {kind.plural}")
-    raise KubeApiError(
+    raise NoTrainingJob(
         f"The cluster at {server} has no training-job resource ({'; '.join(seen)}): a package compiled with "
         "--trainer-workers / --tune-workers trains in a TFJob (the Kubeflow Training Operator v1.x, "
         "`kubectl get crd tfjobs.kubeflow.org`) or a TrainJob (Kubeflow Trainer v2, `kubectl get crd "
@@ -190,39 +196,62 @@ def detect(custom_objects, server: str) -> JobKind:
         "Install one of them, or compile without --trainer-workers / --tune-workers to train in the step's own pod.")
 
 
-def connect(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR,
-            kind: JobKind | None = None) -> TrainingJobApi:
-    """In-cluster when the pod has a service-account token, else the kubeconfig; the job kind the cluster has
-    unless ``kind`` is given."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
+def kubeconfig_path(environ=os.environ) -> str:
+    return environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
 
-    token_file = os.path.join(service_account_dir, "token")
-    if environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(token_file):
+
+def in_cluster(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR) -> bool:
+    """Inside a pod with a service-account token (what the in-cluster loader needs)."""
+    return bool(environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(os.path.join(service_account_dir, "token"))
+
+
+def api_client(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR,
+               retries: int | None = None) -> tuple[Any, str, str | None]:
+    """(ApiClient, namespace, service account): in-cluster when the pod has a service-account token, else the
+    kubeconfig and its current context's namespace. ``retries`` overrides urllib3's default of 3 (a caller
+    that bounds its wait passes 0). Raises the loader's ConfigException or OSError for an unusable kubeconfig."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    account = None
+    if in_cluster(environ, service_account_dir):
         from kubernetes.config.incluster_config import InClusterConfigLoader
 
-        configuration = client.Configuration()
+        token_file = os.path.join(service_account_dir, "token")
         InClusterConfigLoader(token_filename=token_file, cert_filename=os.path.join(service_account_dir, "ca.crt"),
                               environ=environ).load_and_set(configuration)
         with open(os.path.join(service_account_dir, "namespace")) as handle:
             namespace = handle.read().strip()
         with open(token_file) as handle:
             account = _service_account(handle.read().strip())
-        api_client = client.ApiClient(configuration)
     else:
-        path = environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        try:
-            api_client = config.new_client_from_config(config_file=path)
-            _, active = config.list_kube_config_contexts(config_file=path)
-        except (ConfigException, OSError) as error:
-            raise KubeApiError(
-                f"The Trainer or Tuner step (compile --trainer-workers / --tune-workers) creates a TFJob or TrainJob "
-                f"through the Kubernetes API, but "
-                f"it runs outside a cluster pod (no service-account token in {service_account_dir}) and the "
-                f"kubeconfig {path} is unusable ({str(error)[:200]}). Run the pipeline on Kubeflow, or point "
-                "$KUBECONFIG at a kubeconfig for the cluster with the Training Operator.") from None
+        path = kubeconfig_path(environ)
+        config.load_kube_config(config_file=path, client_configuration=configuration)
+        _, active = config.list_kube_config_contexts(config_file=path)
         namespace = (active.get("context") or {}).get("namespace") or "default"
-        account = None
-    custom_objects = client.CustomObjectsApi(api_client)
-    server = api_client.configuration.host
+    if retries is not None:
+        configuration.retries = retries
+    return client.ApiClient(configuration), namespace, account
+
+
+def connect(environ=os.environ, service_account_dir: str = SERVICE_ACCOUNT_DIR,
+            kind: JobKind | None = None) -> TrainingJobApi:
+    """In-cluster when the pod has a service-account token, else the kubeconfig; the job kind the cluster has
+    unless ``kind`` is given."""
+    from kubernetes import client
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        api, namespace, account = api_client(environ, service_account_dir)
+    except (ConfigException, OSError) as error:
+        if in_cluster(environ, service_account_dir):
+            raise
+        raise KubeApiError(
+            f"The Trainer or Tuner step (compile --trainer-workers / --tune-workers) creates a TFJob or TrainJob "
+            f"through the Kubernetes API, but "
+            f"it runs outside a cluster pod (no service-account token in {service_account_dir}) and the "
+            f"kubeconfig {kubeconfig_path(environ)} is unusable ({str(error)[:200]}). Run the pipeline on Kubeflow, "
+            "or point $KUBECONFIG at a kubeconfig for the cluster with the Training Operator.") from None
+    custom_objects = client.CustomObjectsApi(api)
+    server = api.configuration.host
     return TrainingJobApi(custom_objects, namespace, account, server, kind or detect(custom_objects, server))
