@@ -157,6 +157,7 @@ def _deploy(commands) -> None:
     deploy_.add_argument("--list-schedules", action="store_true", help="list the recurring runs and exit")
     deploy_.add_argument("--delete-schedule", default=None, metavar="ID", help="delete a recurring run and exit")
     add_login_arguments(deploy_)
+    add_cluster_check_arguments(deploy_)
 
 
 def _report(commands) -> None:
@@ -239,6 +240,14 @@ def config_from_args(args: argparse.Namespace, config_type: type = PipelineConfi
     output_dir = getattr(args, "pipeline_root", None) or args.output
     return config_type(**settings.values_from_args(args, config_type), output_dir=output_dir,
                        family_settings=_family_settings(args))
+
+
+def add_cluster_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """`deploy`'s pre-flight through the Kubernetes API (pipeline/kubeflow/cluster_checks.py): deploy-only, not a
+    run setting."""
+    parser.add_argument("--skip-cluster-checks", action="store_true", help="do not read the run namespace's "
+                        "secrets, kfp-launcher ConfigMap and training-job resources through this machine's "
+                        "kubeconfig before a run or schedule (e.g. when its current context is another cluster)")
 
 
 def add_login_arguments(parser: argparse.ArgumentParser) -> None:

@@ -200,7 +200,8 @@ def command_deploy(args: argparse.Namespace) -> int:
                     run=args.run, namespace=args.namespace, run_name=args.run_name,
                     pipeline_root=args.pipeline_root, service_account=args.service_account,
                     enable_caching=None if args.cache is None else args.cache == "on",
-                    wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule)
+                    wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule,
+                    cluster_checks=not args.skip_cluster_checks)
     if not (args.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
     return 0

@@ -25,6 +25,7 @@ from typing import Any
 import kfp
 import yaml
 
+from pipeline.kubeflow.cluster_checks import STANDALONE_NAMESPACE, check_cluster
 from pipeline.kubeflow.connection import (
     DeployError,
     api_errors,
@@ -252,7 +253,7 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
            api_timeout: float = 300.0, enable_caching: bool | None = None,
            service_account: str | None = None, wait_timeout: float | None = None,
            schedule: str | None = None, say: Callable[[str], None] = print,
-           credentials: Credentials | None = None) -> DeployResult:
+           credentials: Credentials | None = None, cluster_checks: bool = True) -> DeployResult:
     """Upload ``package_path`` to KFP at ``host`` as a new pipeline or a new version; maybe run it.
 
     Pipelines are looked up and uploaded as shared pipelines (what ``kfp.Client.get_pipeline_id``
@@ -261,8 +262,10 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     ``existing_token`` (or the file named by ``KF_PIPELINES_SA_TOKEN_PATH``) and ``cookies``, authenticate;
     on multi-user Kubeflow the namespace defaults to the caller's profile and is checked before anything
     is uploaded, as is the backend's version against what the package asks for
-    (pipeline/kubeflow/preflight.py); ``timeout`` bounds connecting and the health check, ``api_timeout``
-    each API answer. ``pipeline_root`` overrides the package's ``defaultPipelineRoot`` for the run.
+    (pipeline/kubeflow/preflight.py), and, for a run or schedule, what the package needs of the cluster
+    (``cluster_checks``: pipeline/kubeflow/cluster_checks.py); ``timeout`` bounds connecting, the health
+    check and each cluster read, ``api_timeout`` each API answer. ``pipeline_root`` overrides the package's
+    ``defaultPipelineRoot`` for the run.
     ``enable_caching`` (True/False) overrides every step's caching in the uploaded version:
     kfp 2.5's ``run_pipeline(enable_caching=...)`` ignores it for a run of an uploaded version.
     ``service_account`` runs the pods under that Kubernetes service account. With
@@ -273,23 +276,76 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     """
     cron = check_cron(schedule) if schedule is not None else None
     spec = load_pipeline_spec(package_path)
-    root = run_pipeline_root(spec, package_path, pipeline_root, run or bool(cron))
+    starts = bool(run or cron)
+    root = run_pipeline_root(spec, package_path, pipeline_root, starts)
     name = (pipeline_name or "").strip() or default_pipeline_name(spec, package_path)
     host = normalize_host(host)
     creds = credentials or login(host, existing_token=existing_token, cookies=cookies, timeout=timeout)
-    token, cookies = creds.token, creds.cookies
+    session = _open_session(host, spec, creds, namespace, needed=starts, timeout=timeout, api_timeout=api_timeout,
+                            client_factory=client_factory)
+    if cluster_checks and starts:
+        check_cluster(package_path, root, session.run_namespace, timeout=timeout)
+    result = _upload(session, package_path, name, version_name=version_name, description=description,
+                     enable_caching=enable_caching)
+    if not starts:
+        return result
+    result.experiment_id = experiment_id = _experiment_id(session, experiment)
+    if cron:
+        _schedule(session, result, experiment_id, cron, run_name=run_name, root=root, service_account=service_account)
+    if run:
+        _start_run(session, result, experiment_id, run_name=run_name, root=root, service_account=service_account)
+        if wait_timeout is not None and result.run_id:
+            say(result.summary())
+            _follow(session, result.run_id, wait_timeout, say)
+    return result
 
-    health = check_health(host, timeout=timeout, token=token, cookies=cookies, verify=creds.verify)
+
+@dataclass
+class _Session:
+    """A logged-in, bounded kfp client and the namespace its runs go to (None: the client's default)."""
+
+    host: str
+    client: Any
+    namespace: str | None
+    multi_user: bool
+
+    @property
+    def run_namespace(self) -> str:
+        """Where the run's pods start: the profile namespace on multi-user Kubeflow; standalone KFP starts them
+        in its own namespace, ``--namespace`` if it is not the usual one."""
+        return self.namespace or STANDALONE_NAMESPACE
+
+
+def _open_session(host: str, spec: dict, creds: Credentials, namespace: str | None, *, needed: bool,
+                  timeout: float, api_timeout: float, client_factory: Callable[..., Any]) -> _Session:
+    """Connect, with the checks only the server's answers allow, before anything is uploaded.
+
+    The bounded health check comes first (kfp's own retries for minutes); its answer names the backend's
+    version (checked against what the package asks for) and whether it is multi-user, which decides the
+    namespace; kfp binds the namespace into the client, so it is settled before the client is built, and
+    its access is confirmed through KFP's own authorization when no dashboard listed the caller's profiles.
+    """
+    health = check_health(host, timeout=timeout, token=creds.token, cookies=creds.cookies, verify=creds.verify)
     check_backend(health, spec, host)
     multi_user = bool(health.get("multi_user"))
-    namespace = resolve_namespace(host, namespace, multi_user, token=token, cookies=cookies, verify=creds.verify,
-                                  timeout=timeout, needed=bool(run or cron))
-
-    client = connect(host, namespace=namespace, token=token, cookies=cookies, timeout=timeout,
+    namespace = resolve_namespace(host, namespace, multi_user, token=creds.token, cookies=creds.cookies,
+                                  verify=creds.verify, timeout=timeout, needed=needed)
+    client = connect(host, namespace=namespace, token=creds.token, cookies=creds.cookies, timeout=timeout,
                      api_timeout=api_timeout, client_factory=client_factory, verify=creds.verify)
-    if multi_user and namespace and profiles(host, token, cookies, creds.verify, timeout) is None:
+    if multi_user and namespace and profiles(host, creds.token, creds.cookies, creds.verify, timeout) is None:
         check_namespace_access(client, host, namespace)  # no dashboard confirmed it: KFP's own authorization
+    return _Session(host, client, namespace, multi_user)
 
+
+def _upload(session: _Session, package_path: str, name: str, *, version_name: str | None,
+            description: str | None, enable_caching: bool | None) -> DeployResult:
+    """The package as a new pipeline, or as a new version of the pipeline of that name.
+
+    A new version rather than a new pipeline keeps the history in the KFP UI, and runs point at exactly
+    the version uploaded here. Uploading a pipeline creates its first version but does not return its id,
+    so it is read back as the newest version.
+    """
+    host, client = session.host, session.client
     with api_errors(host, f"looking up pipeline {name!r}"):
         pipeline_id = client.get_pipeline_id(name)
     created = pipeline_id is None
@@ -298,7 +354,6 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
             with api_errors(host, f"uploading {package_path} as new pipeline {name!r}"):
                 pipeline = client.upload_pipeline(upload_path, pipeline_name=name, description=description)
             pipeline_id = pipeline.pipeline_id
-            # Uploading a pipeline also creates its first version; the answer lacks its id.
             with api_errors(host, f"listing the versions of new pipeline {pipeline_id}"):
                 versions = client.list_pipeline_versions(pipeline_id, page_size=10,
                                                          sort_by="created_at desc").pipeline_versions
@@ -310,45 +365,55 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
         else:
             version = version_name or f"{name}-{_utc_stamp()}"
             with api_errors(host, f"uploading {package_path} as version {version!r} of pipeline "
-                                   f"{name!r} ({pipeline_id})"):
+                                  f"{name!r} ({pipeline_id})"):
                 uploaded = client.upload_pipeline_version(upload_path, version, pipeline_id=pipeline_id,
                                                           description=description)
             version_id = uploaded.pipeline_version_id
     log.info("%s pipeline %s (%s), version %s (%s)", "Created" if created else "Updated", name,
              pipeline_id, version, version_id)
-    result = DeployResult(pipeline_id=pipeline_id, version_id=version_id, created_pipeline=created,
-                          pipeline_name=name, version_name=version,
-                          pipeline_url=_ui_url(host, f"pipelines/details/{pipeline_id}/version/{version_id}"))
-    if not run and not cron:
-        return result
+    return DeployResult(pipeline_id=pipeline_id, version_id=version_id, created_pipeline=created,
+                        pipeline_name=name, version_name=version,
+                        pipeline_url=_ui_url(host, f"pipelines/details/{pipeline_id}/version/{version_id}"))
 
-    where = f" in namespace {namespace!r}" if namespace else ""
-    with api_errors(host, f"getting or creating experiment {experiment!r}{where}"):
-        # create_experiment returns the existing experiment of that name in the namespace.
-        result.experiment_id = client.create_experiment(experiment, namespace=namespace).experiment_id
-    if cron:
-        result.schedule = cron
-        result.recurring_run_id = create_schedule(
-            client, host, experiment_id=result.experiment_id, name=run_name or f"{name} every {cron}",
-            pipeline_id=pipeline_id, version_id=version_id, cron=cron, pipeline_root=root,
-            service_account=service_account)
-        log.info("Scheduled recurring run %s (%s)", result.recurring_run_id, cron)
-    if not run:
-        return result
-    job_name = run_name or f"{name} {_utc_stamp()}"
-    with api_errors(host, f"starting run {job_name!r} of pipeline {name!r}"):
-        started = client.run_pipeline(result.experiment_id, job_name, pipeline_id=pipeline_id,
-                                      version_id=version_id, pipeline_root=root,
-                                      service_account=service_account)
+
+def _experiment_id(session: _Session, experiment: str) -> str:
+    """The experiment runs and schedules go in: ``create_experiment`` returns the existing one of that name
+    in the namespace, so a second deploy reuses it."""
+    where = f" in namespace {session.namespace!r}" if session.namespace else ""
+    with api_errors(session.host, f"getting or creating experiment {experiment!r}{where}"):
+        return session.client.create_experiment(experiment, namespace=session.namespace).experiment_id
+
+
+def _schedule(session: _Session, result: DeployResult, experiment_id: str, cron: str, *, run_name: str | None,
+              root: str | None, service_account: str | None) -> None:
+    """A recurring run of exactly the uploaded version, so a later upload does not change what it runs."""
+    result.schedule = cron
+    result.recurring_run_id = create_schedule(
+        session.client, session.host, experiment_id=experiment_id,
+        name=run_name or f"{result.pipeline_name} every {cron}", pipeline_id=result.pipeline_id,
+        version_id=result.version_id, cron=cron, pipeline_root=root, service_account=service_account)
+    log.info("Scheduled recurring run %s (%s)", result.recurring_run_id, cron)
+
+
+def _start_run(session: _Session, result: DeployResult, experiment_id: str, *, run_name: str | None, root: str | None,
+               service_account: str | None) -> None:
+    """One run of the uploaded version, with the run's root passed explicitly: the backend never reads the
+    package's own (:func:`run_pipeline_root`)."""
+    job_name = run_name or f"{result.pipeline_name} {_utc_stamp()}"
+    with api_errors(session.host, f"starting run {job_name!r} of pipeline {result.pipeline_name!r}"):
+        started = session.client.run_pipeline(experiment_id, job_name, pipeline_id=result.pipeline_id,
+                                              version_id=result.version_id, pipeline_root=root,
+                                              service_account=service_account)
     result.run_id = started.run_id
-    result.run_url = _ui_url(host, f"runs/details/{started.run_id}") if started.run_id else None
+    result.run_url = _ui_url(session.host, f"runs/details/{started.run_id}") if started.run_id else None
     log.info("Started run %s in experiment %s", result.run_id, result.experiment_id)
-    if wait_timeout is not None and result.run_id:
-        say(result.summary())
 
-        def get_run(run_id: str) -> Any:
-            with api_errors(host, f"following run {run_id}"):  # swallows kfp's prints, not ours
-                return client.get_run(run_id)
 
-        follow_run(get_run, result.run_id, wait_timeout, namespace=namespace, say=say)
-    return result
+def _follow(session: _Session, run_id: str, wait_timeout: float, say: Callable[[str], None]) -> None:
+    """Follow the run until it ends or ``wait_timeout`` passes (pipeline/kubeflow/wait.py); each poll goes
+    through the bounded client, and its errors become the same paragraphs as the other calls'."""
+    def get_run(run_id: str) -> Any:
+        with api_errors(session.host, f"following run {run_id}"):  # swallows kfp's prints, not ours
+            return session.client.get_run(run_id)
+
+    follow_run(get_run, run_id, wait_timeout, namespace=session.namespace, say=say)
