@@ -153,8 +153,9 @@ class Cluster:
             raise Unavailable(f"the Kubernetes API server at {self.server} answered HTTP {error.status} "
                               f"({error.reason}) when reading {what}") from None
         except HTTPError as error:
-            raise Unavailable(f"the Kubernetes API server at {self.server} did not answer within {self.timeout:g} s "
-                              f"({type(error).__name__})") from None
+            cause = getattr(error, "reason", None) or error  # urllib3's MaxRetryError wraps the first failure
+            raise Unavailable(f"the Kubernetes API server at {self.server} could not be reached or did not answer "
+                              f"within {self.timeout:g} s ({type(cause).__name__})") from None
 
 
 @contextlib.contextmanager

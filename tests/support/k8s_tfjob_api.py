@@ -33,7 +33,12 @@ talks to in the tests. Derived from the real systems, and no kinder than they ar
   failures"), all pods succeeded ``Complete``/AllJobsCompleted, copied to the TrainJob's conditions
   (trainer's jobset.go status); ``GET .../clustertrainingruntimes/{name}``;
 - discovery: ``GET /apis/{group}/{version}`` lists the group's resources (an APIResourceList), 404
-  for a group the cluster does not serve; secrets: ``GET /api/v1/namespaces/{ns}/secrets/{name}``;
+  for a group the cluster does not serve; ``GET /api/v1/namespaces/{ns}/secrets/{name}`` and
+  ``.../configmaps/{name}`` (``secrets``/``configmaps`` keyed by name, in every namespace, or by
+  (namespace, name)); a missing object is HTTP 404 with the ``Status`` object the real server
+  sends (the Kubernetes API conventions, "Response Status Kind": kind Status, status Failure,
+  reason NotFound, code 404, details name/group/kind; message and details as
+  k8s.io/apimachinery pkg/api/errors NewNotFound writes them: ``configmaps "kfp-launcher" not found``);
 - Istio (``istio_injection``: the namespace is labelled ``istio-injection=enabled``, as the
   Kubeflow profile controller labels profile namespaces): a pod without the
   ``sidecar.istio.io/inject: "false"`` label (or, lacking the label, annotation) gets an
@@ -70,6 +75,7 @@ _TRAINJOB_PATH = re.compile(
 _RUNTIME_PATH = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/clustertrainingruntimes/([^/?]+)/?(?:\?.*)?$")
 _DISCOVERY_PATH = re.compile(r"^/apis/([^/]+)/([^/?]+)/?(?:\?.*)?$")
 _SECRET_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets/([^/?]+)/?(?:\?.*)?$")
+_CONFIGMAP_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/configmaps/([^/?]+)/?(?:\?.*)?$")
 #: What each API serves (discovery), by the name ``apis`` uses.
 APIS = {"tfjob": ("kubeflow.org", "v1", [("tfjobs", "TFJob", True)]),
         "trainjob": ("trainer.kubeflow.org", "v1alpha1", [
@@ -87,6 +93,15 @@ def _now() -> str:
 def _status(code: int, reason: str, message: str) -> dict:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "details": {"group": "kubeflow.org", "kind": "tfjobs"}, "code": code}
+
+
+def not_found(resource: str, name: str, group: str = "") -> tuple[int, dict]:
+    """apimachinery errors.NewNotFound(schema.GroupResource{group, resource}, name) as the server encodes it
+    (``details.group`` omitted when empty: omitempty)."""
+    qualified = f"{resource}.{group}" if group else resource
+    details = {"name": name, **({"group": group} if group else {}), "kind": resource}
+    return 404, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                 "message": f'{qualified} "{name}" not found', "reason": "NotFound", "details": details, "code": 404}
 
 
 def set_condition(status: dict, kind: str, message: str) -> None:
@@ -115,11 +130,13 @@ class TFJobApiServer:
     def __init__(self, work_dir, token: str = "pipeline-runner-token", forbidden: bool = False,
                  crd_installed: bool = True, secrets: dict | None = None, poll_s: float = 0.2,
                  apis: tuple[str, ...] = ("tfjob",), runtimes: dict | None = None, istio_injection: bool = False,
-                 secrets_forbidden: bool = False):
+                 secrets_forbidden: bool = False, configmaps: dict | None = None):
         self.work_dir, self.token, self.forbidden = str(work_dir), token, forbidden
         self.apis = tuple(apis) if crd_installed else ()
         self.crd_installed = "tfjob" in self.apis
         self.secrets, self.poll_s = secrets or {}, poll_s
+        self.configmaps = configmaps or {}  # name or (namespace, name) -> {"data": ..., "metadata": ...}
+        self.reads: list[str] = []          # every GET path, in order
         self.istio_injection, self.secrets_forbidden = istio_injection, secrets_forbidden
         if runtimes is None and "trainjob" in self.apis:  # the runtime this project ships, applied
             import yaml
@@ -191,21 +208,29 @@ class TFJobApiServer:
     def handle(self, verb: str, path: str, authorization: str, body) -> tuple[int, dict]:
         if authorization != f"Bearer {self.token}":
             return 401, _status(401, "Unauthorized", "Unauthorized")
-        not_found = (404, _status(404, "NotFound", "the server could not find the requested resource"))
+        no_route = (404, _status(404, "NotFound", "the server could not find the requested resource"))
+        if verb == "get":
+            self.reads.append(path.split("?")[0])
         if verb == "get" and _SECRET_PATH.match(path):
             return self._secret(*_SECRET_PATH.match(path).groups())
+        if verb == "get" and _CONFIGMAP_PATH.match(path):
+            return self._configmap(*_CONFIGMAP_PATH.match(path).groups())
         if _TRAINJOB_PATH.match(path) or _RUNTIME_PATH.match(path):
             if "trainjob" not in self.apis:
-                return not_found
+                return no_route
             if _RUNTIME_PATH.match(path):
-                runtime = self.runtimes.get(_RUNTIME_PATH.match(path).group(1))
-                return (200, runtime) if runtime and verb == "get" else not_found
+                runtime_name = _RUNTIME_PATH.match(path).group(1)
+                runtime = self.runtimes.get(runtime_name)
+                if verb != "get":
+                    return no_route
+                return (200, runtime) if runtime else not_found(
+                    "clustertrainingruntimes", runtime_name, "trainer.kubeflow.org")
             return self._trainjobs(verb, *_TRAINJOB_PATH.match(path).groups(), body)
         if verb == "get" and _DISCOVERY_PATH.match(path):
             return self._discovery(*_DISCOVERY_PATH.match(path).groups())
         match = _PATH.match(path)
         if not match or not self.crd_installed:
-            return not_found
+            return no_route
         namespace, name = match.groups()
         if self.forbidden:
             return 403, _status(403, "Forbidden", (
@@ -244,14 +269,21 @@ class TFJobApiServer:
             return 403, _status(403, "Forbidden", f'secrets "{name}" is forbidden: User "system:serviceaccount:'
                                 f'{namespace}:pipeline-runner" cannot get resource "secrets" in API group "" in the '
                                 f'namespace "{namespace}"')
-        if name not in self.secrets:
-            return 404, {**_status(404, "NotFound", f'secrets "{name}" not found'),
-                         "details": {"name": name, "kind": "secrets"}}
+        secret = self.secrets.get((namespace, name), self.secrets.get(name))
+        if secret is None:
+            return not_found("secrets", name)
         import base64
 
         return 200, {"kind": "Secret", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
                      "type": "Opaque", "data": {k: base64.b64encode(str(v).encode()).decode()
-                                                for k, v in self.secrets[name].items()}}
+                                                for k, v in secret.items()}}
+
+    def _configmap(self, namespace: str, name: str) -> tuple[int, dict]:
+        stored = self.configmaps.get((namespace, name), self.configmaps.get(name))
+        if stored is None:
+            return not_found("configmaps", name)
+        metadata = {**stored.get("metadata", {}), "name": name, "namespace": namespace}
+        return 200, {"kind": "ConfigMap", "apiVersion": "v1", "metadata": metadata, "data": dict(stored["data"])}
 
     def _trainjobs(self, verb: str, namespace: str, name: str | None, body) -> tuple[int, dict]:
         if self.forbidden:
