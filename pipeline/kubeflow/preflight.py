@@ -16,8 +16,9 @@ not work is refused here instead of leaving a pod Pending or a step failing hour
 - **the backend's version**, from ``GET /apis/v2beta1/healthz`` (``tag_name``, backend src/apiserver/
   server/healthz_server.go): a package asking for a feature the backend ignores is refused
   (:data:`FEATURES`);
-- **the cluster** (with a kubeconfig, pipeline/kubeflow/cluster_checks.py): the training job a
-  ``--trainer-workers``/``--tune-workers`` package needs, and the secrets its platform spec names.
+- **the cluster** (through the Kubernetes API, pipeline/kubeflow/cluster_checks.py): the secrets the
+  platform spec names, the training job a ``--trainer-workers``/``--tune-workers`` package needs, and
+  the ``kfp-launcher`` providers entry of an ``s3://`` root.
 """
 from __future__ import annotations
 
