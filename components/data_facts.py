@@ -99,7 +99,8 @@ def manifest_from_facts(facts: dict[str, Any], source: str):
                            image_shape=list(facts.get("image_shape") or []))
     return DatasetManifest(kind=facts.get("kind", "image" if image else "text"), source=source,
                            num_examples=int(facts.get("num_examples", 0)), fingerprint="", examples_dir=source,
-                           image=image, extra={k: v for k, v in facts.items() if k in ("split", "stride", "unused")})
+                           image=image,
+                           extra={k: v for k, v in facts.items() if k in ("split", "stride", "unused", "corpus")})
 
 
 def attach_facts(splits: dict, exec_properties: dict[str, Any], extra) -> None:

@@ -79,17 +79,21 @@ def range_config(spans: tuple[int, int] | None) -> range_config_pb2.RangeConfig 
 
 def tree_fingerprint(root: str) -> str:
     """Names, sizes and mtimes of every file below ``root`` (TFX's own fingerprint only stats
-    what the split pattern matches: a class folder, whose mtime misses an image edited in place)."""
+    what the split pattern matches: a class folder, whose mtime misses an image edited in place).
+    Listed by ``data.walk``: a symlink loop, a fifo or an unreadable entry is named, never followed
+    or opened."""
     import hashlib
 
     import tensorflow as tf
 
+    from data import walk
+
     if not tf.io.gfile.isdir(root):
         return ""
-    digest, count = hashlib.sha256(), 0
-    for folder, _, files in sorted(tf.io.gfile.walk(root)):
-        for name in sorted(files):
-            stat = tf.io.gfile.stat(f"{folder.rstrip('/')}/{name}")
-            digest.update(f"{folder}/{name}\0{stat.length}\0{stat.mtime_nsec}\n".encode())
-            count += 1
-    return f"tree:files={count},sha256={digest.hexdigest()}"
+    files, problems = walk.walk(root)
+    digest = hashlib.sha256()
+    for file in sorted(files, key=lambda f: f.uri):
+        digest.update(f"{file.uri}\0{file.size}\0{file.mtime_ns}\n".encode())
+    for problem in sorted(problems, key=lambda p: p.uri):
+        digest.update(f"{problem.uri}\0{problem.reason}\n".encode())
+    return f"tree:files={len(files)},sha256={digest.hexdigest()}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
 from tfx.components.example_gen import driver, utils
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
@@ -26,7 +27,13 @@ class TreeFingerprintDriver(driver.FileBasedDriver):
     def resolve_exec_properties(self, exec_properties, pipeline_info, component_info):
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         try:
-            exec_properties = super().resolve_exec_properties(exec_properties, pipeline_info, component_info)
+            try:
+                resolved = super().resolve_exec_properties(dict(exec_properties), pipeline_info, component_info)
+            except (tf.errors.OpError, OSError):  # TFX stats every top-level entry: a symlink loop raises
+                resolved = _without_span(dict(exec_properties))
+                if resolved is None:
+                    raise
+            exec_properties = resolved
         except ValueError as error:  # TFX's span resolution: no match, or a pattern it cannot use
             config = exec_properties[standard_component_specs.INPUT_CONFIG_KEY]
             raise DataError(
@@ -43,6 +50,20 @@ class TreeFingerprintDriver(driver.FileBasedDriver):
             key = utils.FINGERPRINT_PROPERTY_NAME
             exec_properties[key] = f"{exec_properties.get(key) or ''}\n{extra}"
         return exec_properties
+
+
+def _without_span(exec_properties: dict[str, Any]) -> dict[str, Any] | None:
+    """What TFX's driver sets for an input without ``{SPAN}``/``{VERSION}`` (span 0, the pattern as
+    it is), for a folder whose top level TFX's own fingerprint cannot stat; None with a span spec.
+    The fingerprint is then the tree's alone (``tree_fingerprint``, which names such entries)."""
+    config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
+    if any(any(utils.verify_split_pattern_specs(split)) for split in config.splits):
+        return None
+    exec_properties[utils.SPAN_PROPERTY_NAME] = 0
+    exec_properties[utils.VERSION_PROPERTY_NAME] = None
+    exec_properties[utils.FINGERPRINT_PROPERTY_NAME] = ""
+    return exec_properties
 
 
 def resolve_input(exec_properties: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,12 @@
-"""ExampleGen for text sources (a .txt file, a folder of them, the bundled pydoc corpus).
+"""ExampleGen for text sources (a text file, a folder of documents, the bundled pydoc corpus).
 
 Why not ExampleGen's hash split: windows of one text overlap, so the split is decided
 from the whole corpus (``data/text_split.py``). The executor therefore overrides
 ``SplitsByBeam``: a first pass counts each document's windows, a combiner
 decides the split, a second pass writes each window into its split (gap windows
-dropped), exactly as the prepare step did. The input config has the two splits with the
+dropped), exactly as the prepare step did. Files that yield no window are counted and
+named in the facts (``corpus`` in ``data_facts.json``), as the prepare step records them in
+its manifest. The input config has the two splits with the
 same pattern, so TFX's driver fingerprints (and span-resolves) the source for both.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
 from components.streaming_write import StreamingExampleGenExecutor
 from data import text, text_split
-from data.text_ingest import DocumentRef, decide_split, list_documents, read_document, split_windows
+from data.text_ingest import count, decide_split, list_documents, split_windows
 
 SPLITS = (text_split.TRAIN, text_split.EVAL)
 
@@ -41,18 +43,6 @@ def _settings(exec_properties: dict[str, Any]) -> dict[str, int]:
             "stride": int(values.get("stride", text.DEFAULT_STRIDE))}
 
 
-def _count(ref: DocumentRef, settings: dict):
-    document = read_document(ref, settings)
-    if document is not None:
-        yield document.doc_id, text.window_count(len(document.words), **settings), len(document.words)
-
-
-def _windows(ref: DocumentRef, settings: dict, split: text_split.CorpusSplit):
-    document = read_document(ref, settings)
-    if document is not None:
-        yield from split_windows(document, settings, split)
-
-
 class TextExampleGenExecutor(StreamingExampleGenExecutor):
     """Reads a text source through ``tf.io.gfile`` with Beam; the corpus decides the split."""
 
@@ -65,17 +55,19 @@ class TextExampleGenExecutor(StreamingExampleGenExecutor):
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
         root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], config.splits[0].pattern)
         settings = _settings(exec_properties)
-        refs = list_documents(root)
+        refs, listed_skips = list_documents(root)
         documents = pipeline | "Documents" >> beam.Create(refs) | "Spread" >> beam.Reshuffle()
-        split = (documents | "CountWindows" >> beam.FlatMap(_count, settings)
-                 | "AllCounts" >> beam.combiners.ToList()
-                 | "DecideSplit" >> beam.Map(decide_split, settings, f"text source {root}"))
-        windows = documents | "Windows" >> beam.FlatMap(_windows, settings, beam.pvalue.AsSingleton(split))
+        decided = (documents | "CountWindows" >> beam.Map(count, settings)
+                   | "AllCounts" >> beam.combiners.ToList()
+                   | "DecideSplit" >> beam.Map(decide_split, listed_skips, settings, f"text source {root}"))
+        split = decided | "Split" >> beam.Map(lambda pair: pair[0])
+        windows = documents | "Windows" >> beam.FlatMap(split_windows, settings, beam.pvalue.AsSingleton(split))
         parts = windows | "BySplit" >> beam.Partition(lambda item, _: SPLITS.index(item[0]), len(SPLITS))
         splits = {name: parts[i] | f"Example[{name}]" >> beam.Map(lambda item: item[1])
                   for i, name in enumerate(SPLITS)}
-        attach_facts(splits, exec_properties, split | "TextFacts" >> beam.Map(
-            lambda chosen: {"kind": "text", "split": chosen.to_json(), "stride": settings["stride"]}))
+        attach_facts(splits, exec_properties, decided | "TextFacts" >> beam.Map(
+            lambda pair: {"kind": "text", "split": pair[0].to_json(), "stride": settings["stride"],
+                          "corpus": pair[1].to_json()}))
         return splits
 
 

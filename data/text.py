@@ -1,7 +1,8 @@
 """Turn a text source into cached TFRecords of windows (spec: ``data.text_features``).
 
-The sources (CPython's bundled ``pydoc_data.topics`` by default, a UTF-8 text file, or
-a folder of ``*.txt`` files) are read by ``data.text_sources``. Each document is cut on
+The sources (CPython's bundled ``pydoc_data.topics`` by default, a text file, or a folder
+of documents: .txt, .md, .rst, .html, compressed or not) are read by ``data.text_sources``;
+files that yield no window are skipped and recorded (``data.text_corpus``). Each document is cut on
 whitespace into windows of ``context_words`` words followed by ``target_words`` words, one
 window every ``stride`` words. Which windows are held out for evaluation is decided here
 (``data.text_split``): they are written as ``train-*`` and ``eval-*`` shards, the windows
@@ -24,7 +25,8 @@ from data import text_split
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
-from data.text_sources import FORMAT_VERSION, TEXT_SUFFIX, Corpus, plan_text_source  # noqa: F401  (re-exported)
+from data.text_corpus import CorpusFacts, too_little_error
+from data.text_sources import FORMAT_VERSION, Corpus, plan_text_source  # noqa: F401  (re-exported)
 from data.text_sources import Document as _Document
 from data.tfrecords import SHARD_PATTERN
 
@@ -106,19 +108,10 @@ def _check_count(name: str, value: object, example: str) -> int:
 
 def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
     """The windows of ``corpus`` and the facts their manifest records."""
-    documents, skipped = corpus.documents, corpus.skipped
-    if not documents:
-        raise DataError(
-            f"No document in {description} is long enough for one window of "
-            f"{settings['context_words'] + settings['target_words']} words. Lower "
-            "--context-words / --target-words."
-        )
-    if skipped:
-        log.info("Skipped %d documents shorter than one window: %s", len(skipped),
-                 ", ".join(skipped))
+    documents = corpus.documents
+    facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed)
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
-    split = text_split.split_corpus(counts, text_split.gap_windows(**settings))
-    _check_split([len(d.words) for d in documents], settings, split)
+    split = check_corpus(counts, {d.doc_id: len(d.words) for d in documents}, facts, settings, description)
     split_counts = split.counts()
     return Conversion(
         examples=(),
@@ -132,11 +125,11 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
             # ExampleGen reads these as its train/eval splits (pipeline/graph.py).
             "split_patterns": {name: f"{name}-{SHARD_PATTERN}" for name in _SPLITS},
             "num_documents": len(documents),
-            "num_words": sum(len(d.words) for d in documents),
+            "num_words": facts.words,
             "documents": [d.doc_id for d in documents],
             "document_words": {d.doc_id: len(d.words) for d in documents},
             "document_windows": counts,
-            "skipped_documents": skipped,
+            "corpus": facts.to_json(),
         },
     )
 
@@ -144,22 +137,25 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
 _SPLITS = (text_split.TRAIN, text_split.EVAL)
 
 
-def _check_split(word_counts: list[int], settings: dict, split: text_split.CorpusSplit) -> None:
-    """Both splits must hold windows, or the corpus is too short to evaluate on text it has not seen.
-
-    ``word_counts``: each document's length in words (the message names the longest).
-    """
+def check_corpus(window_counts: dict[str, int], word_counts: dict[str, int], facts: CorpusFacts,
+                 settings: dict, description: str) -> text_split.CorpusSplit:
+    """The split of the usable documents, or the one paragraph saying why too little is left
+    (no usable document, or none long enough to hold text out for evaluation)."""
+    if not window_counts:
+        raise too_little_error(description, facts, settings, "no document is usable")
+    split = text_split.split_corpus(dict(sorted(window_counts.items())), text_split.gap_windows(**settings))
     counts = split.counts()
     if not counts[text_split.TRAIN] or not counts[text_split.EVAL]:
         span = settings["context_words"] + settings["target_words"]
         needed = span + (split.gap + 1) * settings["stride"]  # a train window, a gap, an eval window
-        raise DataError(
-            f"The corpus is too short to hold out text for evaluation: its longest document has "
-            f"{max(word_counts)} words, and a document needs at least "
-            f"{needed} words (windows of {span} words; those overlapping both splits are "
-            "dropped). Add text (a few thousand words make a meaningful evaluation), or lower "
-            "--context-words / --target-words."
-        )
+        usable = f"{len(window_counts)} usable document{'s' if len(window_counts) > 1 else ''}"
+        raise too_little_error(
+            description, facts, settings,
+            f"the corpus is too short to hold out text for evaluation: of its {usable}, the longest has "
+            f"{max(word_counts.values())} words, and a document needs at least {needed} words (windows of "
+            f"{span} words; those overlapping both splits are dropped; a few thousand words make a "
+            "meaningful evaluation)")
+    return split
 
 
 def _split_examples(documents: list[_Document], settings: dict, split: text_split.CorpusSplit,

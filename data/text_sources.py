@@ -4,11 +4,14 @@ Supported sources, detected from the path:
 
 * ``None`` (or ``""``): CPython's own ``pydoc_data.topics`` (the prose of ``help()``
   topics), shipped with every CPython, so no download;
-* a text file (any name): one document, its id is the file name;
-* a folder: every ``*.txt`` file below it (recursively, hidden ones skipped) is one
-  document, its id is the path relative to the folder.
+* a file: one document, its id is the file name;
+* a folder: every document file below it (recursively, hidden entries skipped) is one
+  document, its id is the path relative to the folder. Which files are documents, how
+  their text is extracted and decoded: ``data.text_files``.
 
-Files must be UTF-8 text (a BOM is allowed). Windowing and writing are in ``data.text``.
+A file that yields no window (empty, shorter than one window, binary, another format,
+unreadable, a fifo or a symlink loop) is skipped and recorded (``data.text_corpus``), never
+an error on its own. Windowing and writing are in ``data.text``.
 """
 from __future__ import annotations
 
@@ -20,15 +23,20 @@ import os
 import sys
 from pathlib import Path
 
+from data import walk
 from data.errors import DataError
-from data.prepare import SourcePlan, file_stats, find_files, source_fingerprint
+from data.prepare import SourcePlan, source_fingerprint
+from data.text_corpus import Guessed, Skip
+from data.text_decode import Unusable
+from data.text_files import kind_of, list_text_files, read_words
+from data.text_markup import PLAIN
 
 log = logging.getLogger(__name__)
 
 # Bump when the conversion changes in a way that changes the output for the same input
 # (it is part of every fingerprint). 2: the manifest has no image fields.
-FORMAT_VERSION = 3  # 3: train/eval decided in data/text.py (data/text_split.py), gap windows dropped
-TEXT_SUFFIX = ".txt"
+# 3: train/eval decided in data/text.py (data/text_split.py), gap windows dropped.
+FORMAT_VERSION = 4  # 4: Markdown/reST/HTML prose, compressed files, legacy encodings (data/text_files.py)
 
 
 @dataclasses.dataclass
@@ -40,44 +48,28 @@ class Document:
 
 @dataclasses.dataclass
 class Corpus:
-    """A loaded text source: its documents and the ids skipped as shorter than one window."""
+    """A loaded text source: its documents, the files not used, the encodings guessed."""
 
     documents: list[Document]
-    skipped: list[str]
+    skipped: list[Skip]
+    guessed: list[Guessed] = dataclasses.field(default_factory=list)
 
 
 def plan_text_source(source: str | os.PathLike | None, settings: dict) -> SourcePlan[Corpus]:
     if source is None or not str(source).strip():
         return _plan_topics(settings)
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise DataError(
-            f"Text source {path} does not exist. Give a UTF-8 text file, a folder of .txt "
-            "files (one document per file), or leave the source out to use the bundled "
-            "Python documentation topics."
-        )
-    path = path.resolve()
-    if path.is_file():
-        return _plan_files(path, [path], settings)
-    if not path.is_dir():
-        raise DataError(
-            f"Text source {path} is neither a regular file nor a folder. Pass a UTF-8 text "
-            "file or a folder of .txt files."
-        )
-    files = _find_text_files(path)
-    if not files:
-        raise DataError(
-            f"Text folder {path} holds no {TEXT_SUFFIX} files, so the corpus is empty. Put "
-            f"one UTF-8 {TEXT_SUFFIX} file per document in it (sub-folders are searched too)."
-        )
-    return _plan_files(path, files, settings)
+    root = str(source)
+    if not walk.is_uri(root):
+        root = str(Path(root).expanduser().resolve())
+    import tensorflow as tf
 
-
-def _find_text_files(root: Path) -> list[Path]:
-    found, ignored = find_files(root, (TEXT_SUFFIX,))
-    if ignored:
-        log.info("Ignored %d files without the %s suffix in %s", ignored, TEXT_SUFFIX, root)
-    return found
+    if not tf.io.gfile.exists(root) and not os.path.islink(root):
+        raise DataError(
+            f"Text source {root} does not exist. Give a text file, a folder of documents (.txt, .md, "
+            ".rst, .html, also compressed), or leave the source out to use the bundled Python "
+            "documentation topics."
+        )
+    return _plan_files(root, tf.io.gfile.isdir(root), settings)
 
 
 def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
@@ -92,7 +84,7 @@ def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
         # to fix); user files are checked strictly instead.
         docs = [Document(name, topics[name].split(), f"pydoc topic {name!r}")
                 for name in sorted(topics)]
-        skipped = [d.doc_id for d in docs if len(d.words) < span]
+        skipped = [Skip(d.doc_id, "short", f"{len(d.words)} words") for d in docs if len(d.words) < span]
         return Corpus([d for d in docs if len(d.words) >= span], skipped)
 
     return SourcePlan(
@@ -107,67 +99,48 @@ def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
 # ----------------------------------------------------------------------- user files
 
 
-def _plan_files(root: Path, files: list[Path], settings: dict) -> SourcePlan[Corpus]:
-    base = root if root.is_dir() else root.parent
+def _plan_files(root: str, is_folder: bool, settings: dict) -> SourcePlan[Corpus]:
     span = settings["context_words"] + settings["target_words"]
+    files, listed_skips = list_text_files(root, is_folder)
 
     def load(scratch: Path) -> Corpus:
-        docs = []
-        for path in files:
-            words = _read_text(path).split()
-            if len(words) < span:
-                raise too_short(path, len(words), settings)
-            docs.append(Document(path.relative_to(base).as_posix(), words, str(path)))
-        return Corpus(docs, [])
+        docs, skipped, guessed = [], list(listed_skips), []
+        for file in files:
+            read = read_document(file.relative, file.uri, span)
+            if isinstance(read, Skip):
+                skipped.append(read)
+                continue
+            document, encoding = read
+            docs.append(document)
+            if encoding:
+                guessed.append(Guessed(document.doc_id, encoding))
+        for skip in skipped:
+            log.info("Not used: %s (%s: %s)", skip.document, skip.reason, skip.detail)
+        return Corpus(docs, skipped, guessed)
 
-    kind = "text-folder" if root.is_dir() else "text-file"
+    kind = "text-folder" if is_folder else "text-file"
+    stats = [(f.relative, f.size, f.mtime_ns) for f in files] + [(s.document, s.reason) for s in listed_skips]
     return SourcePlan(
         kind=kind,
-        description=f"{'folder of text files' if root.is_dir() else 'text file'} {root}",
-        fingerprint=source_fingerprint(FORMAT_VERSION, kind, root=str(root),
-                                       files=file_stats(files, base), **settings),
+        description=f"{'folder of text files' if is_folder else 'text file'} {root}",
+        fingerprint=source_fingerprint(FORMAT_VERSION, kind, root=root, files=stats, **settings),
         load=load,
-        extra={"source_path": str(root)},
+        extra={"source_path": root},
     )
 
 
-def too_short(path: Path | str, words: int, settings: dict) -> DataError:
-    """The paragraph for a user's text file shorter than one context + target window."""
-    what = "is empty" if not words else f"has only {words} words"
-    return DataError(
-        f"Text file {path} {what}, too few for one window of {settings['context_words']} "
-        f"context + {settings['target_words']} target words "
-        f"({settings['context_words'] + settings['target_words']} words). Remove or merge the "
-        "file, or lower --context-words / --target-words.")
+def read_document(doc_id: str, uri: str, span: int) -> tuple[Document, str] | Skip:
+    """``(document, guessed encoding or "")`` for a file with at least one window of ``span``
+    words, else why it is skipped. The prepare step and the ExampleGen both read through here."""
+    read = read_words(uri, doc_id.rsplit("/", 1)[-1])
+    if isinstance(read, Unusable):
+        return Skip(doc_id, read.reason, read.detail)
+    if not read.words:
+        return Skip(doc_id, "empty", "no words" + (" outside the markup" if _is_markup(doc_id) else ""))
+    if len(read.words) < span:
+        return Skip(doc_id, "short", f"{len(read.words)} words, a window needs {span}")
+    return Document(doc_id, read.words, uri), read.encoding if read.guessed else ""
 
 
-def _read_text(path: Path | str) -> str:
-    """The file's text (a local path or a ``tf.io.gfile`` URI); DataError for unreadable,
-    binary or non-UTF-8 files."""
-    import tensorflow as tf
-
-    name = os.path.basename(str(path))
-    try:
-        with tf.io.gfile.GFile(str(path), "rb") as handle:
-            data = handle.read()
-    except (OSError, tf.errors.OpError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else exc.message
-        raise DataError(
-            f"Cannot read text file {path} ({reason}). Check that it exists and is "
-            "readable by the user running the pipeline."
-        ) from exc
-    if b"\x00" in data:
-        raise DataError(
-            f"File {path} looks binary (it contains NUL bytes), not UTF-8 text. Remove it "
-            "from the text folder; UTF-16 text must be converted to UTF-8 first (e.g. "
-            f"iconv -f UTF-16 -t UTF-8 {name})."
-        )
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"Text file {path} is not valid UTF-8 (byte {exc.start}: {exc.reason}). Convert "
-            f"it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8 {name} > converted.txt, if it "
-            "is Latin-1."
-        ) from exc
-
+def _is_markup(name: str) -> bool:
+    return kind_of(name) not in (PLAIN, None)

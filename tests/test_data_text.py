@@ -1,6 +1,7 @@
 """Tests of data.text: corpus reading, windowing, bad inputs, cache (tiny files, no downloads)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -122,43 +123,58 @@ def test_folder_of_text_files(tmp_path):
     (root / "sub").mkdir(parents=True)
     (root / "a.txt").write_text(words(12, "a"), encoding="utf-8")
     (root / "sub" / "b.TXT").write_text(words(9, "b"), encoding="utf-8")
-    (root / "notes.md").write_text("ignored: not a .txt file", encoding="utf-8")
+    (root / "notes.md").write_text("# Notes\n\n" + words(8, "n"), encoding="utf-8")
     (root / ".hidden.txt").write_text("\x00 hidden files are skipped", encoding="utf-8")
     m = prepare_text_dataset(root, tmp_path / "cache", context_words=4, target_words=2, stride=1)
     rows = read_all(m)
-    assert m.extra["documents"] == ["a.txt", "sub/b.TXT"]
-    assert m.extra["document_windows"] == {"a.txt": 7, "sub/b.TXT": 4}
-    assert len(rows) == m.num_examples == 11 - m.extra["split"]["gap_windows_total"]
+    assert m.extra["documents"] == ["a.txt", "notes.md", "sub/b.TXT"]
+    # "Notes" is the heading's text: the "#" marker is dropped (data/text_markup.py).
+    assert m.extra["document_words"] == {"a.txt": 12, "notes.md": 9, "sub/b.TXT": 9}
+    assert m.extra["document_windows"] == {"a.txt": 7, "notes.md": 4, "sub/b.TXT": 4}
+    assert len(rows) == m.num_examples == 15 - m.extra["split"]["gap_windows_total"]
     by_doc = {}
     for row in rows:
         by_doc.setdefault(row[features.DOCUMENT], []).append(row)
     assert by_doc["sub/b.TXT"][-1][features.TARGET] == "b7 b8"
     assert len({r[features.EXAMPLE_ID] for r in rows}) == len(rows)
+    assert m.extra["corpus"] == {"documents": 3, "words": 30, "skipped": [], "guessed_encodings": []}
 
 
 # ------------------------------------------------------------------------- bad inputs
 
 
-@pytest.mark.parametrize("content,match", [
-    (b"GIF89a\x00\x01\x00binary", "looks binary"),
-    ("caf\u00e9 au lait ".encode("latin-1") * 20, "not valid UTF-8"),
-    (b"only three words", "has only 3 words"),
-    (b"   \n\t ", "is empty"),
+@pytest.mark.parametrize("content,reason", [
+    (b"GIF89a\x00\x01\x00binary", "binary"),
+    (b"only three words", "short"),
+    (b"   \n\t ", "empty"),
 ])
-def test_bad_file_in_folder_names_the_file(tmp_path, content, match):
+def test_unusable_file_in_folder_is_skipped_and_named(tmp_path, content, reason):
     root = tmp_path / "corpus"
     root.mkdir()
-    (root / "good.txt").write_text(words(40), encoding="utf-8")
+    for i in range(5):
+        (root / f"good{i}.txt").write_text(words(60 + 10 * i), encoding="utf-8")
     (root / "bad.txt").write_bytes(content)
-    with pytest.raises(DataError, match=match) as info:
-        prepare_text_dataset(root, tmp_path / "cache")
-    assert str(root / "bad.txt") in str(info.value)
+    m = prepare_text_dataset(root, tmp_path / "cache")
+    assert "bad.txt" not in m.extra["documents"] and len(m.extra["documents"]) == 5
+    (skip,) = m.extra["corpus"]["skipped"]
+    assert (skip["document"], skip["reason"]) == ("bad.txt", reason)
+
+
+def test_latin1_file_is_read_with_its_encoding_named(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "good.txt").write_text(words(200), encoding="utf-8")
+    (root / "old.txt").write_bytes("caf\u00e9 au lait, cr\u00e8me br\u00fbl\u00e9e ".encode("latin-1") * 20)
+    m = prepare_text_dataset(root, tmp_path / "cache")
+    assert m.extra["corpus"]["guessed_encodings"] == [{"document": "old.txt", "encoding": "cp1252"}]
+    texts = " ".join(r[features.CONTEXT] + " " + r[features.TARGET] for r in read_all(m))
+    assert "cr\u00e8me br\u00fbl\u00e9e" in texts
 
 
 def test_too_short_single_file_names_it(tmp_path):
     path = tmp_path / "short.txt"
     path.write_text(words(19), encoding="utf-8")
-    with pytest.raises(DataError, match="short.txt has only 19 words.*--context-words"):
+    with pytest.raises(DataError, match="no document is usable.*1 shorter than one window \\(short.txt\\)"):
         prepare_text_dataset(path, tmp_path / "cache")
     # One window fits, but nothing can be held out for evaluation: said before TFX starts.
     with pytest.raises(DataError, match="too short to hold out text.*at least 39 words"):
@@ -170,11 +186,26 @@ def test_missing_path_and_empty_corpus(tmp_path):
         prepare_text_dataset(tmp_path / "nope", tmp_path / "cache")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(DataError, match="no .txt files, so the corpus is empty"):
+    with pytest.raises(DataError, match="leaves too little to train and evaluate: no document is usable"):
         prepare_text_dataset(empty, tmp_path / "cache")
-    (empty / "readme.md").write_text(words(50))
-    with pytest.raises(DataError, match="no .txt files"):
-        prepare_text_dataset(empty, tmp_path / "cache")
+
+
+def test_nothing_usable_is_one_paragraph_with_every_reason(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "a.txt").write_text(words(5))
+    (root / "b.md").write_text("# " + words(3))
+    (root / "c.txt").write_bytes(b"")
+    (root / "d.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (root / "e.dat").write_bytes(b"\x00" * 64)
+    os.mkfifo(root / "f.txt")
+    (root / "g.txt").symlink_to("g.txt")
+    with pytest.raises(DataError) as info:
+        prepare_text_dataset(root, tmp_path / "cache")
+    message = str(info.value)
+    assert "\n" not in message
+    assert ("Of the 7 files found, 7 could not be used: 2 shorter than one window (a.txt, b.md), 1 empty (c.txt), "
+            "1 binary (e.dat), 1 other format (d.png), 1 not a regular file (f.txt), 1 symlink loop (g.txt).") in message
 
 
 @pytest.mark.parametrize("kwargs", [{"context_words": 0}, {"target_words": -1},

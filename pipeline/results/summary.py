@@ -44,6 +44,7 @@ class RunSummary:
     evaluation_uri: str | None = None
     split_description: str | None = None   # how the data preparation split (data/text_split.py)
     unused_line: str | None = None  # what the listing of --data did not read (data/images/listing.py)
+    corpus_line: str | None = None  # documents read and files not used (data/text_corpus.py)
     model_uri: str | None = None  # the Trainer's Model (references.json, training.json)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
@@ -97,6 +98,10 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
                          family.gate_metric_label)
     summary.split_description = (dataset.extra.get("split") or {}).get("description")
     summary.unused_line = unused_line(dataset.extra.get("unused"))
+    if dataset.extra.get("corpus"):
+        from data.text_corpus import CorpusFacts
+
+        summary.corpus_line = CorpusFacts.from_json(dataset.extra["corpus"]).describe()
     summary.model_uri = _uri(run.get(graph.TRAINER), "model")
     summary.warm_start = warm_start.summary_line(summary.model_uri, store)
     summary.tuning_lines = tuning_summary.lines(tuning_summary.read_search(run.get(graph.TUNER)),
@@ -148,6 +153,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     for c in summary.components:
         lines.append(f"  {c.node_id:<32} {c.state.lower():<9} {c.seconds:6.1f} s")
     splits = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
+    if summary.corpus_line:
+        lines.append(f"Corpus: {summary.corpus_line}")
     lines.append(f"Examples: {summary.num_input_examples} in -> {splits or 'n/a'}")
     if summary.split_description:
         lines.append(f"Split: {summary.split_description}")

@@ -1,0 +1,120 @@
+"""What a text corpus was made of: documents used, files not used and why, guessed encodings.
+
+One record, :class:`CorpusFacts`, written by both readers (the prepare step in
+``data.text`` and the ExampleGen in ``components/text_example_gen.py``) into the data's
+facts (``corpus`` in the manifest's ``extra`` / ``data_facts.json``), and read back by the
+run summary and the report. A file that cannot be used never stops a run: it is counted
+and named here. Only a corpus with too little left to train and evaluate stops it, with
+:func:`too_little_error`, one paragraph listing every reason at once.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from data.errors import DataError
+
+#: Why a file is not used -> the words the summary uses (in this order).
+REASONS = {
+    "short": "shorter than one window",
+    "empty": "empty",
+    "binary": "binary",
+    "format": "other format",
+    "too_large": "too large",
+    "unreadable": "unreadable",
+    "special": "not a regular file",
+    "loop": "symlink loop",
+}
+#: Names shown per reason in the summary line; data_facts.json and the report list them all.
+NAMES_SHOWN = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Skip:
+    document: str   # the id a used file would have had (its path below the folder)
+    reason: str     # a key of REASONS
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Guessed:
+    document: str
+    encoding: str
+
+
+@dataclasses.dataclass
+class CorpusFacts:
+    documents: int
+    words: int
+    skipped: list[Skip]
+    guessed: list[Guessed] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"documents": self.documents, "words": self.words,
+                "skipped": [dataclasses.asdict(s) for s in sorted(self.skipped, key=_order)],
+                "guessed_encodings": [dataclasses.asdict(g) for g in sorted(self.guessed, key=lambda g: g.document)]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CorpusFacts:
+        return cls(int(data.get("documents", 0)), int(data.get("words", 0)),
+                   [Skip(**s) for s in data.get("skipped", [])],
+                   [Guessed(**g) for g in data.get("guessed_encodings", [])])
+
+    def describe(self) -> str:
+        """The summary line: "212 documents read (96k words); 3 not used: 2 shorter than ..."."""
+        line = f"{_plural(self.documents, 'document')} read ({_count(self.words)} words)"
+        if self.skipped:
+            line += f"; {len(self.skipped)} not used: {reasons_text(self.skipped)}"
+        if self.guessed:
+            names = ", ".join(f"{g.document} ({g.encoding})" for g in sorted(self.guessed, key=lambda g: g.document)
+                              [:NAMES_SHOWN])
+            more = len(self.guessed) - NAMES_SHOWN
+            line += (f"; {len(self.guessed)} not UTF-8, read with a guessed encoding: {names}"
+                     + (f" and {more} more" if more > 0 else ""))
+        return line
+
+
+def reasons_text(skipped: Iterable[Skip]) -> str:
+    """``2 shorter than one window (a.txt, b.txt), 1 binary (c.bin)``: counts and names per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for skip in sorted(skipped, key=_order):
+        by_reason.setdefault(skip.reason, []).append(skip.document)
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more"
+                                                  if len(names) > NAMES_SHOWN else "")
+        parts.append(f"{len(names)} {REASONS.get(reason, reason)} ({shown})")
+    return ", ".join(parts)
+
+
+def too_little_error(description: str, facts: CorpusFacts, settings: dict, problem: str) -> DataError:
+    """The one paragraph for a corpus with too little left: ``problem``, then every file not used."""
+    span = settings["context_words"] + settings["target_words"]
+    found = facts.documents + len(facts.skipped)
+    unused = (f" Of the {_plural(found, 'file')} found, {len(facts.skipped)} could not be used: "
+              f"{reasons_text(facts.skipped)}." if facts.skipped else "")
+    return DataError(
+        f"{description[:1].upper()}{description[1:]} leaves too little to train and evaluate: {problem}.{unused} "
+        "Documents are "
+        ".txt, .md, .rst and .html files (also .gz, .bz2, .xz) or plain-text files without a suffix, in any "
+        f"sub-folder; each needs at least {span} words for one window of {settings['context_words']} context + "
+        f"{settings['target_words']} target words. Add text, or lower --context-words / --target-words.")
+
+
+def _order(skip: Skip) -> tuple[int, str]:
+    keys = list(REASONS)
+    return (keys.index(skip.reason) if skip.reason in keys else len(keys), skip.document)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _count(value: int) -> str:
+    """96000 -> "96k", 1250000 -> "1.2M": a size the eye takes in."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 10_000:
+        return f"{value // 1000}k"
+    return str(value)

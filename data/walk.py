@@ -1,0 +1,147 @@
+"""Every file below a folder, found without opening anything and without ever hanging.
+
+Why not ``tf.io.gfile.walk``: on a local disk it follows a directory symlink that points
+back up (``docs/up -> ..``) until the path is too long, its ``stat`` raises on a symlink
+loop or a dangling link, and it reports a fifo as a file of length 0 (opening that for
+reading blocks forever). Here a local path is walked with ``os.scandir`` and every entry
+is ``os.stat``-ed (following links) before anyone opens it: only regular files are
+returned as files, and everything else is returned as a :class:`Problem` with its reason,
+so callers can skip and name it. A URI (``gs://``, ``s3://``) has none of these entry
+kinds and is listed through ``tf.io.gfile``.
+
+Hidden entries (names starting with ``.``) are not listed; callers decide what else to
+keep. Order: a folder's files, then its sub-folders, both sorted by name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import stat
+
+#: Problem reasons (keys of ``data.text_corpus.REASONS``).
+UNREADABLE, SPECIAL, LOOP = "unreadable", "special", "loop"
+_KINDS = ((stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+@dataclasses.dataclass(frozen=True)
+class File:
+    uri: str
+    relative: str   # posix path below the root
+    size: int
+    mtime_ns: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    uri: str
+    relative: str
+    reason: str     # UNREADABLE, SPECIAL or LOOP
+    detail: str
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def walk(root: str) -> tuple[list[File], list[Problem]]:
+    """``(files, problems)`` below the folder ``root`` (a local path or a tf.io.gfile URI)."""
+    files: list[File] = []
+    problems: list[Problem] = []
+    if is_uri(root):
+        _walk_uri(root.rstrip("/"), "", files, problems)
+    else:
+        _walk_local(root, "", files, problems, {os.path.realpath(root)}, set())
+    return files, problems
+
+
+def stat_one(path: str) -> File | Problem:
+    """A single file given as the source: a File, or the Problem that keeps it from being read."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if is_uri(path):
+        import tensorflow as tf
+
+        try:
+            info = tf.io.gfile.stat(path)
+        except (tf.errors.OpError, OSError) as error:
+            return Problem(path, name, UNREADABLE, message(error))
+        return File(path, name, info.length, info.mtime_nsec)
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return Problem(path, name, LOOP if error.errno == errno.ELOOP else UNREADABLE, message(error))
+    kind = next((what for test, what in _KINDS if test(info.st_mode)), None)
+    if kind or not stat.S_ISREG(info.st_mode):
+        return Problem(path, name, SPECIAL, kind or "not a regular file")
+    return File(path, name, info.st_size, info.st_mtime_ns)
+
+
+def _walk_local(folder: str, relative: str, files: list[File], problems: list[Problem],
+                ancestors: set[str], seen: set[str]) -> None:
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
+    except OSError as error:
+        problems.append(Problem(folder, relative or ".", UNREADABLE, f"cannot list the folder: {message(error)}"))
+        return
+    subfolders = []
+    for entry in entries:
+        rel = f"{relative}/{entry.name}" if relative else entry.name
+        try:
+            info = entry.stat(follow_symlinks=True)
+        except OSError as error:
+            reason = LOOP if error.errno == errno.ELOOP else UNREADABLE
+            detail = "symlink loop" if reason == LOOP else (
+                "broken symlink" if error.errno == errno.ENOENT and entry.is_symlink() else message(error))
+            problems.append(Problem(entry.path, rel, reason, detail))
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            subfolders.append((entry, rel))
+        elif stat.S_ISREG(info.st_mode):
+            files.append(File(entry.path, rel, info.st_size, info.st_mtime_ns))
+        else:
+            kind = next((what for test, what in _KINDS if test(info.st_mode)), "not a regular file")
+            problems.append(Problem(entry.path, rel, SPECIAL, kind))
+    for entry, rel in subfolders:
+        real = os.path.realpath(entry.path)
+        if real in ancestors:
+            problems.append(Problem(entry.path, rel, LOOP, f"symlink loop (links back to {real})"))
+        elif real in seen:
+            problems.append(Problem(entry.path, rel, LOOP, f"a second path to {real}, already read"))
+        else:
+            seen.add(real)
+            _walk_local(entry.path, rel, files, problems, ancestors | {real}, seen)
+
+
+def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Problem]) -> None:
+    import tensorflow as tf
+
+    try:
+        names = sorted({n.rstrip("/") for n in tf.io.gfile.listdir(folder)})
+    except (tf.errors.OpError, OSError) as error:
+        problems.append(Problem(folder, relative or ".", UNREADABLE, f"cannot list the folder: {message(error)}"))
+        return
+    subfolders = []
+    for name in names:
+        if name.startswith("."):
+            continue
+        uri, rel = f"{folder}/{name}", f"{relative}/{name}" if relative else name
+        try:
+            if tf.io.gfile.isdir(uri):
+                subfolders.append((uri, rel))
+                continue
+            info = tf.io.gfile.stat(uri)
+        except (tf.errors.OpError, OSError) as error:
+            problems.append(Problem(uri, rel, UNREADABLE, message(error)))
+            continue
+        files.append(File(uri, rel, info.length, info.mtime_nsec))
+    for uri, rel in subfolders:
+        _walk_uri(uri, rel, files, problems)
+
+
+def message(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = getattr(error, "message", None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
