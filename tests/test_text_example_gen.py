@@ -1,10 +1,12 @@
 """The text ExampleGen (real Beam, real TFX executor) writes the windows and splits the prepare step wrote."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from support.example_gen_helpers import run_example_gen, run_import_example_gen
+from support.text_folders import LATIN1, debian_mixed_folder
 from tensorflow.train import Example
 from tfx.proto import example_gen_pb2
 
@@ -32,7 +34,7 @@ def _ids(records: list[bytes]) -> dict[str, Example]:
     return {e.features.feature["example_id"].bytes_list.value[0].decode(): e for e in parsed}
 
 
-def _same_as_prepare(source: Path, tmp_path: Path) -> None:
+def _same_as_prepare(source: Path, tmp_path: Path) -> dict:
     settings = {"context_words": 6, "target_words": 2, "stride": 2}
     manifest = prepare_text_dataset(str(source), tmp_path / "cache", **settings)
     old = run_import_example_gen(
@@ -48,6 +50,8 @@ def _same_as_prepare(source: Path, tmp_path: Path) -> None:
         assert _ids(new[split]) == _ids(old[split]), split
     facts = read_facts(str(tmp_path / "new"))
     assert facts["split"] == manifest.extra["split"] and facts["num_examples"] == manifest.num_examples
+    assert facts["corpus"] == manifest.extra["corpus"]
+    return facts
 
 
 def test_folder_of_documents_matches_prepare(tmp_path: Path) -> None:
@@ -62,17 +66,46 @@ def test_one_file_matches_prepare(tmp_path: Path) -> None:
     _same_as_prepare(tmp_path / "one" / "book.txt", tmp_path)
 
 
+def test_debian_documentation_folder_matches_prepare_and_names_what_it_skipped(tmp_path: Path) -> None:
+    """Real compressed NEWS/changelog files and Markdown READMEs (no .txt among them), plus a short,
+    an empty, a Latin-1 and a binary file, a fifo and a symlink loop: both readers agree."""
+    source = tmp_path / "docs"
+    expected = debian_mixed_folder(source)
+    os.mkfifo(source / "news" / "pipe.txt")
+    (source / "loop").symlink_to("loop")
+    expected |= {"news/pipe.txt": "special", "loop": "loop"}
+    facts = _same_as_prepare(source, tmp_path)
+    corpus = facts["corpus"]
+    assert {s["document"]: s["reason"] for s in corpus["skipped"]} == expected
+    assert corpus["guessed_encodings"] == [{"document": LATIN1, "encoding": "cp1252"}]
+    read = {p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and not p.is_symlink()
+            and p.name not in expected and p.parent.name + "/" + p.name not in expected}
+    assert corpus["documents"] == len(read) >= 5
+
+
 def test_bundled_corpus_is_listed_without_a_path() -> None:
-    refs = list_documents(BUNDLED_TOPICS)
-    assert len(refs) > 50 and all(not r.uri for r in refs)
+    refs, skipped = list_documents(BUNDLED_TOPICS)
+    assert len(refs) > 50 and all(not r.uri for r in refs) and skipped == []
 
 
-def test_short_file_is_the_prepare_paragraph(tmp_path: Path) -> None:
+def test_short_file_is_skipped_and_named(tmp_path: Path) -> None:
     source = _corpus(tmp_path / "docs", {"long.txt": 400, "tiny.txt": 3})
+    run_example_gen(TextExampleGenExecutor, str(source), tmp_path / "out", output_config=example_gen_pb2.Output(),
+                    input_config=input_config(WHOLE_FOLDER))
+    corpus = read_facts(str(tmp_path / "out"))["corpus"]
+    assert (corpus["documents"], corpus["words"]) == (1, 400)
+    assert corpus["skipped"] == [{"document": "tiny.txt", "reason": "short", "detail": "3 words, a window needs 20"}]
+
+
+def test_nothing_usable_is_the_prepare_paragraph(tmp_path: Path) -> None:
+    source = _corpus(tmp_path / "docs", {"tiny.txt": 3})
+    (source / "blob.dat").write_bytes(b"\x00" * 10)
     with pytest.raises(Exception) as caught:
         run_example_gen(TextExampleGenExecutor, str(source), tmp_path / "out", output_config=example_gen_pb2.Output(),
                         input_config=input_config(WHOLE_FOLDER))
     from stackenv.errors import find_in_chain
 
     error = find_in_chain(caught.value, DataError)
-    assert error is not None and "tiny.txt has only 3 words" in str(error), caught.value
+    assert error is not None, caught.value
+    assert "no document is usable. Of the 2 files found, 2 could not be used: 1 shorter than one window " \
+           "(tiny.txt), 1 binary (blob.dat)." in str(error)

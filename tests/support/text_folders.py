@@ -46,7 +46,7 @@ def debian_mixed_folder(root: Path, news: int = 10, readmes: int = 3, max_bytes:
         shutil.copy(path, root / "news" / f"{Path(path).parent.name}-{Path(path).name}")
     for path in markdown:
         shutil.copy(path, root / f"{Path(path).parent.name}-{Path(path).name}")
-    (root / "short.txt").write_text("A short note of only eleven words, far below one window.\n")
+    (root / "short.txt").write_text("Four words, no more.\n")  # below any window of 6+ words
     (root / "empty.txt").write_bytes(b"")
     latin = ("Le caf\u00e9 est tr\u00e8s bon, voil\u00e0 o\u00f9 nous \u00e9tions hier soir avec les "
              "enfants, \u00e0 c\u00f4t\u00e9 de la for\u00eat. ") * 8
