@@ -204,8 +204,9 @@ def test_nothing_usable_is_one_paragraph_with_every_reason(tmp_path):
         prepare_text_dataset(root, tmp_path / "cache")
     message = str(info.value)
     assert "\n" not in message
-    assert ("Of the 7 files found, 7 could not be used: 2 shorter than one window (a.txt, b.md), 1 empty (c.txt), "
-            "1 binary (e.dat), 1 other format (d.png), 1 not a regular file (f.txt), 1 symlink loop (g.txt).") in message
+    assert ("Of the 7 files found, 7 could not be used: 2 shorter than one window (a.txt, b.md), 1 empty "
+            "(c.txt), 1 binary (e.dat), 1 other format (d.png), 1 not a regular file (f.txt), 1 symlink loop "
+            "(g.txt).") in message
 
 
 @pytest.mark.parametrize("kwargs", [{"context_words": 0}, {"target_words": -1},

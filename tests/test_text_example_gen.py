@@ -109,3 +109,30 @@ def test_nothing_usable_is_the_prepare_paragraph(tmp_path: Path) -> None:
     assert error is not None, caught.value
     assert "no document is usable. Of the 2 files found, 2 could not be used: 1 shorter than one window " \
            "(tiny.txt), 1 binary (blob.dat)." in str(error)
+
+
+def test_driver_fingerprints_a_folder_with_a_loop_a_fifo_and_a_dangling_link(tmp_path: Path) -> None:
+    """TFX's own fingerprint stats every top-level entry and raises on a symlink loop; the driver
+    (local runs, and the Kubeflow resolution step) falls back to the tree's fingerprint."""
+    from tfx.components.example_gen import utils
+    from tfx.types import standard_component_specs as keys
+    from tfx.utils import proto_utils
+
+    from components.ingest_driver import resolve_input
+
+    source = _corpus(tmp_path / "docs", {"a.txt": 50, "sub/b.txt": 50})
+    (source / "loop").symlink_to("loop")
+    (source / "sub" / "up").symlink_to("..")
+    (source / "gone").symlink_to(tmp_path / "nothing")
+    os.mkfifo(source / "pipe")
+
+    def fingerprint() -> str:
+        resolved = resolve_input({keys.INPUT_BASE_KEY: str(source),
+                                  keys.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config(WHOLE_FOLDER))})
+        assert (resolved[utils.SPAN_PROPERTY_NAME], resolved[utils.VERSION_PROPERTY_NAME]) == (0, None)
+        return resolved[utils.FINGERPRINT_PROPERTY_NAME]
+
+    first = fingerprint()
+    assert "tree:files=2," in first
+    (source / "sub" / "b.txt").write_text("changed " * 60)
+    assert fingerprint() != first

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from artifacts.serving_dir import MODEL_CARD_FILES
 from artifacts.tfma_results import COUNT_METRIC
+from pipeline.report.corpus import corpus_data
 from pipeline.report.data_warnings import split_warnings
 from pipeline.report.evaluations import Evaluation, ReportError, find_latest_evaluation
 from pipeline.report.figures import figure_png, plot_slice_metric
@@ -95,7 +96,8 @@ def _json_number(value: Any) -> Any:
 
 
 def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.DataFrame,
-                validation: dict[str, Any], warnings: Sequence[str] = ()) -> dict[str, Any]:
+                validation: dict[str, Any], warnings: Sequence[str] = (),
+                corpus: dict[str, Any] | None = None) -> dict[str, Any]:
     """What ``report.json`` holds: machine-readable metrics for CI and dashboards."""
     per_slice = {row["slice"]: {k: _json_number(v) for k, v in row.items() if k not in ("slice", "feature")}
                  for _, row in slices.iterrows()}
@@ -114,6 +116,7 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
         "pushed_path": evaluation.pushed_path,
         "model_card": model_card_link(evaluation.pushed_path),
         "data_warnings": list(warnings),
+        "corpus": corpus,  # text data: documents, words, files not used (pipeline/report/corpus.py)
     }
 
 
@@ -160,6 +163,21 @@ def _warnings_section(warnings: Sequence[str]) -> str:
     items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
     note = '<p class="note">Read from the StatisticsGen output of the evaluated examples.</p>'
     return _section("Not evaluated", f'<ul class="error">{items}</ul>{note}', "data-warnings")
+
+
+def _corpus_section(corpus: dict[str, Any] | None) -> str:
+    """The text corpus the model was trained on, and every file that was not used."""
+    if corpus is None:
+        return ""
+    from pipeline.report.corpus import skipped_frame
+
+    body = f'<p id="corpus-line">{html.escape(corpus["line"])}</p>'
+    if corpus.get("split"):
+        body += f'<p class="note">Split: {html.escape(corpus["split"])}</p>'
+    frame = skipped_frame(corpus)
+    if not frame.empty:
+        body += html_table(frame, "skipped-files", text_columns=list(frame.columns))
+    return _section("Data", body, "data")
 
 
 def _validation_section(validation: dict[str, Any], checks: pd.DataFrame) -> str:
@@ -251,11 +269,13 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None,
     worst = worst_slices(slices)
     per_class = per_class_frame(evaluation)
     warnings = split_warnings(evaluation)
+    corpus = corpus_data(evaluation)
     body = [
         _header(evaluation),
         _section("Not the latest attempt", f'<p class="error">{html.escape(not_latest)}</p>', "not-latest")
         if not_latest else "",
         _warnings_section(warnings),
+        _corpus_section(corpus),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
         *_references_section(evaluation, _overall(slices, key)),
@@ -284,7 +304,7 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None,
             f"<style>{_CSS}</style></head><body>{''.join(body)}"
             f'<p class="note">Generated {datetime.datetime.now():%Y-%m-%d %H:%M:%S} by pipeline/report/ '
             "from ML Metadata and the TFMA output.</p></body></html>\n")
-    data = report_data(evaluation, slices, comparison, validation, warnings)
+    data = report_data(evaluation, slices, comparison, validation, warnings, corpus)
     data["not_latest"] = not_latest or None
     return page, data
 
