@@ -13,7 +13,7 @@ Every prepared text dataset is a set of GZIP-compressed TFRecord files of
 ``document``
     Id of the source document: the topic name for the default corpus (CPython's
     ``pydoc_data.topics``), the file's path relative to the source folder for a folder of
-    ``.txt`` files, or the file name for a single file. Slicing feature, and the unit of
+    documents (``data/text_files.py``), or the file name for a single file. Slicing feature, and the unit of
     the train/eval split (see ``SPLIT_FEATURE``).
 ``position``
     ``"start"``, ``"middle"`` or ``"end"``: the third of its document the window falls in

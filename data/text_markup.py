@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import html
 import re
-from html.parser import HTMLParser
 
 MARKDOWN = "markdown"
 RST = "rst"
@@ -39,10 +38,13 @@ _MD_RULE = re.compile(r"^ {0,3}([-*_=])(\s*\1){2,}\s*$")
 _MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _MD_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*\S+")
 _MD_LIST = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
+_LIST_STARTS = frozenset("-*+0123456789")
+_MD_QUOTE = re.compile(r"^(>\s?)+")
+_MD_HEADING = re.compile(r"^#{1,6}\s+|\s+#+\s*$")
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _MD_LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
 _MD_AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^>\s]*>")
-_MD_EMPHASIS = re.compile(r"(?<![\w*])(\*{1,3}|_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+_UNDERSCORES = re.compile(r"_+")
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
 
@@ -73,19 +75,42 @@ def markdown_text(source: str) -> str:
         if _MD_RULE.match(line) or _MD_TABLE_RULE.match(line) or _MD_REFERENCE.match(line):
             continue
         line = line.lstrip()
-        line = re.sub(r"^(>\s?)+", "", line)
-        line = re.sub(r"^#{1,6}\s+|\s+#+\s*$", "", line)
-        line = _MD_LIST.sub("", line)
+        first = line[:1]
+        if first == ">":
+            line = _MD_QUOTE.sub("", line)
+        if "#" in line:
+            line = _MD_HEADING.sub("", line)
+        if first in _LIST_STARTS:
+            line = _MD_LIST.sub("", line)
         kept.append(line)
     text = "\n".join(kept)
-    text = _TAG.sub(" ", _MD_AUTOLINK.sub(" ", text))
-    text = _MD_IMAGE.sub(r"\1", text)
-    text = _MD_LINK.sub(r"\1", text)
+    if "<" in text:
+        text = _TAG.sub(" ", _MD_AUTOLINK.sub(" ", text))
+    if "[" in text:
+        text = _MD_LINK.sub(r"\1", _MD_IMAGE.sub(r"\1", text))
     text = text.replace("`", "")
-    for _ in range(2):  # nested emphasis: ***a*** or **a _b_**
-        text = _MD_EMPHASIS.sub(r"\2", text)
+    text = emphasis_stripped(text)
     text = text.replace("|", " ")
-    return html.unescape(_ESCAPE.sub(r"\1", text))
+    if "\\" in text:
+        text = _ESCAPE.sub(r"\1", text)
+    return html.unescape(text) if "&" in text else text
+
+
+def emphasis_stripped(text: str) -> str:
+    """Emphasis markers dropped: every ``*``, and ``_`` runs at a word's edge (``_a_``, ``__a__``);
+    an underscore inside a word (``snake_case``) stays. Words are all that is kept, so the
+    markers need not be paired (a regex pairing them costs more than all other rules together)."""
+    if "*" in text:
+        text = text.replace("*", "")
+    if "_" not in text:
+        return text
+
+    def edge(match: re.Match) -> str:
+        before = text[match.start() - 1] if match.start() else " "
+        after = text[match.end()] if match.end() < len(text) else " "
+        return match.group(0) if before.isalnum() and after.isalnum() else ""
+
+    return _UNDERSCORES.sub(edge, text)
 
 
 def _in_list(kept: list[str]) -> bool:
@@ -114,7 +139,7 @@ _RST_REFERENCE = re.compile(r"`([^`<]*?)(?:\s*<[^>`]*>)?`__?")
 _RST_LITERAL = re.compile(r"``(.+?)``")
 _RST_INTERPRETED = re.compile(r"`([^`]+)`")
 _RST_FOOTNOTE_REF = re.compile(r"\s?\[(?:\d+|#\w*|\*|[\w-]+)\]_")
-_RST_NAMED_REF = re.compile(r"\b([\w-]+)__?(?=[\s.,;:!?)]|$)")
+_RST_NAMED_REF = re.compile(r"__?(?=[\s.,;:!?)]|$)", re.M)  # name_ -> name (when a word precedes)
 _RST_SUBSTITUTION = re.compile(r"\|([^|\s][^|]*)\|_{0,2}")
 
 
@@ -171,16 +196,19 @@ def rst_text(source: str) -> str:
             stripped = stripped if stripped != ":" else ""
         kept.append(" " * indent + stripped)
     text = "\n".join(kept)
-    text = _RST_LITERAL.sub(r"\1", text)
-    text = _RST_ROLE.sub(r"\1", text)
-    text = _RST_REFERENCE.sub(r"\1", text)
-    text = _RST_INTERPRETED.sub(r"\1", text)
-    text = _RST_FOOTNOTE_REF.sub("", text)
-    text = _RST_SUBSTITUTION.sub(r"\1", text)
-    text = _RST_NAMED_REF.sub(r"\1", text)
-    for _ in range(2):
-        text = _MD_EMPHASIS.sub(r"\2", text)  # *emphasis*, **strong**: the same markers as Markdown
-    return text
+    if "`" in text:
+        text = _RST_LITERAL.sub(r"\1", text)
+        text = _RST_ROLE.sub(r"\1", text)
+        text = _RST_REFERENCE.sub(r"\1", text)
+        text = _RST_INTERPRETED.sub(r"\1", text)
+    if "]_" in text:
+        text = _RST_FOOTNOTE_REF.sub("", text)
+    if "|" in text:
+        text = _RST_SUBSTITUTION.sub(r"\1", text)
+    if "_" in text:
+        text = _RST_NAMED_REF.sub(lambda m, t=text: "" if m.start() and t[m.start() - 1].isalnum() else m.group(0),
+                                  text)
+    return emphasis_stripped(text)  # *emphasis*, **strong**: the same markers as Markdown
 
 
 def _paragraph_indent(kept: list[str]) -> int:
@@ -193,52 +221,22 @@ def _paragraph_indent(kept: list[str]) -> int:
 
 # ------------------------------------------------------------------------------- HTML
 
-_HTML_DROPPED = frozenset({"script", "style", "template", "svg", "pre", "noscript", "head", "textarea", "math"})
-_HTML_BLOCKS = frozenset({
-    "p", "div", "br", "li", "ul", "ol", "dl", "dt", "dd", "tr", "td", "th", "table", "section", "article",
-    "header", "footer", "nav", "aside", "main", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "title", "figcaption", "caption", "form", "option", "body", "html"})
-_VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "area", "base", "col", "embed", "source", "wbr"})
-
-
-class _Prose(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.dropped: list[str] = []  # open elements whose content is dropped
-        self.in_title = False
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag == "title":
-            self.in_title = True
-        elif tag in _HTML_DROPPED and tag not in _VOID:
-            self.dropped.append(tag)
-        if tag in _HTML_BLOCKS:
-            self.parts.append("\n")
-
-    def handle_startendtag(self, tag: str, attrs) -> None:
-        if tag in _HTML_BLOCKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        elif tag in self.dropped:  # tolerate unclosed children: pop up to the matching element
-            while self.dropped and self.dropped.pop() != tag:
-                pass
-        if tag in _HTML_BLOCKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title or not self.dropped:
-            self.parts.append(data)
+# Regular expressions, not html.parser: the same words for documentation pages, at C speed
+# (html.parser made HTML the slowest format to read; benchmarks/bench_text_ingest.py).
+_HTML_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.S | re.I)
+_HTML_DROPPED = re.compile(r"<!--.*?-->|<(head|script|style|template|svg|pre|noscript|textarea|math)\b[^>]*>.*?"
+                           r"</\1\s*>", re.S | re.I)
+_HTML_BLOCK = re.compile(r"</?(?:p|div|br|li|ul|ol|dl|dt|dd|tr|td|th|table|section|article|header|footer|nav|"
+                         r"aside|main|blockquote|h[1-6]|hr|figcaption|caption|form|option|body|html)\b[^>]*>", re.I)
+_HTML_TAG = re.compile(r"<(?:/?[A-Za-z]|[!?])[^>]*>")
 
 
 def html_text(source: str) -> str:
-    parser = _Prose()
-    parser.feed(source)
-    parser.close()
-    return "".join(parser.parts)
+    title = _HTML_TITLE.search(source)
+    text = _HTML_DROPPED.sub(" ", source)
+    text = _HTML_TAG.sub("", _HTML_BLOCK.sub("\n", text))  # inline tags join: <b>bo</b>ld is "bold"
+    text = html.unescape(text)
+    return f"{html.unescape(title.group(1))}\n{text}" if title else text
 
 
 # ---------------------------------------------------------------------------- by name

@@ -82,3 +82,12 @@ def test_fix_ab_harness_reverts_every_fix_and_rejects_unknown_ones():
     assert "--transform-statistics" in result.stdout
     unknown = patched("no_such_fix", "run", "--help")
     assert unknown.returncode != 0 and "unknown BENCH_REVERT" in unknown.stderr
+
+
+def test_bench_text_ingest_quick(tmp_path):
+    """The text reader vs plain Python on a generated mixed-format folder: same documents found."""
+    doc = _run_quick("bench_text_ingest.py", tmp_path / "bench_text_ingest.json")
+    _check_common(doc, "bench_text_ingest")
+    assert doc["same_documents"] is True and doc["reader"]["skipped"] == 0
+    assert doc["reader"]["documents"] == doc["plain"]["documents"] == doc["documents"] > 0
+    assert doc["reader_vs_plain"] > 0

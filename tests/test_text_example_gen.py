@@ -136,3 +136,31 @@ def test_driver_fingerprints_a_folder_with_a_loop_a_fifo_and_a_dangling_link(tmp
     assert "tree:files=2," in first
     (source / "sub" / "b.txt").write_text("changed " * 60)
     assert fingerprint() != first
+
+
+def test_uri_folder_reads_like_a_local_one(tmp_path: Path) -> None:
+    """Through tf.io.gfile (TF's ram:// filesystem stands in for gs:// / s3://: the same gfile
+    calls, no local os.stat): the same documents, skips and windows as the local folder."""
+    import gzip
+
+    import tensorflow as tf
+
+    local = _corpus(tmp_path / "docs", {f"d{i}.txt": 80 + 9 * i for i in range(5)})
+    (local / "notes.md.gz").write_bytes(gzip.compress(b"# Notes\n\n" + b"markdown words " * 40))
+    (local / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    (local / "tiny.txt").write_text("too short")
+    uri = f"ram://text-{os.getpid()}-{tmp_path.name}"
+    for path in local.iterdir():
+        tf.io.gfile.makedirs(uri)
+        tf.io.gfile.copy(str(path), f"{uri}/{path.name}")
+    settings = settings_config(context_words=6, target_words=2, stride=2)
+    runs = {}
+    for name, source in (("local", str(local)), ("uri", uri)):
+        splits = run_example_gen(TextExampleGenExecutor, source, tmp_path / name, custom_config=settings,
+                                 output_config=example_gen_pb2.Output(), input_config=input_config(WHOLE_FOLDER))
+        runs[name] = ({split: sorted(_ids(records)) for split, records in splits.items()},
+                      read_facts(str(tmp_path / name))["corpus"])
+    assert runs["uri"] == runs["local"]
+    corpus = runs["uri"][1]
+    assert corpus["documents"] == 6 and {s["document"]: s["reason"] for s in corpus["skipped"]} == {
+        "photo.png": "format", "tiny.txt": "short"}

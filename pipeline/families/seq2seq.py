@@ -75,8 +75,9 @@ def curate_text_schema(schema: schema_pb2.Schema) -> None:
 FAMILY = register(ModelFamily(
     name="seq2seq",
     description="text continuation",
-    data_help=("a UTF-8 .txt file or a folder of them, one document per file (default: the Python Language "
-               "Reference prose shipped with CPython)"),
+    data_help=("a text file or a folder of documents, one per file: .txt, .md, .rst, .html, also .gz/.bz2/.xz, "
+               "in sub-folders too; files that yield no window are skipped and named (default: the Python "
+               "Language Reference prose shipped with CPython)"),
     defaults=TrainingDefaults(epochs=6, batch_size=64, learning_rate=3e-3, min_accuracy=0.36,
                               min_accuracy_note="about the bigram reference"),
     # TFMA's name of the top-5 SparseTopKCategoricalAccuracy (models/seq2seq/evaluation.py: GATE_METRIC).
