@@ -24,6 +24,7 @@ setup(
         "kfp==2.5.0",
         "scikit-learn",
         "pillow",
+        "charset-normalizer>=3,<4",  # the encoding guess for legacy single-byte text files (data/text_decode.py)
         "matplotlib",  # plots in the HTML report
         "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
     ],

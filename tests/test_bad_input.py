@@ -7,6 +7,7 @@ Read-only cases use ``chattr +i`` (root bypasses permission bits, not the immuta
 """
 import contextlib
 import dataclasses
+import os
 import pickle
 import subprocess
 from collections.abc import Callable
@@ -73,6 +74,19 @@ def _two_images(tmp: Path) -> Path:
     return tmp / "img"
 
 
+def _unusable_texts(tmp: Path) -> Path:
+    """A text folder where no file yields a window: each for another reason, one paragraph for all."""
+    folder = tmp / "texts"
+    folder.mkdir()
+    (folder / "short.txt").write_text("four words, no more")
+    (folder / "empty.md").write_text("# \n\n```\ncode only\n```\n")
+    (folder / "blob.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" * 64)
+    (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    os.mkfifo(folder / "pipe.txt")
+    (folder / "loop").symlink_to("loop")
+    return folder
+
+
 def _run(tmp: Path, *args: object) -> list[object]:
     return ["run", "--output", tmp / "out", "--train-steps", "2", *args]
 
@@ -122,7 +136,12 @@ CASES = [
          "{tmp}/serving/cnn/2"),
     # Data: checked before TFX starts.
     Case("cifar-empty-batch", lambda t: _run(t, "--data", _cifar(t)), "holds no images"),
-    # The one row that runs TFX (up to ExampleValidator): too little data for both splits.
+    # Rows that run TFX: nothing usable in a text folder (the ExampleGen's paragraph lists every reason);
+    # too little data for both splits (up to ExampleValidator).
+    Case("text-folder-nothing-usable", lambda t: _run(t, "--model", "seq2seq", "--data", _unusable_texts(t)),
+         "leaves too little to train and evaluate: no document is usable. Of the 6 files found, 6 could not be "
+         "used: 1 shorter than one window (short.txt), 1 empty (empty.md), 1 binary (blob.bin), 1 other format "
+         "(photo.png), 1 not a regular file (pipe.txt), 1 symlink loop (loop).", timeout=600),
     Case("two-image-folder", lambda t: _run(t, "--data", _two_images(t)),
          "Component ExampleValidator failed: SplitError", exit_code=1, timeout=600),
 ]

@@ -1,11 +1,19 @@
-"""The seq2seq text pipeline end to end under real Beam/TFX/MLMD, on a small real corpus."""
+"""The seq2seq text pipeline end to end under real Beam/TFX/MLMD, on a small real corpus.
+
+The corpus is a folder as users have one: the longest pydoc topics as .txt files, and in a
+sub-folder real Debian documentation (compressed NEWS/changelog files, Markdown READMEs) with a
+short, an empty, a Latin-1 and a binary file, a fifo and a symlink loop added
+(tests/text_folders.py). The run must go on past every one of them and name them.
+"""
 import base64
+import os
 from pydoc_data.topics import topics
 
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from conftest import run_cli
+from support.text_folders import LATIN1, debian_mixed_folder
 from support.tf_serving_rest import predict
 
 from pipeline import graph
@@ -25,12 +33,20 @@ def seq2seq_run(tmp_path_factory):
     corpus = tmp_path_factory.mktemp("corpus")
     for name in sorted(topics, key=lambda t: -len(topics[t]))[:NUM_DOCUMENTS]:  # the longest topics
         (corpus / f"{name}.txt").write_text(topics[name], encoding="utf-8")
+    skipped = {f"debian/{name}": reason for name, reason in debian_mixed_folder(corpus / "debian",
+                                                                                require_real=False).items()}
+    os.mkfifo(corpus / "debian" / "news" / "pipe")
+    (corpus / "loop").symlink_to("loop")
+    SKIPPED.update(skipped | {"debian/news/pipe": "special", "loop": "loop"})
     output = tmp_path_factory.mktemp("seq2seq-e2e")
     result = run_cli("run", "--data", corpus, "--output", output, *RUN_ARGS)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     config = PipelineConfig(model="seq2seq", output_dir=str(output))
     run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
     return config, result, run
+
+
+SKIPPED: dict[str, str] = {}  # what the fixture added to be skipped: path below --data -> reason
 
 
 def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
@@ -46,6 +62,19 @@ def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
     assert ", bigram 0." in result.stdout
     assert "Blessed: yes" in result.stdout
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
+
+
+def test_files_not_used_are_named_in_the_summary_and_the_data_facts(seq2seq_run):
+    from components.data_facts import read_facts
+
+    config, result, run = seq2seq_run
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("Corpus: ")]
+    assert (" 5 not used: 1 shorter than one window (debian/short.txt), 1 empty (debian/empty.txt), 1 binary "
+            "(debian/blob.bin), 1 not a regular file (debian/news/pipe), 1 symlink loop (loop); 1 not UTF-8, "
+            f"read with a guessed encoding: debian/{LATIN1} (cp1252)") in line, line
+    corpus = read_facts(run[graph.EXAMPLE_GEN].outputs["examples"][0].uri)["corpus"]
+    assert {s["document"]: s["reason"] for s in corpus["skipped"]} == SKIPPED
+    assert line.startswith(f"Corpus: {corpus['documents']} documents read (") and corpus["documents"] >= 26
 
 
 def test_evaluation_is_sliced_by_document_and_position(seq2seq_run):
@@ -108,6 +137,11 @@ def test_report_shows_perplexity_per_slice_and_samples_per_held_out_document(seq
     data = json.loads(open(str(tmp_path / "report.json"), encoding="utf-8").read())
     assert data["overall"]["perplexity"] > 1 and all(v["perplexity"] > 1 for v in data["slices"].values())
     assert data["data_warnings"] == []   # whole documents held out: not a missing slice
+    assert {s["document"]: s["reason"] for s in data["corpus"]["corpus"]["skipped"]} == SKIPPED
+    skipped_table = page[page.index('<table id="skipped-files"'):]
+    skipped_table = skipped_table[:skipped_table.index("</table>")]
+    named = [*SKIPPED, f"debian/{LATIN1}"]
+    assert all(f'<td class="text">{html.escape(name)}</td>' in skipped_table for name in named), skipped_table
 
     table = page[page.index('<table id="generations"'):]
     table = table[:table.index("</table>")]
