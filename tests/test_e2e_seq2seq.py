@@ -3,7 +3,7 @@
 The corpus is a folder as users have one: the longest pydoc topics as .txt files, and in a
 sub-folder real Debian documentation (compressed NEWS/changelog files, Markdown READMEs) with a
 short, an empty, a Latin-1 and a binary file, a fifo and a symlink loop added
-(tests/text_folders.py). The run must go on past every one of them and name them.
+(tests/support/text_folders.py). The run must go on past every one of them and name them.
 """
 import base64
 import os
