@@ -30,9 +30,11 @@ import io
 import lzma
 import unicodedata
 import zlib
+from collections.abc import Callable
 
 # Readers over a file object: read(n) stops after n bytes of output, across gzip members too.
-COMPRESSIONS = {".gz": lambda raw: gzip.GzipFile(fileobj=raw), ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
+COMPRESSIONS: dict[str, Callable[[io.BytesIO], io.BufferedIOBase]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw), ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
 #: Decompressed bytes above which a file is not read as one document (compression bombs).
 MAX_TEXT_BYTES = 256 * 1024 * 1024
 FALLBACK_ENCODING = "cp1252"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 MARKDOWN = "markdown"
 RST = "rst"
@@ -206,9 +207,16 @@ def rst_text(source: str) -> str:
     if "|" in text:
         text = _RST_SUBSTITUTION.sub(r"\1", text)
     if "_" in text:
-        text = _RST_NAMED_REF.sub(lambda m, t=text: "" if m.start() and t[m.start() - 1].isalnum() else m.group(0),
-                                  text)
+        text = _RST_NAMED_REF.sub(_after_word(text), text)
     return emphasis_stripped(text)  # *emphasis*, **strong**: the same markers as Markdown
+
+
+def _after_word(text: str) -> Callable[[re.Match], str]:
+    """A replacement for ``re.sub`` over ``text``: drop the match where a word precedes it."""
+    def drop(match: re.Match) -> str:
+        return "" if match.start() and text[match.start() - 1].isalnum() else match.group(0)
+
+    return drop
 
 
 def _paragraph_indent(kept: list[str]) -> int:
