@@ -67,7 +67,9 @@ def _data_blocks(card: dict[str, Any], facts: dict[str, Any]) -> list[Block]:
 def _metric_blocks(card: dict[str, Any], evaluation_uri: str, references: dict[str, Any]) -> list[Block]:
     from artifacts.tfma_results import overall_metrics, slice_metrics
 
-    metric = card["gate_metric"]
+    # The family's declarations name the key metric; a Pusher run without them (an older compiled package)
+    # still gets a card, from the key metric the model's references record.
+    metric = card.get("gate_metric") or references.get("metric") or ""
     overall = overall_metrics(evaluation_uri)
     # TFMA also stores each metric's change against the baseline ("<name>_diff"): the card shows it once, below.
     rows = [[name, f"{value:.0f}" if name.endswith("count") else _number(value)]
@@ -98,8 +100,9 @@ def _gate_blocks(card: dict[str, Any], evaluation_uri: str) -> list[Block]:
     from artifacts.tfma_results import overall_metrics
 
     gate = _read_json(os.path.join(evaluation_uri, "gate.json"))
-    value = overall_metrics(evaluation_uri).get(card["gate_metric"])
-    label = card["gate_metric_label"].lower()
+    metric = card.get("gate_metric") or gate.get("metric") or ""
+    value = overall_metrics(evaluation_uri).get(metric)
+    label = str(card.get("gate_metric_label") or metric or "the key metric").lower()
     reference = gate.get("gate_reference")
     rule = (f"{label} >= {gate['threshold']:.4f} (the larger of the floor {gate.get('floor')} and the reference "
             f"predictor {reference} {(gate.get('references') or {}).get(reference, float('nan')):.4f} + margin "
