@@ -167,7 +167,7 @@ def run(executor_input: dict) -> dict:
     blessing = inputs["artifacts"]["blessing"]["artifacts"][0]
     blessed = bool((blessing.get("metadata") or {}).get("blessed"))
     metrics = headline_metrics(evaluation, blessed)
-    metadata = {METRICS: metrics}
+    metadata: dict[str, dict] = {METRICS: metrics}
     if CONFUSION_MATRIX in outputs:
         graph = inputs["artifacts"]["transform_graph"]["artifacts"][0]["uri"]
         vocabulary = get_family(family).class_vocabulary

@@ -24,7 +24,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pipeline.kubeflow.storage import KubeflowConfigError
 
@@ -122,7 +123,7 @@ def _gates(eval_config: dict) -> list[dict]:
     return found
 
 
-def check_values(values: Mapping[str, object]) -> dict:
+def check_values(values: Mapping[str, Any]) -> dict:
     """``values`` checked as the run settings they are (PipelineConfig's own ranges); returns them."""
     from pipeline.config import PipelineConfig
 
@@ -130,7 +131,7 @@ def check_values(values: Mapping[str, object]) -> dict:
     if unknown:
         raise KubeflowConfigError(f"{', '.join(unknown)}: not a runtime parameter of this project; a run can set "
                                   f"{', '.join(RUNTIME_PARAMETERS)}.")
-    settings = {k: v for k, v in values.items() if k != "data"}
+    settings: dict[str, Any] = {k: v for k, v in values.items() if k != "data"}
     if "epochs" in settings:
         epochs = float(settings["epochs"])
         if not epochs.is_integer():
@@ -157,9 +158,11 @@ def parse_assignments(spec: dict, assignments: Iterable[str]) -> dict:
             raise KubeflowConfigError(f"--param {text!r}: give NAME=VALUE with NAME a runtime parameter of this "
                                       f"package; it has: {known}.")
         kind = declared[name].get("parameterType")
+        converters: dict[str, Callable[[str], Any]] = {
+            "NUMBER_INTEGER": int, "NUMBER_DOUBLE": float, "STRING": str,
+            "BOOLEAN": lambda v: {"true": True, "false": False}[v.lower()]}
         try:
-            values[name] = {"NUMBER_INTEGER": int, "NUMBER_DOUBLE": float, "STRING": str,
-                            "BOOLEAN": lambda v: {"true": True, "false": False}[v.lower()]}[kind](raw.strip())
+            values[name] = converters[kind](raw.strip())
         except (KeyError, ValueError):
             raise KubeflowConfigError(f"--param {text!r}: {name} is a {kind} parameter; {raw!r} is not one.") from None
     check_values(values)
