@@ -24,8 +24,6 @@ outputs (and the Transform graph for class names): it adds no model loading to a
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import sys
@@ -186,18 +184,9 @@ def run(executor_input: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executor-input", required=True, help="KFP's ExecutorInput JSON ({{$}})")
-    executor_input = json.loads(parser.parse_args(argv).executor_input)
-    from pipeline.kubeflow.storage import register_filesystems
+    from pipeline.kubeflow.step_io import run_step
 
-    register_filesystems(json.dumps(executor_input))
-    executor_output = run(executor_input)
-    output_file = executor_input["outputs"]["outputFile"]
-    os.makedirs(os.path.dirname(output_file), exist_ok=True)
-    with open(output_file, "w") as handle:
-        json.dump(executor_output, handle)
-    return 0
+    return run_step(run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
