@@ -69,6 +69,7 @@ def _compile(commands, config_type: type) -> None:
     compile_.add_argument("--output", dest="package", default=None,
                           help="package path (default: kubeflow/<pipeline-name>.yaml)")
     _add_step_settings_arguments(compile_)
+    _add_kfp_backend_arguments(compile_)
 
 
 def _tfjob(commands, config_type: type) -> None:
@@ -147,6 +148,9 @@ def _deploy(commands) -> None:
     deploy_.add_argument("--cache", choices=("on", "off"), default=None, help="override every step's KFP "
                          "caching in the uploaded version (default: as compiled)")
     deploy_.add_argument("--service-account", default=None, help="Kubernetes service account of the run's pods")
+    deploy_.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                         help="a runtime parameter of the run (and schedule), e.g. epochs=3 or "
+                         "data=gs://bucket/new-data; the package lists them (repeatable)")
     deploy_.add_argument("--wait", action="store_true", help="with --run: follow the run, print each step's "
                          "state, exit non-zero unless it succeeds")
     deploy_.add_argument("--wait-timeout", type=float, default=3600.0,
@@ -217,8 +221,13 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
         pods.add_argument(flag, default=None, help=what)
     pods.add_argument("--trainer-gpus", type=int, default=0, help="GPUs for the Trainer (default: %(default)s)")
     pods.add_argument("--gpu-type", default="nvidia.com/gpu", help="accelerator resource (default: %(default)s)")
-    pods.add_argument("--secret-env", action="append", default=[], metavar="SECRET:KEY=ENV",
-                      help="a key of a Kubernetes secret as an environment variable of every step (repeatable)")
+    pods.add_argument("--secret-env", action="append", default=[], metavar="[STEP/]ENV=SECRET:KEY",
+                      help="a key of a Kubernetes secret as an environment variable of every step, or of STEP "
+                      "alone, e.g. Trainer/DB_PASSWORD=db-creds:password (repeatable; the earlier "
+                      "SECRET:KEY=ENV still works)")
+    pods.add_argument("--env", action="append", default=[], metavar="[STEP/]NAME=VALUE",
+                      help="an environment variable of every step, or of STEP alone, e.g. "
+                      "Trainer/TF_CPP_MIN_LOG_LEVEL=1 (repeatable)")
     pods.add_argument("--secret-volume", action="append", default=[], metavar="SECRET=/PATH",
                       help="a Kubernetes secret mounted as files in every step (repeatable)")
     pods.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE", help="(repeatable)")
@@ -228,6 +237,19 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
                       "http://minio-service.kubeflow:9000")
     pods.add_argument("--s3-secret", default=None, help="secret holding the S3 keys as accesskey/secretkey, "
                       "e.g. mlpipeline-minio-artifact (KFP's MinIO)")
+
+
+def _add_kfp_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """compile only: the target KFP backend and what depends on it (pipeline/kubeflow/backend_version.py)."""
+    from pipeline.kubeflow.backend_version import DEFAULT_KFP_VERSION, MAX_RETRIES
+
+    group = parser.add_argument_group("Kubeflow Pipelines backend")
+    group.add_argument("--kfp-version", default=DEFAULT_KFP_VERSION, metavar="VERSION",
+                       help="the cluster's KFP backend version; features it would ignore are refused "
+                       "(default: %(default)s)")
+    group.add_argument("--retries", type=int, default=0, metavar="N",
+                       help=f"retry a failed step up to N times with backoff (0-{MAX_RETRIES}; needs KFP backend "
+                       "2.4.1+) (default: %(default)s)")
 
 
 def _family_settings(args: argparse.Namespace) -> dict[str, object]:

@@ -60,7 +60,13 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster, kfp_pipeline_root, readable_paths
+    from pipeline.kubeflow.compile import (
+        check_backend_options,
+        compile_pipeline,
+        dataset_for_cluster,
+        kfp_pipeline_root,
+        readable_paths,
+    )
     from pipeline.kubeflow.platform import StepSettings
     from pipeline.kubeflow.storage import check_pipeline_root, check_s3_root
 
@@ -71,9 +77,12 @@ def command_compile(args: argparse.Namespace) -> int:
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
         trainer_gpus=args.trainer_gpus, gpu_type=args.gpu_type, secret_env=args.secret_env,
         secret_volume=args.secret_volume, node_selector=args.node_selector, tolerations=args.toleration,
-        image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret)
+        image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret,
+        env=args.env)
+    check_backend_options(args.retries, args.kfp_version)
     dataset = dataset_for_cluster(readable_paths(config), _prepare)
-    package = compile_pipeline(config, dataset, args.image, args.package, settings)
+    package = compile_pipeline(config, dataset, args.image, args.package, settings, retries=args.retries,
+                               kfp_version=args.kfp_version)
     print(package)
     if args.pipeline_root.startswith("s3://"):
         from pipeline.kubeflow.launcher_config import write_launcher_configmap
@@ -201,7 +210,7 @@ def command_deploy(args: argparse.Namespace) -> int:
                     pipeline_root=args.pipeline_root, service_account=args.service_account,
                     enable_caching=None if args.cache is None else args.cache == "on",
                     wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule,
-                    cluster_checks=not args.skip_cluster_checks)
+                    cluster_checks=not args.skip_cluster_checks, parameters=args.param)
     if not (args.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
     return 0

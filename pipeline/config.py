@@ -176,7 +176,7 @@ class PipelineConfig:
         "cnn: train a new head on a pretrained image feature extractor: a TF Hub handle or URL (resolved where the "
         "Trainer runs; TFHUB_CACHE_DIR sets its cache) or a local SavedModel directory"),
         default_text=lambda: "a CNN from scratch")
-    warm_start: bool = setting(False, flag="--warm-start", commands={"run"}, help=(
+    warm_start: bool = setting(False, flag="--warm-start", commands={"run", "compile"}, help=(
         "start training from the latest blessed model of this pipeline when it fits (same family, input shape and "
         "classes or vocabulary); otherwise train from scratch and say why"))  # pipeline/warm_start.py
 

@@ -4,6 +4,7 @@ No cluster here: the spec is parsed with kfp's own PipelineSpec proto and loader
 run in tests/test_kubeflow_contract.py, passed what a KFP backend passes (tests/support/kfp_contract.py).
 """
 import json
+import re
 
 import pytest
 import yaml
@@ -15,8 +16,12 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
 from pipeline.graph import create_pipeline
+from pipeline.kubeflow.backend_version import add_retries
 from pipeline.kubeflow.compile import dataset_for_cluster
 from pipeline.kubeflow.fresh_data import RESOLVE_TASK
+from pipeline.kubeflow.platform import StepSettings, pinned_image
+from pipeline.kubeflow.report_step import REPORT_TASK
+from pipeline.kubeflow.storage import KubeflowConfigError
 
 IMAGE = "registry.example.com/tfx-project:test"
 ENTRYPOINT = ["python", "-m", "pipeline.kubeflow.entrypoint"]  # wraps TFX's kubeflow_v2_run_executor
@@ -54,10 +59,13 @@ def test_dag_equals_the_local_graph(compiled):
     local = create_pipeline(config, dataset_for_cluster(config, FAMILIES[model].prepare_data))
     local_edges = {c.id: {u.id for u in c.upstream_nodes} for c in local.components}
     tasks = spec["root"]["dag"]["tasks"]
-    # Plus the input-resolution step before the ExampleGen (pipeline/kubeflow/fresh_data.py).
+    # Plus the input-resolution step before the ExampleGen (pipeline/kubeflow/fresh_data.py), and the
+    # KFP UI's report after the Evaluator (pipeline/kubeflow/report_step.py).
     assert set(tasks[RESOLVE_TASK].get("dependentTasks", [])) == set()
+    # The image family's class names come from the Transform graph (for the confusion matrix).
+    assert set(tasks[REPORT_TASK]["dependentTasks"]) == {"Evaluator", *(["Transform"] if model == "cnn" else [])}
     assert {t: set(body.get("dependentTasks", [])) - {RESOLVE_TASK} for t, body in tasks.items()
-            if t != RESOLVE_TASK} == local_edges
+            if t not in (RESOLVE_TASK, REPORT_TASK)} == local_edges
 
 
 def test_every_executor_runs_the_image_entrypoint(compiled):
@@ -68,6 +76,10 @@ def test_every_executor_runs_the_image_entrypoint(compiled):
         container = executor["container"]
         if name == f"{RESOLVE_TASK}_executor":  # not a TFX component: lists the ExampleGen's input
             assert container["image"] == IMAGE and container["command"][-1] == "pipeline.kubeflow.resolve_input"
+            continue
+        if name == f"{REPORT_TASK}_executor":  # not a TFX component: the KFP UI's artifacts
+            assert container["image"] == IMAGE and container["command"][-1] == "pipeline.kubeflow.report_step"
+            assert container["args"] == ["--executor-input", "{{$}}"]
             continue
         assert container["image"] == IMAGE, name
         assert container["command"] == ENTRYPOINT, name
@@ -84,8 +96,10 @@ def test_parameters_are_compiled_in(compiled):
     tasks = spec["root"]["dag"]["tasks"]
     params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()
                   if "runtimeValue" in v} for t, body in tasks.items()}
-    # The ExampleGen reads the bundled data inside the step (nothing read or baked in at compile time).
-    assert params["ImportExampleGen"]["input_base"].startswith("bundled:")
+    # The ExampleGen reads the bundled data inside the step (nothing read or baked in at compile time):
+    # the data path is a runtime parameter whose default is the compiled one.
+    assert tasks["ImportExampleGen"]["inputs"]["parameters"]["input_base"] == {"componentInputParameter": "data"}
+    assert spec["root"]["inputDefinitions"]["parameters"]["data"]["defaultValue"].startswith("bundled:")
     trainer_config = json.loads(params["Trainer"]["custom_config"])
     assert trainer_config["code_version"] == FAMILIES[model].code_version()
     assert json.loads(params["Trainer"]["train_args"])["num_steps"] == 20
@@ -168,7 +182,7 @@ def test_pod_settings_are_in_the_compiled_yaml(tmp_path):
 
 @pytest.mark.parametrize("flags, expected", [
     (("--secret-env", ":password=DB_PASSWORD"), "names no secret"),
-    (("--secret-env", "db-creds"), "SECRET:KEY=ENV_VAR"),
+    (("--secret-env", "db-creds"), "ENV_VAR=SECRET:KEY"),
     (("--secret-volume", "=/secrets"), "names no secret"),
     (("--toleration", "gpu:Sometimes"), "NoSchedule"),
     (("--cpu-limit", "two"), "Kubernetes quantity"),
@@ -180,3 +194,114 @@ def test_bad_pod_settings_are_a_paragraph(tmp_path, flags, expected):
     result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--output", tmp_path / "p.yaml", *flags)
     assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and not (tmp_path / "p.yaml").exists()
+
+
+# KFP's frontend draws these exact type titles (frontend/src/components/viewers/MetricsVisualizations.tsx).
+UI_TITLES = {"metrics": "system.Metrics", "confusion_matrix": "system.ClassificationMetrics",
+             "report": "system.Markdown"}
+
+
+def test_the_kfp_ui_gets_metrics_and_a_report(compiled):
+    """Both families: Metrics and Markdown after the Evaluator; the image family a confusion matrix too."""
+    model, _, spec = compiled
+    outputs = spec["components"][REPORT_TASK]["outputDefinitions"]["artifacts"]
+    titles = {key: declared["artifactType"]["schemaTitle"] for key, declared in outputs.items()}
+    expected = dict(UI_TITLES) if model == "cnn" else {k: v for k, v in UI_TITLES.items() if k != "confusion_matrix"}
+    assert titles == expected
+    inputs = spec["root"]["dag"]["tasks"][REPORT_TASK]["inputs"]["artifacts"]
+    assert inputs["evaluation"]["taskOutputArtifact"] == {"producerTask": "Evaluator",
+                                                          "outputArtifactKey": "evaluation"}
+
+
+# PipelineConfig field -> the parameterType a KFP server needs to accept a value at run creation.
+RUNTIME_TYPES = {"data": "STRING", "epochs": "NUMBER_INTEGER", "learning_rate": "NUMBER_DOUBLE",
+                 "min_accuracy": "NUMBER_DOUBLE", "max_regression": "NUMBER_DOUBLE", "gate_margin": "NUMBER_DOUBLE"}
+
+
+def test_runtime_parameters_are_typed_with_the_compiled_defaults(compiled):
+    model, _, spec = compiled
+    declared = spec["root"]["inputDefinitions"]["parameters"]
+    assert {name: p["parameterType"] for name, p in declared.items()} == RUNTIME_TYPES
+    family = FAMILIES[model]
+    assert declared["epochs"]["defaultValue"] == family.defaults.epochs
+    assert declared["learning_rate"]["defaultValue"] == family.defaults.learning_rate
+    assert declared["min_accuracy"]["defaultValue"] == 0.0 and declared["gate_margin"]["defaultValue"] == -1
+    assert declared["data"]["defaultValue"].startswith("bundled:")
+    tasks = spec["root"]["dag"]["tasks"]
+    uses = {t: {k: v["componentInputParameter"] for k, v in body.get("inputs", {}).get("parameters", {}).items()
+                if "componentInputParameter" in v} for t, body in tasks.items()}
+    assert uses["ImportExampleGen"] == uses[RESOLVE_TASK] == {"input_base": "data"}
+    assert uses["Trainer"] == {f"runtime_{n}": n for n in ("epochs", "learning_rate", "gate_margin")}
+    assert uses["Evaluator"] == {f"runtime_{n}": n for n in ("min_accuracy", "max_regression")}
+    trainer_inputs = spec["components"]["Trainer"]["inputDefinitions"]["parameters"]
+    assert trainer_inputs["runtime_epochs"] == {"parameterType": "NUMBER_INTEGER"}
+    assert "retryPolicy" not in json.dumps(spec)  # no retries unless asked for
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_retries_per_step_env_digest_and_warm_start_are_compiled(tmp_path):
+    """One compile for the options that change the spec: retries on every root task, env and secrets
+    for every step or one, the image by digest, and the warm-start step instead of TFX's Resolver."""
+    package = tmp_path / "cnn.yaml"
+    result = run_cli("compile", "--image", f"registry.example.com/team/tfx:v1@{DIGEST}", "--pipeline-root", ROOT,
+                     "--output", package, "--retries", "3", "--kfp-version", "2.4.1", "--warm-start",
+                     "--env", "LOG_LEVEL=debug", "--env", "Trainer/TF_CPP_MIN_LOG_LEVEL=1",
+                     "--secret-env", "Trainer/DB_PASSWORD=db-creds:password",
+                     "--secret-env", "db-creds:user=DB_USER", "--trainer-gpus", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(package) as handle:
+        spec, platform = yaml.safe_load_all(handle)
+    json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    tasks, executors = spec["root"]["dag"]["tasks"], spec["deploymentSpec"]["executors"]
+    assert {t: body["retryPolicy"]["maxRetryCount"] for t, body in tasks.items()} == {t: 3 for t in tasks}
+    containers = {t: executors[spec["components"][body["componentRef"]["name"]]["executorLabel"]]["container"]
+                  for t, body in tasks.items()}
+    assert {c["image"] for c in containers.values()} == {f"registry.example.com/team/tfx@{DIGEST}"}
+    env = {t: {e["name"]: e["value"] for e in c.get("env", [])} for t, c in containers.items()}
+    assert env["Trainer"] == {"LOG_LEVEL": "debug", "TF_CPP_MIN_LOG_LEVEL": "1"}
+    assert env["Evaluator"] == {"LOG_LEVEL": "debug"}
+    assert [t for t, c in containers.items() if "accelerator" in c.get("resources", {})] == ["Trainer"]
+    pods = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    secrets = {label: [(k["envVar"], s["secretName"], k["secretKey"]) for s in config["secretAsEnv"]
+                       for k in s["keyToEnv"]] for label, config in pods.items()}
+    trainer_label = spec["components"]["Trainer"]["executorLabel"]
+    assert sorted(secrets[trainer_label]) == [("DB_PASSWORD", "db-creds", "password"), ("DB_USER", "db-creds", "user")]
+    assert secrets[spec["components"]["Pusher"]["executorLabel"]] == [("DB_USER", "db-creds", "user")]
+    # Warm start: no resolver executor (the backend has none); a container step feeds base_model.
+    assert "resolver" not in json.dumps(executors)
+    assert tasks["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]["producerTask"] == \
+        "LatestServedModel"
+    assert tasks["LatestServedModel"]["cachingOptions"] == {"enableCache": False}
+    assert containers["LatestServedModel"]["command"][-1] == "pipeline.kubeflow.warm_start_step"
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (("--retries", "2", "--kfp-version", "2.3.0"), "2.4.1 or newer"),  # refused before compiling
+    (("--env", "Nope/A=1"), "has no step 'Nope'"),                      # checked on the compiled steps
+])
+def test_bad_backend_options_are_a_paragraph(tmp_path, flags, expected):
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--output", tmp_path / "p.yaml", *flags)
+    assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("check, expected", [
+    (lambda: add_retries({}, 2, "1.8.22"), "only a 2.x backend"),
+    (lambda: add_retries({}, 2, "latest"), "not a KFP backend version"),
+    (lambda: add_retries({}, -1, "2.5.0"), "give 0"),
+    (lambda: StepSettings(env=["NO_VALUE"]), "[STEP/]NAME=VALUE"),
+    (lambda: StepSettings(env=["Trainer/1BAD=x"]), "[STEP/]NAME=VALUE"),
+    (lambda: StepSettings(secret_env=["A=creds"]), "ENV_VAR=SECRET:KEY"),
+    (lambda: pinned_image("registry.example.com/tfx@sha256:123"), "64 hex digits"),
+])
+def test_bad_backend_option_values_are_a_paragraph(check, expected):
+    with pytest.raises(KubeflowConfigError, match=re.escape(expected)):
+        check()
+
+
+def test_image_digest_names_the_image():
+    assert pinned_image(f"r.example.com/t/x:v1@{DIGEST}") == f"r.example.com/t/x@{DIGEST}"
+    assert pinned_image("r.example.com:5000/x:v1") == "r.example.com:5000/x:v1"  # a tag stays, with a warning

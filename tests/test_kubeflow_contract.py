@@ -92,6 +92,15 @@ def _upload_corpus(address: str, local: str, bucket: str) -> str:
     return "corpus"
 
 
+# Each package is compiled with --warm-start (a second run's Trainer starts from the first run's pushed model).
+# Run 1 is created with other values of the runtime parameters, as `deploy --param` or the KFP UI would
+# (pipeline/kubeflow/runtime_parameters.py); run 2 takes the compiled defaults. With this gate margin the
+# gate's floor is min_accuracy (components/reference_gate.py: max(min_accuracy, reference + margin)).
+# (epochs only sizes the step budget when --train-steps is not given, as here: its folding is unit-tested.)
+RUN_PARAMETERS = ({"epochs": 2, "learning_rate": 0.002, "gate_margin": -0.99, "min_accuracy": 0.05,
+                   "max_regression": 0.9}, {})
+
+
 def cluster_and_package(model: str, kind: str, tmp_path, address: str) -> tuple:
     """(cluster, spec, platform, config) for a stock standalone KFP with its store (``bundled``), or a
     store elsewhere whose endpoint the package and the launcher's ConfigMap name (``s3``)."""
@@ -102,13 +111,15 @@ def cluster_and_package(model: str, kind: str, tmp_path, address: str) -> tuple:
         folder = _upload_corpus(address, _small_corpus(tmp_path / "corpus"), bucket)
         data = f"{root.split('://')[0]}://{bucket}/{folder}"
     if kind == "bundled":
-        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, data=data)
+        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, data=data,
+                                                          warm_start=True)
         cluster = Cluster(str(tmp_path), services={"minio-service": (9000, address)},
                           secrets={"mlpipeline-minio-artifact": s3_server.BUNDLED_KEYS})
     else:
         endpoint = f"http://{address}"
         settings = StepSettings(s3_endpoint=endpoint, s3_secret=OTHER_SECRET)
-        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, settings=settings, data=data)
+        spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, settings=settings, data=data,
+                                                          warm_start=True)
         configmap = launcher_configmap(kfp_pipeline_root(config), endpoint, OTHER_SECRET)
         cluster = Cluster(str(tmp_path), secrets={OTHER_SECRET: s3_server.BUNDLED_KEYS},
                           launcher_config=configmap["data"])
@@ -142,7 +153,7 @@ def runs(request, store, tmp_path_factory):
     for index in range(count):
         # deploy sends the package's root with the run; the emulated backend never reads the package's own
         produced.append(cluster.run(spec, run_id=f"run-{index + 1}", runtime_root=spec["defaultPipelineRoot"],
-                                    platform=platform))
+                                    platform=platform, parameters=RUN_PARAMETERS[index]))
         inputs.append(cluster.executor_inputs)
         disks.append(dict(cluster.pod_disk))
         versions.append(_versions(store, config.serving_model_dir))
@@ -227,3 +238,84 @@ def test_kfp_contract_launcher_refuses_a_local_root(tmp_path):
         "root": {"dag": {"tasks": {"A": {"componentRef": {"name": "c"}, "taskInfo": {"name": "A"}}}}}}
     with pytest.raises(TaskFailed, match="unsupported storage scheme"):
         Cluster(str(tmp_path)).run(spec, runtime_root=str(tmp_path / "root"))
+
+
+def _object(address: str, uri: str) -> bytes:
+    bucket, key = uri.replace("minio://", "s3://").split("://", 1)[1].split("/", 1)
+    return s3_server.client(address).get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def _download(address: str, uri: str, local: str) -> str:
+    bucket, prefix = uri.replace("minio://", "s3://").split("://", 1)[1].split("/", 1)
+    for key in s3_server.keys(address, bucket, prefix + "/"):
+        path = os.path.join(local, os.path.relpath(key, prefix))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(_object(address, f"s3://{bucket}/{key}"))
+    return local
+
+
+def _assets_extra(address: str, run: dict, name: str) -> dict:
+    """A JSON file the Trainer wrote into its export's assets.extra (what it trained with)."""
+    return json.loads(_object(address, f"{run['Trainer']['model']['uri']}/Format-Serving/assets.extra/{name}"))
+
+
+def test_kfp_contract_runtime_parameters_set_at_run_creation_reach_the_steps(runs):
+    """Run 1 takes the values it was created with, run 2 the compiled defaults: the Trainer records the
+    learning rate it trained with and the gate margin it wrote; TFMA stores the gate it applied."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    config, address = runs["config"], runs["address"]
+    for index, run in enumerate(runs["runs"]):
+        given = RUN_PARAMETERS[index]
+        assert _assets_extra(address, run, "training.json")["learning_rate"] == \
+            given.get("learning_rate", config.learning_rate)
+        assert _assets_extra(address, run, "references.json")["margin"] == given.get("gate_margin", config.gate_margin)
+        stored = json.loads(_object(address, run["Evaluator"]["evaluation"]["uri"] + "/eval_config.json"))
+        eval_config = json_format.ParseDict(stored["evalConfig"], tfma.EvalConfig(), ignore_unknown_fields=True)
+        [gate] = [t.threshold for m in eval_config.metrics_specs for c in m.metrics for t in c.per_slice_thresholds]
+        assert gate.value_threshold.lower_bound.value == pytest.approx(given.get("min_accuracy", config.min_accuracy))
+        if index:  # with a served model; without one TFMA drops change thresholds (utils/config_util.py)
+            assert gate.change_threshold.absolute.value == pytest.approx(
+                -given.get("max_regression", config.max_regression))
+
+
+def test_kfp_contract_the_kfp_ui_gets_the_runs_metrics(runs, tmp_path):
+    """The report step's system.Metrics hold the Evaluator's overall values (read here with TFMA itself),
+    the image family's confusion matrix counts every evaluated example, and the report is a file."""
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.writers import eval_config_writer
+
+    model, address = runs["model"], runs["address"]
+    for index, run in enumerate(runs["runs"]):
+        evaluation = _download(address, run["Evaluator"]["evaluation"]["uri"], str(tmp_path / f"evaluation-{index}"))
+        candidate = next(m.name for m in eval_config_writer.load_eval_run(evaluation)[0].model_specs
+                         if not m.is_baseline)
+        result = tfma.load_eval_result(evaluation, model_name=candidate or None)
+        overall = next(metrics for key, metrics in result.slicing_metrics if not key)[""][""]
+        expected = {name: value["doubleValue"] for name, value in overall.items()
+                    if "doubleValue" in value and not name.endswith("_diff")}
+        metrics = run["EvaluationReport"]["metrics"]["metadata"]
+        assert metrics["display_name"] and metrics["blessed"] == 1.0
+        assert {name: metrics[name] for name in expected} == pytest.approx(expected)
+        assert _object(address, run["EvaluationReport"]["report"]["uri"]).decode().startswith(f"# Evaluation: {model}")
+        if model == "cnn":
+            matrix = run["EvaluationReport"]["confusion_matrix"]["metadata"]["confusionMatrix"]
+            matrix = matrix.get("struct", matrix)  # as MLMD keeps a struct
+            assert sorted(spec_["displayName"] for spec_ in matrix["annotationSpecs"]) == [str(d) for d in range(10)]
+            assert sum(sum(row["row"]) for row in matrix["rows"]) == expected["example_count"]
+        else:
+            assert "confusion_matrix" not in run["EvaluationReport"]
+
+
+def test_kfp_contract_warm_start_from_the_served_model(runs):
+    """Run 1 has nothing served and trains from scratch; run 2 (slow cases) starts from run 1's pushed model."""
+    config, address, produced = runs["config"], runs["address"], runs["runs"]
+    records = [_assets_extra(address, run, "warm_start.json")["warm_start"] for run in produced]
+    assert records[0]["source"] is None and "no blessed model" in records[0]["note"]
+    if len(produced) > 1:
+        base = produced[1]["LatestServedModel"]["model"]["uri"].replace("minio://", "s3://") + "/Format-Serving"
+        assert records[1] == {"requested": True, "source": base, "note": "weights restored"}
+        served = f"{config.serving_model_dir}/{runs['versions'][0][0]}"
+        assert _object(address, f"{base}/saved_model.pb") == _object(address, f"{served}/saved_model.pb")

@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import stackenv  # noqa: F401  (before TFX, which the package fixture imports)
+from stackenv.errors import ProjectError
 
 import kfp
 import pytest
@@ -1095,3 +1096,24 @@ def test_a_private_ca_with_ca_bundle_or_without_verification(package: Path, tmp_
 def test_two_ways_to_log_in_are_refused(package: Path, tmp_path: Path) -> None:
     code, _, err = _cli("--host", "http://127.0.0.1:9", "--package", package, "--token-env", "X", "--dex-user", USER)
     assert code != 0 and "--token-env and --dex-user are different ways to log in" in err
+
+
+def test_runtime_parameters_reach_the_run_and_the_schedule(kfp_server: FakeKfp, package: Path,
+                                                           tmp_path: Path) -> None:
+    """deploy --param: typed by the package's root parameters (pipeline/kubeflow/runtime_parameters.py),
+    sent as the run's runtime_config.parameters; a bad one is refused before anything is sent."""
+    spec = yaml.safe_load(package.read_text())
+    spec["root"]["inputDefinitions"] = {"parameters": {
+        "epochs": {"parameterType": "NUMBER_INTEGER", "defaultValue": 15},
+        "learning_rate": {"parameterType": "NUMBER_DOUBLE", "defaultValue": 0.001}}}
+    typed = tmp_path / "typed.yaml"
+    typed.write_text(yaml.safe_dump(spec))
+    deploy(kfp_server.url, str(typed), run=True, schedule="@daily", parameters=["epochs=3", "learning-rate=0.01"])
+    assert kfp_server.runs[-1]["runtime_config"]["parameters"] == {"epochs": 3, "learning_rate": 0.01}
+    schedule = kfp_server.sent("POST", "/recurringruns")[-1]
+    assert schedule.json()["runtime_config"]["parameters"] == {"epochs": 3, "learning_rate": 0.01}
+    sent = len(kfp_server.requests)
+    for bad in ("epochs=-2", "batch_size=3"):
+        with pytest.raises(ProjectError):
+            deploy(kfp_server.url, str(typed), run=True, parameters=[bad])
+    assert len(kfp_server.requests) == sent

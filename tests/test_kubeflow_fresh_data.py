@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 from PIL import Image
-from support.kfp_contract import Cluster, TaskFailed, topological_tasks
+from support.kfp_contract import Cluster, TaskFailed, root_parameters, topological_tasks
 from test_kubeflow_contract import compile_for_contract
 
 from components.data_facts import read_facts
@@ -54,7 +54,9 @@ def test_kfp_contract_compiled_resolution_step_feeds_the_example_gen(tmp_path):
     for key in ("input_config", "input_fingerprint", "span", "version"):
         assert wired[key] == {"taskOutputParameter": {"producerTask": RESOLVE_TASK, "outputParameterKey": key}}
     given = tasks[RESOLVE_TASK]["inputs"]["parameters"]
-    assert given["input_base"]["runtimeValue"]["constant"] == str(tmp_path / "pets")
+    # The data path is a runtime parameter (pipeline/kubeflow/runtime_parameters.py), compiled as its default.
+    assert given["input_base"] == {"componentInputParameter": "data"}
+    assert spec["root"]["inputDefinitions"]["parameters"]["data"]["defaultValue"] == str(tmp_path / "pets")
     assert "span-{SPAN}" in given["input_config"]["runtimeValue"]["constant"]
     executors = spec["deploymentSpec"]["executors"]
     example_gen = executors[spec["components"][EXAMPLE_GEN]["executorLabel"]]["container"]
@@ -144,8 +146,9 @@ def test_kfp_contract_bad_input_is_one_paragraph_from_the_resolution_step(tmp_pa
     from pipeline.kubeflow.resolve_input import main
 
     data, spec = _bad_input(tmp_path, case)
-    parameters = {k: v["runtimeValue"]["constant"] for k, v in
-                  spec["root"]["dag"]["tasks"][RESOLVE_TASK]["inputs"]["parameters"].items()}
+    run_values = root_parameters(spec, {})  # the root's defaults, as the backend fills them
+    parameters = {k: v["runtimeValue"]["constant"] if "runtimeValue" in v else run_values[v["componentInputParameter"]]
+                  for k, v in spec["root"]["dag"]["tasks"][RESOLVE_TASK]["inputs"]["parameters"].items()}
     output_file = tmp_path / "pod" / "kfp_outputs" / "output_metadata.json"
     executor_input = {"inputs": {"parameterValues": parameters}, "outputs": {"outputFile": str(output_file)}}
     assert main(["--executor_input", json.dumps(executor_input)]) == 2

@@ -4,12 +4,17 @@ Choices (TFX 1.16 traps included):
 - ``use_pipeline_spec_2_1=True``: with spec 2.0 the container entrypoint reads execution
   properties only from the deprecated ``inputs.parameters``; an open-source KFP v2
   backend fills ``parameterValues``, which only the 2.1 path reads.
-- No runtime parameters (tfx#7733): every value is a compile-time constant; recompile to
-  change one.
+- Runtime parameters (data path, epochs, learning rate, gate thresholds) are added to the
+  spec after TFX's compiler, typed (pipeline/kubeflow/runtime_parameters.py); every other
+  value is a compile-time constant.
 - Model code is referenced by dotted path and baked into the image (kubeflow/Dockerfile),
   so no module file has to be found in the container.
 - The baseline is read from the serving dir by our Evaluator (components/evaluator.py),
-  since TFX's Resolver compiles to a step only Vertex AI implements.
+  since TFX's Resolver compiles to a step only Vertex AI implements; ``--warm-start``'s
+  Resolver is replaced by a step that reads the serving dir too (pipeline/kubeflow/warm_start_step.py).
+- A step after the Evaluator gives the KFP UI metrics, a confusion matrix and a report
+  (pipeline/kubeflow/report_step.py).
+- Retries only for a backend that honours them (pipeline/kubeflow/backend_version.py).
 - Every step runs ``pipeline/kubeflow/entrypoint.py`` (``default_commands``), which fixes
   what a KFP backend passes before TFX's own entrypoint runs (stackenv/compat.py).
 - The pipeline root is recorded in the package (``defaultPipelineRoot``, which TFX's YAML
@@ -35,11 +40,16 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from data.tfrecords import MANIFEST_NAME, DatasetManifest
 from pipeline.config import PipelineConfig
+from pipeline.families import get_family
 from pipeline.graph import StepLaunchers, create_pipeline
 from pipeline.kubeflow import bundled_store
+from pipeline.kubeflow.backend_version import DEFAULT_KFP_VERSION, add_retries, parse_version, require
 from pipeline.kubeflow.entrypoint import COMMAND
 from pipeline.kubeflow.fresh_data import add_input_resolution
-from pipeline.kubeflow.platform import StepSettings, apply_step_settings
+from pipeline.kubeflow.platform import StepSettings, apply_step_settings, pinned_image
+from pipeline.kubeflow.report_step import add_report_step
+from pipeline.kubeflow.runtime_parameters import add_runtime_parameters
+from pipeline.kubeflow.warm_start_step import replace_resolvers
 
 log = logging.getLogger("pipeline")
 
@@ -125,10 +135,21 @@ def _with_job(launcher_config, workers: int, timeout_s: int, function: str, cust
     return launcher_config(function, custom_config, workers, timeout_s)
 
 
+def check_backend_options(retries: int, kfp_version: str) -> None:
+    """What the target backend cannot honour, refused before anything is compiled."""
+    parse_version(kfp_version)
+    if retries:
+        require("retries", f"--retries {retries}", kfp_version)
+
+
 def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, image: str,
-                     package_path: str | None = None, settings: StepSettings | None = None) -> str:
+                     package_path: str | None = None, settings: StepSettings | None = None, *,
+                     retries: int = 0, kfp_version: str = DEFAULT_KFP_VERSION) -> str:
     """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
-    Kubernetes platform spec as a second document when ``settings`` need one."""
+    Kubernetes platform spec as a second document when ``settings`` need one. ``retries``: each
+    step's retries on failure, for a backend of ``kfp_version`` that honours them."""
+    check_backend_options(retries, kfp_version)
+    image = pinned_image(image)
     package_path = package_path or default_package_path(config)
     launcher_root = kfp_pipeline_root(config)  # minio:// stays: the launcher opens it itself
     config = readable_paths(config)
@@ -141,6 +162,10 @@ def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, im
             default_image=image, default_commands=list(COMMAND), use_pipeline_spec_2_1=True))
     spec = with_default_pipeline_root(runner.run(pipeline, write_out=False), launcher_root)
     spec = add_input_resolution(spec)  # the ExampleGen's cache key includes its input's listing
+    spec = replace_resolvers(spec, config.serving_model_dir, image)  # --warm-start: no Resolver on KFP
+    spec = add_report_step(spec, config.model, with_confusion_matrix=bool(get_family(config.model).class_vocabulary))
+    spec = add_runtime_parameters(spec, config)
+    spec = add_retries(spec, retries, kfp_version)
     platform = apply_step_settings(spec, settings)
     if config.trainer_workers > 1:  # the Trainer step launches a TFJob (pipeline/kubeflow/training/tfjob_step.py)
         from pipeline.kubeflow.training.tfjob_step import apply_trainer_workers

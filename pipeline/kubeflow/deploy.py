@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from pipeline.kubeflow.fresh_data import override_caching
 from pipeline.kubeflow.login import Credentials
 from pipeline.kubeflow.login import credentials as login
 from pipeline.kubeflow.preflight import check_backend, check_namespace_access, profiles, resolve_namespace
+from pipeline.kubeflow.runtime_parameters import parse_assignments
 from pipeline.kubeflow.schedule import check_cron, create_schedule
 from pipeline.kubeflow.storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
 from pipeline.kubeflow.wait import follow_run
@@ -253,7 +254,8 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
            api_timeout: float = 300.0, enable_caching: bool | None = None,
            service_account: str | None = None, wait_timeout: float | None = None,
            schedule: str | None = None, say: Callable[[str], None] = print,
-           credentials: Credentials | None = None, cluster_checks: bool = True) -> DeployResult:
+           credentials: Credentials | None = None, cluster_checks: bool = True,
+           parameters: Sequence[str] | Mapping[str, Any] = ()) -> DeployResult:
     """Upload ``package_path`` to KFP at ``host`` as a new pipeline or a new version; maybe run it.
 
     Pipelines are looked up and uploaded as shared pipelines (what ``kfp.Client.get_pipeline_id``
@@ -271,11 +273,16 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     ``service_account`` runs the pods under that Kubernetes service account. With
     ``wait_timeout`` the run is followed until it ends (pipeline/kubeflow/wait.py). With
     ``schedule`` (a cron, checked before anything is sent: pipeline/kubeflow/schedule.py) a
-    recurring run of the uploaded version is created in ``experiment``.
+    recurring run of the uploaded version is created in ``experiment``. ``parameters``
+    (``NAME=VALUE`` texts or a mapping) set the package's runtime parameters of the run and
+    schedule, typed and checked first (pipeline/kubeflow/runtime_parameters.py).
     Raises DeployError (ConfigError for a bad schedule) for anything the user can fix.
     """
     cron = check_cron(schedule) if schedule is not None else None
     spec = load_pipeline_spec(package_path)
+    if isinstance(parameters, Mapping):
+        parameters = [f"{name}={value}" for name, value in parameters.items()]
+    params = parse_assignments(spec, parameters) if parameters else {}
     starts = bool(run or cron)
     root = run_pipeline_root(spec, package_path, pipeline_root, starts)
     name = (pipeline_name or "").strip() or default_pipeline_name(spec, package_path)
@@ -291,9 +298,11 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
         return result
     result.experiment_id = experiment_id = _experiment_id(session, experiment)
     if cron:
-        _schedule(session, result, experiment_id, cron, run_name=run_name, root=root, service_account=service_account)
+        _schedule(session, result, experiment_id, cron, run_name=run_name, root=root, service_account=service_account,
+                  params=params)
     if run:
-        _start_run(session, result, experiment_id, run_name=run_name, root=root, service_account=service_account)
+        _start_run(session, result, experiment_id, run_name=run_name, root=root, service_account=service_account,
+                   params=params)
         if wait_timeout is not None and result.run_id:
             say(result.summary())
             _follow(session, result.run_id, wait_timeout, say)
@@ -385,25 +394,26 @@ def _experiment_id(session: _Session, experiment: str) -> str:
 
 
 def _schedule(session: _Session, result: DeployResult, experiment_id: str, cron: str, *, run_name: str | None,
-              root: str | None, service_account: str | None) -> None:
+              root: str | None, service_account: str | None, params: dict | None = None) -> None:
     """A recurring run of exactly the uploaded version, so a later upload does not change what it runs."""
     result.schedule = cron
     result.recurring_run_id = create_schedule(
         session.client, session.host, experiment_id=experiment_id,
         name=run_name or f"{result.pipeline_name} every {cron}", pipeline_id=result.pipeline_id,
-        version_id=result.version_id, cron=cron, pipeline_root=root, service_account=service_account)
+        version_id=result.version_id, cron=cron, pipeline_root=root, service_account=service_account,
+        params=params)
     log.info("Scheduled recurring run %s (%s)", result.recurring_run_id, cron)
 
 
 def _start_run(session: _Session, result: DeployResult, experiment_id: str, *, run_name: str | None, root: str | None,
-               service_account: str | None) -> None:
+               service_account: str | None, params: dict | None = None) -> None:
     """One run of the uploaded version, with the run's root passed explicitly: the backend never reads the
     package's own (:func:`run_pipeline_root`)."""
     job_name = run_name or f"{result.pipeline_name} {_utc_stamp()}"
     with api_errors(session.host, f"starting run {job_name!r} of pipeline {result.pipeline_name!r}"):
         started = session.client.run_pipeline(experiment_id, job_name, pipeline_id=result.pipeline_id,
                                               version_id=result.version_id, pipeline_root=root,
-                                              service_account=service_account)
+                                              service_account=service_account, params=params or None)
     result.run_id = started.run_id
     result.run_url = _ui_url(session.host, f"runs/details/{started.run_id}") if started.run_id else None
     log.info("Started run %s in experiment %s", result.run_id, result.experiment_id)

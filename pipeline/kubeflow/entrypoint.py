@@ -18,6 +18,10 @@ For the ExampleGen it also applies what the input-resolution step found
 so TFX's entrypoint already makes them execution properties; ``version`` is dropped when the
 pattern has none (the driver's None), and the output Examples artifact gets the span, version
 and fingerprint the driver records on it (``driver.update_output_artifact``).
+
+Then the run's own values: runtime parameters set at run creation go into the execution
+properties they belong to (pipeline/kubeflow/runtime_parameters.py), and a Trainer whose
+warm-start step found no served model gets no ``base_model`` (pipeline/kubeflow/warm_start_step.py).
 """
 import json
 import runpy
@@ -34,7 +38,9 @@ from stackenv.errors import EXIT_USER_ERROR, ProjectError
 from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.bundled_store import SCHEME
 from pipeline.kubeflow.resolve_input import NO_VERSION
+from pipeline.kubeflow.runtime_parameters import apply_to_executor_input
 from pipeline.kubeflow.storage import register_filesystems
+from pipeline.kubeflow.warm_start_step import drop_missing_base_model
 
 COMMAND = ["python", "-m", "pipeline.kubeflow.entrypoint"]
 
@@ -54,9 +60,17 @@ def apply_resolved_input(executor_input: dict) -> bool:
     return True
 
 
+def apply_run_settings(executor_input: dict) -> bool:
+    """The run's own values before TFX reads ``executor_input`` (in place); False if nothing changed:
+    runtime parameters set at run creation (pipeline/kubeflow/runtime_parameters.py), and the
+    warm-start step's "nothing to start from" (pipeline/kubeflow/warm_start_step.py)."""
+    applied = bool(apply_to_executor_input(executor_input))
+    return drop_missing_base_model(executor_input) or applied
+
+
 def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
-    """Apply the resolved input and the bundled store's URIs; returns (args, the ExecutorInput as the
-    launcher passed it, or None when the arguments carry none)."""
+    """Apply the resolved input, the run's settings and the bundled store's URIs; returns (args, the
+    ExecutorInput as the launcher passed it, or None when the arguments carry none)."""
     args = list(args)
     for at, arg in enumerate(args):
         inline = arg.startswith(INVOCATION_FLAG + "=")
@@ -65,6 +79,7 @@ def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
             original = json.loads(text)
             executor_input = json.loads(text)
             changed = apply_resolved_input(executor_input)
+            changed = apply_run_settings(executor_input) or changed
             if bundled_store.uses_bundled_store(text):
                 bundled_store.configure_environment()
                 executor_input, changed = bundled_store.to_readable(executor_input), changed or SCHEME in text
@@ -79,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = restore_artifact_types_in_argv(sys.argv[1:] if argv is None else argv)
     try:
         args, executor_input = _rewrite_executor_input(args)
-    except ProjectError as error:  # the bundled store cannot be reached: one paragraph, before TFX starts
+    except ProjectError as error:  # a runtime parameter out of range, the bundled store unreachable: one paragraph
         print(f"error: {error.paragraph}", file=sys.stderr)
         return error.exit_code or EXIT_USER_ERROR
     register_filesystems(" ".join(args))

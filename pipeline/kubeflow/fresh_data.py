@@ -27,10 +27,12 @@ import copy
 import json
 
 from pipeline.kubeflow.resolve_input import ARGS, COMMAND, INPUTS, OUTPUTS
+from pipeline.kubeflow.warm_start_step import WARM_START_TASK
 
 RESOLVE_TASK = "ResolveInput"
-#: Tasks whose KFP cache stays off whatever a run or deploy option says (they must always run).
-NEVER_CACHED = frozenset({RESOLVE_TASK})
+#: Tasks whose KFP cache stays off whatever a run or deploy option says (they must always run):
+#: the input listing, and the warm-start step (the serving directory changes between runs).
+NEVER_CACHED = frozenset({RESOLVE_TASK, WARM_START_TASK})
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 
 

@@ -9,14 +9,24 @@
   (``kubernetes_platform/proto/kubernetes_executor_config.proto``; applied by driver.go
   extendPodSpecPatch; parsed by ``src/apiserver/template/v2_template.go``).
 - The service account is a property of the run, not of the package: ``deploy --service-account``.
+
+``--env`` and ``--secret-env`` apply to every step, or to one step when prefixed with its task
+name (``Trainer/NAME=VALUE``). The GPU (``--trainer-gpus``) goes to the Trainer alone.
+The image: KFP's cache key holds the container's image string (backend
+``src/v2/cacheutils/cache.go`` GenerateCacheKey), so ``IMAGE@sha256:DIGEST`` makes it the
+image's content, and a tag (mutable) is reduced to the digest when both are given.
 """
 import dataclasses
+import logging
 import re
 
 from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
+log = logging.getLogger("pipeline")
+
 TRAINER_TASK = "Trainer"
+_DIGEST = re.compile(r"(?P<name>[^@\s]+?)(?::(?P<tag>[\w][\w.-]{0,127}))?@(?P<digest>sha256:[0-9a-f]{64})")
 # KFP's own MinIO keeps its keys under these names (backend src/v2/config/env.go).
 S3_SECRET_KEYS = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")  # a Kubernetes object name
@@ -37,7 +47,8 @@ class StepSettings:
     trainer_memory: str | None = None
     trainer_gpus: int = 0
     gpu_type: str = "nvidia.com/gpu"
-    secret_env: list[str] = dataclasses.field(default_factory=list)     # SECRET:KEY=ENV_VAR
+    secret_env: list[str] = dataclasses.field(default_factory=list)     # [STEP/]ENV_VAR=SECRET:KEY
+    env: list[str] = dataclasses.field(default_factory=list)            # [STEP/]NAME=VALUE
     secret_volume: list[str] = dataclasses.field(default_factory=list)  # SECRET=/mount/path
     node_selector: list[str] = dataclasses.field(default_factory=list)  # label=value
     tolerations: list[str] = dataclasses.field(default_factory=list)    # key[=value]:Effect
@@ -58,31 +69,56 @@ class StepSettings:
                 "endpoint, e.g. --s3-endpoint http://minio-service.kubeflow:9000 --s3-secret "
                 "mlpipeline-minio-artifact.")
         self.parsed_secret_env()
+        self.parsed_env()
         self.parsed_secret_volume()
         self.parsed_node_selector()
         self.parsed_tolerations()
         for name in self.image_pull_secrets:
             _secret_name(name, "--image-pull-secret", name)
 
-    def parsed_secret_env(self) -> dict[str, list[tuple[str, str]]]:
-        """secret -> [(key, env var)], the S3 secret's keys included."""
-        result: dict[str, list[tuple[str, str]]] = {}
+    def parsed_secret_env(self, steps: set[str] | None = None) -> dict[str | None, dict[str, list[tuple[str, str]]]]:
+        """step (None: every step) -> secret -> [(key, env var)], the S3 secret's keys included.
+
+        ``[STEP/]ENV=SECRET:KEY``; the earlier ``SECRET:KEY=ENV`` (a ':' before the '=') still works.
+        """
+        result: dict[str | None, dict[str, list[tuple[str, str]]]] = {}
         if self.s3_secret:
             _secret_name(self.s3_secret, "--s3-secret", self.s3_secret)
-            result[self.s3_secret] = list(S3_SECRET_KEYS.items())
+            result.setdefault(None, {})[self.s3_secret] = list(S3_SECRET_KEYS.items())
         for text in self.secret_env:
-            match = re.fullmatch(r"([^:=]*):([^=]*)=(.*)", text)
+            head, sep, _ = text.partition("=")
+            if ":" in head:  # the earlier form, SECRET:KEY=ENV_VAR
+                match = re.fullmatch(r"([^:=]*):([^=]*)=(.*)", text)
+                step, secret, key, env = None, *(match.groups() if match else ("", "", ""))
+            else:
+                match = re.fullmatch(r"(?:([^/=]*)/)?([^=]*)=([^:]*):(.*)", text)
+                step, env, secret, key = match.groups() if match else (None, "", "", "")
             if not match:
                 raise KubeflowConfigError(
-                    f"--secret-env {text!r} is not SECRET:KEY=ENV_VAR, e.g. --secret-env "
-                    "db-credentials:password=DB_PASSWORD (the key of the Kubernetes secret, and the "
-                    "variable the steps read).")
-            secret, key, env = match.groups()
+                    f"--secret-env {text!r} is not [STEP/]ENV_VAR=SECRET:KEY, e.g. --secret-env "
+                    "DB_PASSWORD=db-credentials:password (the variable the steps read, the Kubernetes secret "
+                    "and its key), or Trainer/DB_PASSWORD=db-credentials:password for the Trainer alone.")
             _secret_name(secret, "--secret-env", text)
             if not key or not _ENV.fullmatch(env):
                 raise KubeflowConfigError(f"--secret-env {text!r}: the secret key must be non-empty and "
                                           f"{env!r} a valid environment variable name (letters, digits, _).")
-            result.setdefault(secret, []).append((key, env))
+            _step_name(step, "--secret-env", text, steps)
+            result.setdefault(step, {}).setdefault(secret, []).append((key, env))
+        return result
+
+    def parsed_env(self, steps: set[str] | None = None) -> dict[str | None, dict[str, str]]:
+        """step (None: every step) -> {NAME: VALUE} from ``--env [STEP/]NAME=VALUE``."""
+        result: dict[str | None, dict[str, str]] = {}
+        for text in self.env:
+            head, sep, value = text.partition("=")
+            step, _, name = head.rpartition("/")
+            if not sep or not _ENV.fullmatch(name):
+                raise KubeflowConfigError(
+                    f"--env {text!r} is not [STEP/]NAME=VALUE with NAME a valid environment variable name "
+                    "(letters, digits, _), e.g. --env LOG_LEVEL=debug, or --env Trainer/TF_CPP_MIN_LOG_LEVEL=1 "
+                    "for the Trainer alone.")
+            _step_name(step or None, "--env", text, steps)
+            result.setdefault(step or None, {})[name] = value
         return result
 
     def parsed_secret_volume(self) -> list[tuple[str, str]]:
@@ -125,6 +161,35 @@ class StepSettings:
 def _quantity(value: str | None, flag: str) -> None:
     if value is not None and not _QUANTITY.fullmatch(value):
         raise KubeflowConfigError(f"--{flag} {value!r} is not a Kubernetes quantity such as 500m, 2, 512Mi or 4G.")
+
+
+def _step_name(step: str | None, flag: str, text: str, steps: set[str] | None) -> None:
+    """A step prefix must name a task of the compiled pipeline (checked once it is compiled)."""
+    if step is None or steps is None or step in steps:
+        if step is not None and not step:
+            raise KubeflowConfigError(f"{flag} {text!r}: the step before '/' is empty; drop the '/' for every step.")
+        return
+    raise KubeflowConfigError(f"{flag} {text!r}: the compiled pipeline has no step {step!r}; its steps are "
+                              f"{', '.join(sorted(steps))} (task names as the KFP UI shows them).")
+
+
+def pinned_image(image: str) -> str:
+    """``image`` as the package names it: ``NAME@sha256:DIGEST`` when a digest is given (the tag
+    dropped), else as given, with a warning that KFP's cache cannot tell rebuilds of a tag apart."""
+    if "@" in image:
+        match = _DIGEST.fullmatch(image.strip())
+        if not match:
+            raise KubeflowConfigError(
+                f"--image {image!r}: an image pinned by digest is NAME[:TAG]@sha256:<64 hex digits>, e.g. "
+                "registry.example.com/team/tfx-project@sha256:3f5c...; `docker inspect --format "
+                "'{{index .RepoDigests 0}}' IMAGE` prints it after a push.")
+        if match.group("tag"):
+            log.info("--image %s: the tag is dropped, the digest names the image (and KFP's cache key).", image)
+        return f"{match.group('name')}@{match.group('digest')}"
+    log.warning("--image %s has no digest: KFP's cache key holds the image name, so a step of a rebuilt image "
+                "under the same tag can be served from the cache of the old one. Pass IMAGE@sha256:DIGEST "
+                "(printed by `docker push`) so the cache follows the image's content.", image)
+    return image
 
 
 def _secret_name(name: str, flag: str, text: str) -> None:
@@ -175,30 +240,40 @@ def apply_step_settings(spec: dict, settings: StepSettings) -> dict | None:
     executors = spec["deploymentSpec"]["executors"]
     label_of = {task: spec["components"][body["componentRef"]["name"]]["executorLabel"]
                 for task, body in spec["root"]["dag"]["tasks"].items()}
-    env = s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}
+    steps = set(label_of)
+    env = settings.parsed_env(steps)
+    secret_env = settings.parsed_secret_env(steps)
+    s3 = s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}
     if settings.bundled_store:
-        env[bundled_store.MARKER] = bundled_store.MARKER_VALUE
-    for task, label in label_of.items():
+        s3[bundled_store.MARKER] = bundled_store.MARKER_VALUE
+    configs: dict[str, dict] = {}
+    for task, label in sorted(label_of.items()):
         container = executors[label]["container"]
         resources = _resources(settings, task)
         if resources:
             container["resources"] = resources
-        if env:
-            container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
-    config: dict = {}
-    secret_env = settings.parsed_secret_env()
-    if secret_env:
-        config["secretAsEnv"] = [{"secretName": secret, "keyToEnv": [{"secretKey": k, "envVar": e} for k, e in pairs]}
-                                 for secret, pairs in secret_env.items()]
-    if settings.secret_volume:
-        config["secretAsVolume"] = [{"secretName": s, "mountPath": p} for s, p in settings.parsed_secret_volume()]
-    if settings.node_selector:
-        config["nodeSelector"] = {"labels": settings.parsed_node_selector()}
-    if settings.tolerations:
-        config["tolerations"] = settings.parsed_tolerations()
-    if settings.image_pull_secrets:
-        config["imagePullSecret"] = [{"secretName": name} for name in settings.image_pull_secrets]
-    if not config:
+        values = {**s3, **env.get(None, {}), **env.get(task, {})}
+        if values:
+            container["env"] = [{"name": k, "value": v} for k, v in sorted(values.items())]
+        config: dict = {}
+        secrets: dict[str, list[tuple[str, str]]] = {}
+        for scope in (None, task):
+            for secret, pairs in secret_env.get(scope, {}).items():
+                secrets.setdefault(secret, []).extend(pairs)
+        if secrets:
+            config["secretAsEnv"] = [{"secretName": secret, "keyToEnv": [{"secretKey": k, "envVar": e}
+                                                                         for k, e in pairs]}
+                                     for secret, pairs in secrets.items()]
+        if settings.secret_volume:
+            config["secretAsVolume"] = [{"secretName": s, "mountPath": p} for s, p in settings.parsed_secret_volume()]
+        if settings.node_selector:
+            config["nodeSelector"] = {"labels": settings.parsed_node_selector()}
+        if settings.tolerations:
+            config["tolerations"] = settings.parsed_tolerations()
+        if settings.image_pull_secrets:
+            config["imagePullSecret"] = [{"secretName": name} for name in settings.image_pull_secrets]
+        if config:
+            configs[label] = config
+    if not configs:
         return None
-    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {
-        label: config for label in sorted(set(label_of.values()))}}}}}
+    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": dict(sorted(configs.items()))}}}}

@@ -87,14 +87,14 @@ def check_cron(cron: str) -> str:
 
 def create_schedule(client: Any, host: str, *, experiment_id: str, name: str, pipeline_id: str, version_id: str,
                     cron: str, pipeline_root: str | None, service_account: str | None,
-                    enable_caching: bool | None = None) -> str:
+                    enable_caching: bool | None = None, params: dict | None = None) -> str:
     """A recurring run of exactly ``version_id``; returns its id. One run at a time, no backfill:
     a cluster that was down does not start every missed run at once when it comes back."""
     with api_errors(host, f"creating recurring run {name!r} ({cron})"):
         created = client.create_recurring_run(
             experiment_id, name, cron_expression=cron, pipeline_id=pipeline_id, version_id=version_id,
             max_concurrency=1, no_catchup=True, pipeline_root=pipeline_root, enable_caching=enable_caching,
-            service_account=service_account)
+            service_account=service_account, params=params or None)
     return created.recurring_run_id
 
 

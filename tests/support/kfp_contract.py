@@ -51,6 +51,12 @@ same code in 2.2-2.5; read it with ``git show 2.3.0:backend/src/v2/...``):
   (getExecutorOutputFile).
 - ``{{$}}`` and the other placeholders are replaced inside every argument
   (component/launcher_v2.go getPlaceholders, executeV2); a non-zero exit fails the task.
+- Runtime parameters: a run's value for a root parameter is refused when the parameter has no
+  ``parameterType`` ("has unspecified type") or a value of another kind, root parameters the run
+  leaves out take their ``defaultValue`` (apiserver/template/v2_template.go
+  validatePipelineJobInputs; compiler/argocompiler/argo.go), and a task's
+  ``componentInputParameter`` takes the root's value (driver/driver.go resolveInputs: "parent DAG
+  does not have input parameter").
 - Parameters from an upstream task (``taskOutputParameter``): the producer's recorded output
   parameters; the producer must be among the task's ``dependentTasks`` (the Argo DAG orders
   drivers by them only: compiler/argocompiler/dag.go), else it has not run (driver/driver.go
@@ -255,6 +261,34 @@ def cache_fingerprint(executor_input: dict, output_parameter_types: Mapping[str,
     return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+_RUN_VALUE_KINDS = {"NUMBER_DOUBLE": (int, float), "NUMBER_INTEGER": (int, float), "STRING": (str,),
+                    "BOOLEAN": (bool,), "LIST": (list,), "STRUCT": (dict,)}
+
+
+def root_parameters(spec: dict, given: Mapping[str, object]) -> dict:
+    """apiserver/template/v2_template.go validatePipelineJobInputs, then argo.go's defaults."""
+    declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    values = {}
+    for name, parameter in declared.items():
+        if name not in given:
+            if not parameter.get("isOptional") and "defaultValue" not in parameter:
+                raise TaskFailed("apiserver", f"parameter {name} is not optional, yet has neither default value "
+                                 "nor user provided value")
+            if "defaultValue" in parameter:
+                default = parameter["defaultValue"]
+                values[name] = float(default) if parameter.get("parameterType", "").startswith("NUMBER") else default
+            continue
+        kind = parameter.get("parameterType", "PARAMETER_TYPE_ENUM_UNSPECIFIED")
+        if kind not in _RUN_VALUE_KINDS:
+            raise TaskFailed("apiserver", f"input parameter {name} has unspecified type")
+        value = given[name]
+        if not isinstance(value, _RUN_VALUE_KINDS[kind]) or (isinstance(value, bool) and kind != "BOOLEAN"):
+            raise TaskFailed("apiserver", f"input parameter {name} requires type {kind}, but the parameter value "
+                             "is not of that value type")
+        values[name] = float(value) if kind.startswith("NUMBER") else value  # a protobuf Value's number
+    return values
+
+
 def _from_mlmd_value(kind_value):
     """metadata/converter.go toRuntimeArtifact propertiesToMetadata."""
     kind, value = kind_value
@@ -293,17 +327,21 @@ class Cluster:
         self.cache: list[tuple[str, str, int]] = []  # the API server's task cache: (key, pipeline, execution)
         self.states: dict[str, str] = {}  # last run: task -> COMPLETE or CACHED
         self.output_parameters: dict[str, dict] = {}  # last run: task -> its output parameters
+        self.root_parameters: dict[str, object] = {}  # last run: the root DAG's parameter values
 
     # -- the driver ---------------------------------------------------------------------------
     def run(self, spec: dict, run_id: str | None = None, runtime_root: str | None = None,
-            until: str | None = None, platform: dict | None = None) -> dict[str, dict[str, dict]]:
+            until: str | None = None, platform: dict | None = None,
+            parameters: Mapping[str, object] | None = None) -> dict[str, dict[str, dict]]:
         """One run: each task once its dependencies are done; returns task -> output key -> MLMD artifact.
 
         The root is the run's (``runtime_root``, what ``deploy`` sends), else the launcher config's
         ``defaultPipelineRoot``, else KFP's default (driver/driver.go RootDAG); never the package's
         ``defaultPipelineRoot``, which the backend does not read. ``until``: that task and the tasks
         it depends on only. ``platform``: the package's Kubernetes platform spec document.
+        ``parameters``: the run's runtime parameter values (``runtime_config.parameters``).
         """
+        self.root_parameters = root_parameters(spec, parameters or {})
         run_id = run_id or str(uuid.uuid4())
         root = runtime_root or (self.launcher_config or {}).get("defaultPipelineRoot") or DEFAULT_PIPELINE_ROOT
         run_root = generate_output_uri(root, spec["pipelineInfo"]["name"], run_id)
@@ -364,6 +402,11 @@ class Cluster:
         for name, source in task.get("inputs", {}).get("parameters", {}).items():
             if "runtimeValue" in source:
                 values[name] = self._image_path(source["runtimeValue"]["constant"])
+            elif "componentInputParameter" in source:
+                if source["componentInputParameter"] not in self.root_parameters:
+                    raise TaskFailed(task_name, f"resolving input parameter {name}: parent DAG does not have input "
+                                     f"parameter {source['componentInputParameter']}")
+                values[name] = self._image_path(self.root_parameters[source["componentInputParameter"]])
             elif "taskOutputParameter" in source:
                 producer = source["taskOutputParameter"]["producerTask"]
                 key = source["taskOutputParameter"]["outputParameterKey"]

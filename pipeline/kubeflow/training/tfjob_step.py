@@ -21,8 +21,9 @@ from pipeline.kubeflow.training.trainer_launcher import TEMPLATE_ENV
 TUNER_TASK = "Tuner"  # pipeline/graph.py TUNER
 
 
-def replica_template(image: str, settings: StepSettings) -> dict:
-    """The TFJob replicas' image and pod settings (Kubernetes field names), from compile's options."""
+def replica_template(image: str, settings: StepSettings, task: str = TRAINER_TASK) -> dict:
+    """The TFJob replicas' image and pod settings (Kubernetes field names), from compile's options
+    (``--env``/``--secret-env`` for every step and for ``task``)."""
     container: dict = {}
     requests = {k: v for k, v in (("cpu", settings.trainer_cpu or settings.cpu_request),
                                   ("memory", settings.trainer_memory or settings.memory_request)) if v}
@@ -32,11 +33,12 @@ def replica_template(image: str, settings: StepSettings) -> dict:
         limits[settings.gpu_type] = str(settings.trainer_gpus)
     if requests or limits:
         container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
-    env: list[dict[str, Any]]  # plain values, then values from secrets
-    env = [{"name": k, "value": v} for k, v in sorted(s3_environment(settings.s3_endpoint).items())] \
-        if settings.s3_endpoint else []
+    plain = {**(s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}),
+             **settings.parsed_env().get(None, {}), **settings.parsed_env().get(task, {})}
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plain.items())]
+    secrets = settings.parsed_secret_env()
     env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-            for secret, pairs in settings.parsed_secret_env().items() for key, var in pairs]
+            for scope in (None, task) for secret, pairs in secrets.get(scope, {}).items() for key, var in pairs]
     if env:
         container["env"] = env
     pod: dict = {}
@@ -68,7 +70,7 @@ def apply_trainer_workers(spec: dict, image: str, settings: StepSettings, task: 
     else:
         launcher.pop("resources", None)
     launcher["env"] = [*launcher.get("env", []), {"name": TEMPLATE_ENV, "value": json.dumps(
-        replica_template(image, settings), sort_keys=True, separators=(",", ":"))}]
+        replica_template(image, settings, task), sort_keys=True, separators=(",", ":"))}]
 
 
 def apply_tune_workers(spec: dict, image: str, settings: StepSettings) -> None:
