@@ -103,7 +103,8 @@ class PipelineConfig:
 
     model: str = setting(DEFAULT_MODEL, flag="--model", help=_model_help, choices=family_names,
                          commands=DATA_COMMANDS)  # a registered model family (pipeline/families/)
-    data: str | None = setting(None, flag="--data", help=_data_help, commands=DATA_COMMANDS, command_help={
+    data: str | None = setting(None, flag="--data", help=_data_help, commands=DATA_COMMANDS, runtime=True,
+                               command_help={
         "compile": "a PREPARED dataset directory (holding manifest.json), local or an object-store URI readable by "
                    "the cluster; see `prepare` (default: the bundled data baked into the image)"})
     output_dir: str = "output"  # --output (run, prepare, tfjob) or --pipeline-root (compile): see pipeline/arguments.py
@@ -129,7 +130,7 @@ class PipelineConfig:
                                             help="read spans A to B (inclusive) of --span-pattern, not the newest")
 
     # Training (None given: the model family's default, ModelFamily.defaults)
-    epochs: int = setting(None, flag="--epochs", low=1, high=100_000, exclusive="steps",
+    epochs: int = setting(None, flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,
                                  help="passes over the training split", default_text=lambda: per_family(
                                      lambda f: f.defaults.epochs))
     train_steps: int | None = setting(None, flag="--train-steps", low=1, high=10**9, exclusive="steps",
@@ -139,7 +140,8 @@ class PipelineConfig:
     batch_size: int = setting(None, flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
                                      help="batch size per replica",
                                      default_text=lambda: per_family(lambda f: f.defaults.batch_size))
-    learning_rate: float = setting(None, flag="--learning-rate", low=1e-9, high=10.0, help="Adam learning rate",
+    learning_rate: float = setting(None, flag="--learning-rate", low=1e-9, high=10.0, runtime=True,
+                                   help="Adam learning rate",
                                           default_text=lambda: per_family(lambda f: f.defaults.learning_rate))
     strategy: str = setting("mirrored", flag="--strategy", choices=("mirrored", "multi_worker", "default"),
                             help="tf.distribute strategy (multi_worker reads TF_CONFIG)")

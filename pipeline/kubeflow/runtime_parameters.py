@@ -27,11 +27,13 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pipeline.config import PipelineConfig
 from pipeline.kubeflow.storage import KubeflowConfigError
+from pipeline.settings import runtime_settings
 
-#: PipelineConfig fields a run can set at creation (``deploy --param NAME=VALUE``, the KFP UI).
-#: The one list of them; everything below derives from it.
-RUNTIME_PARAMETERS = ("data", "epochs", "learning_rate", "min_accuracy", "max_regression", "gate_margin")
+#: PipelineConfig fields a run can set at creation (``deploy --param NAME=VALUE``, the KFP UI): the settings
+#: declared with ``runtime=True`` in pipeline/config.py; everything below derives from it.
+RUNTIME_PARAMETERS = tuple(field.name for field, _ in runtime_settings(PipelineConfig))
 #: How a task receives a runtime parameter it folds into an execution property.
 TASK_PREFIX = "runtime_"
 
