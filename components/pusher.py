@@ -42,7 +42,7 @@ TFLITE_KEY = "tflite"       # custom_config: {"spec": dotted path to a TfliteSpe
 MODEL_CARD_KEY = "model_card"  # custom_config: the family's and the run's declarations (components/model_card.py)
 #: PushedModel custom property: why a blessed model was not pushed (read by pipeline/summary.py).
 NOT_PUSHED_REASON = "not_pushed_reason"
-PUSH_INCONCLUSIVE_KEY = "push_inconclusive"  # custom_config: push a model its eval set cannot judge (--push-inconclusive)
+PUSH_INCONCLUSIVE_KEY = "push_inconclusive"  # custom_config: push what the eval set cannot judge (--push-inconclusive)
 
 log = logging.getLogger(__name__)
 
