@@ -147,13 +147,12 @@ def cnn_variants(model, args, tf, np):
 
 def seq2seq_variants(model, args, tf, np):
     from data import text_features as tfeat
+    from models.seq2seq.export import generate_request
 
     serve, generate = model.signatures["serving_default"], model.signatures["generate"]
 
     def steps_for(prompt):
-        out = generate(prompts=tf.constant([prompt]), max_new_tokens=tf.constant(16, tf.int32),
-                       top_k=tf.constant(1, tf.int32), temperature=tf.constant(1.0, tf.float32),
-                       stop_at=tf.constant(""))
+        out = generate(**generate_request([prompt], generate.structured_input_signature[1], max_new_tokens=16))
         return decoder_steps(out, 16)
 
     prompt = max(PROMPTS, key=steps_for)
@@ -168,9 +167,7 @@ def seq2seq_variants(model, args, tf, np):
     b = args.batch
 
     def gen(batch, n):
-        return {"prompts": tf.constant([prompt] * batch), "max_new_tokens": tf.constant(n, tf.int32),
-                "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
-                "stop_at": tf.constant("")}
+        return generate_request([prompt] * batch, generate.structured_input_signature[1], max_new_tokens=n)
 
     seq2seq_variants.prompt = prompt
     return {
@@ -205,12 +202,12 @@ def first_request_child(model_dir: str, mode: str) -> None:
         requests = {"serving_default": {"examples": tf.constant(
             [make_example(pixels, "3", 3, "medium", "digits/first").SerializeToString()])}}
     else:
+        from models.seq2seq.export import generate_request
+
         feature = {tfeat.CONTEXT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[PROMPTS[0].encode()]))}
         example = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
         requests = {"serving_default": {"examples": tf.constant([example])},
-                    "generate": {"prompts": tf.constant([PROMPTS[1]]), "max_new_tokens": tf.constant(8, tf.int32),
-                                 "top_k": tf.constant(1, tf.int32), "temperature": tf.constant(1.0, tf.float32),
-                                 "stop_at": tf.constant("")}}
+                    "generate": generate_request([PROMPTS[1]], max_new_tokens=8)}
     result = {"replayed": replayed}
     for name, inputs in requests.items():
         for call in ("first", "second"):

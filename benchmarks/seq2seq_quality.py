@@ -40,6 +40,7 @@ from data.tfrecords import iter_records, list_files  # noqa: E402
 from models.common.training import TrainingSettings  # noqa: E402
 from models.seq2seq import features  # noqa: E402
 from models.seq2seq.baselines import ngram_baselines  # noqa: E402
+from models.seq2seq.export import generate_request  # noqa: E402
 from models.seq2seq.trainer import MODEL_DEFAULTS, run_fn  # noqa: E402
 
 log = logging.getLogger("seq2seq_quality")
@@ -145,13 +146,9 @@ def samples(export_dir: str) -> list[tuple[str, str, str]]:
     prompts = ["The for statement is used to iterate over the elements of a",
                "If the exception is not handled, the",
                "A class definition defines a class"]
-    greedy = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(24),
-                      top_k=tf.constant(1), temperature=tf.constant(1.0),
-                      stop_at=tf.constant(""))["continuations"]
-    tf.random.set_seed(0)
-    sampled = generate(prompts=tf.constant(prompts), max_new_tokens=tf.constant(24),
-                       top_k=tf.constant(5), temperature=tf.constant(0.8),
-                       stop_at=tf.constant(""))["continuations"]
+    greedy = generate(**generate_request(prompts, max_new_tokens=24))["continuations"]
+    sampled = generate(**generate_request(prompts, max_new_tokens=24, top_k=5, temperature=0.8, top_p=0.9,
+                                          seed=0))["continuations"]
     return [(p, g.decode(), s.decode()) for p, g, s in zip(prompts, greedy.numpy(), sampled.numpy())]
 
 
@@ -219,7 +216,7 @@ def main(argv=None) -> None:
           f"{scores['top5'] - reference['bigram_top5']:+.4f}")
     print()
     for prompt, greedy, sampled in samples(fn_args.serving_model_dir):
-        print(f"{prompt!r}\n   greedy: {greedy}\n   top-5, T=0.8: {sampled}")
+        print(f"{prompt!r}\n   greedy: {greedy}\n   top-5, top-p 0.9, T=0.8: {sampled}")
 
 
 if __name__ == "__main__":

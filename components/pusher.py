@@ -42,6 +42,7 @@ TFLITE_KEY = "tflite"       # custom_config: {"spec": dotted path to a TfliteSpe
 MODEL_CARD_KEY = "model_card"  # custom_config: the family's and the run's declarations (components/model_card.py)
 #: PushedModel custom property: why a blessed model was not pushed (read by pipeline/summary.py).
 NOT_PUSHED_REASON = "not_pushed_reason"
+PUSH_INCONCLUSIVE_KEY = "push_inconclusive"  # custom_config: push what the eval set cannot judge (--push-inconclusive)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,25 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
         EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
+
+
+def inconclusive(evaluation_uri: str) -> bool:
+    """The model failed only the key metric's value check on the overall slice, and by less than the
+    noise of its eval set (models/common/intervals.py): the run's ``--push-inconclusive`` case."""
+    from artifacts.tfma_results import failed_checks, overall_metrics
+    from components.reference_gate import read_gate
+    from models.common import intervals
+
+    gate = read_gate(evaluation_uri)
+    if not gate or gate.get("threshold") is None:
+        return False
+    if failed_checks(evaluation_uri) != {(gate["metric"], False, "overall")}:
+        return False  # another check failed too (a regression, a non-finite value): not a question of noise
+    metrics = overall_metrics(evaluation_uri)
+    value, count = metrics.get(gate["metric"]), metrics.get("example_count")
+    if not isinstance(value, float) or not count:
+        return False
+    return intervals.outcome(value, count, gate["threshold"]) == intervals.INCONCLUSIVE
 
 
 def _push_metrics(evaluation_uri: str) -> dict[str, Any]:
@@ -114,11 +134,15 @@ class Executor(pusher_executor.Executor):
            exec_properties: dict[str, Any]) -> None:
         compat.log_executor_startup(self, input_dict, output_dict, exec_properties)
         pushed_model = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
-        if not self.CheckBlessing(input_dict):
-            log.info("Model not blessed: nothing pushed, the served model is unchanged.")
-            compat.mark_not_pushed(self, pushed_model)
-            return
         evaluations = input_dict.get(EVALUATION_KEY) or []
+        if not self.CheckBlessing(input_dict):
+            settings = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
+            if not (settings.get(PUSH_INCONCLUSIVE_KEY) and evaluations and inconclusive(evaluations[0].uri)):
+                log.info("Model not blessed: nothing pushed, the served model is unchanged.")
+                compat.mark_not_pushed(self, pushed_model)
+                return
+            log.warning("Model not blessed, but its eval set is too small to tell it from the gate: pushed, as "
+                        "--push-inconclusive asks.")
         metrics = _push_metrics(evaluations[0].uri) if evaluations else {}
         model_path = self.GetModelPath(input_dict)
         refusal = _refusal(metrics, model_path)

@@ -125,6 +125,7 @@ def _generate(commands) -> None:
                           "likely tokens (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=1.0,
                           help="sampling temperature for --top-k > 1 (default: %(default)s)")
+    _add_generate_rules(generate)
 
 
 def _deploy(commands) -> None:
@@ -294,3 +295,17 @@ def add_login_arguments(parser: argparse.ArgumentParser) -> None:
                        "endpoint's TLS certificate (a private CA)")
     login.add_argument("--no-verify-tls", dest="verify_tls", action="store_false", help="do not check the "
                        "endpoint's TLS certificate (trusted networks only)")
+
+
+def _add_generate_rules(generate: argparse.ArgumentParser) -> None:
+    """``generate``'s sampling and repetition rules (models/seq2seq/decoding.py): generate-only, not run settings."""
+    generate.add_argument("--top-p", type=float, default=1.0, help="with --top-k > 1: sample only among the most "
+                          "likely tokens whose probabilities add up to P (default: %(default)s, all K)")
+    generate.add_argument("--repetition-penalty", type=float, default=1.2, help="lower the odds of tokens already in "
+                          "the text; 1 = off (default: %(default)s)")
+    generate.add_argument("--no-repeat-ngram", type=int, default=3, metavar="N", help="never repeat a sequence of N "
+                          "tokens; 0 = off (default: %(default)s)")
+    generate.add_argument("--seed", type=int, default=0, help="seed of the sampling: the same seed, prompt and "
+                          "model give the same text (default: %(default)s)")
+    generate.add_argument("--sentence", action="store_true", help="stop each continuation after its first "
+                          "sentence (same as --stop-at '. ? !')")

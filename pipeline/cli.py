@@ -25,6 +25,7 @@ from pipeline.failures import failure_report, is_interrupt, logs_dir
 
 log = logging.getLogger("pipeline")
 EXIT_INTERRUPTED = 130
+SENTENCE_END = [".", "?", "!"]  # generate --sentence: the tokens that end one
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -179,7 +180,11 @@ def command_predict(args: argparse.Namespace) -> int:
 def command_generate(args: argparse.Namespace) -> int:
     for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
                               ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
-                               "a finite number > 0 (1.0 samples as trained, lower is more conservative)")):
+                               "a finite number > 0 (1.0 samples as trained, lower is more conservative)"),
+                              ("--top-p", 0 < args.top_p <= 1, "a number in (0, 1], e.g. 0.9"),
+                              ("--repetition-penalty", math.isfinite(args.repetition_penalty)
+                               and args.repetition_penalty >= 1, "a finite number >= 1 (1 = off), e.g. 1.2"),
+                              ("--no-repeat-ngram", args.no_repeat_ngram >= 0, ">= 0 (0 = off), e.g. 3")):
         if not valid:
             raise ConfigError(flag, f"must be {rule}, got {getattr(args, flag[2:].replace('-', '_'))}.")
     empty = [i + 1 for i, prompt in enumerate(args.prompts) if not prompt.strip()]
@@ -189,8 +194,11 @@ def command_generate(args: argparse.Namespace) -> int:
                                              "--model-dir DIR 'the list'.")
     from pipeline.predict import generate_text  # TensorFlow loads only once the options are valid
 
+    stop_at = " ".join(dict.fromkeys(args.stop_at.split() + (SENTENCE_END if args.sentence else [])))
     for prompt, continuation in zip(args.prompts, generate_text(
-            args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, args.stop_at)):
+            args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, stop_at,
+            top_p=args.top_p, repetition_penalty=args.repetition_penalty, no_repeat_ngram=args.no_repeat_ngram,
+            seed=args.seed)):
         print(f"{prompt} -> {continuation}")
     return 0
 

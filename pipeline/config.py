@@ -174,6 +174,9 @@ class PipelineConfig:
     gate_margin: float = setting(0.01, flag="--gate-margin", low=-1.0, high=1.0, runtime=True, help=(
         "bless only if the key metric beats the family's reference predictor (cnn: logistic regression, seq2seq: "
         "bigram counts) by this much (absolute; negative: may trail it)"))  # references.json
+    push_inconclusive: bool = setting(False, flag="--push-inconclusive", help=(
+        "push a model below the gate when the eval set is too small to tell it from the threshold (the summary's "
+        "NOT ENOUGH EVIDENCE, models/common/intervals.py); default: push only a model that passes"))
     base_model: str | None = setting(None, flag="--base-model", metavar="HANDLE|DIR", help=(
         "cnn: train a new head on a pretrained image feature extractor: a TF Hub handle or URL (resolved where the "
         "Trainer runs; TFHUB_CACHE_DIR sets its cache) or a local SavedModel directory"),

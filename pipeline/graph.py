@@ -204,7 +204,7 @@ def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifes
         base_directory=config.serving_model_dir,
         examples=example_gen.outputs["examples"],
         custom_config={"tflite": family.pusher_tflite_config(),
-                       "model_card": model_card},
+                       "model_card": model_card, "push_inconclusive": config.push_inconclusive},
     ).with_id(PUSHER)
     return evaluator, pusher
 

@@ -28,13 +28,54 @@ def resolve_version_dir(model_dir: str) -> str:
         raise PathError(f"--model-dir {model_dir} is a file, not a directory. Pass the serving dir of a pushed "
                         "model (e.g. output/serving/cnn) or one of its version folders.", model_dir)
     if not tf.io.gfile.isdir(model_dir):
-        raise MissingInput(f"Model directory {model_dir} does not exist. Pass the serving dir of a "
-                                "pushed model, e.g. output/serving/cnn (see the run summary's 'Pushed:' line).")
+        raise MissingInput(f"Model directory {model_dir} does not exist. " + (
+            why_nothing_served(model_dir) or "Pass the serving dir of a pushed model, e.g. output/serving/cnn "
+            "(see the run summary's 'Pushed:' line)."))
     version_dir = latest_version_dir(model_dir)
     if version_dir is None:
         raise MissingInput(f"No model version (a numeric folder with saved_model.pb) in {model_dir}. "
-                                "Run the pipeline until a model is blessed and pushed.")
+                           + (why_nothing_served(model_dir) or "Run the pipeline until a model is blessed and pushed."))
     return version_dir
+
+
+def why_nothing_served(model_dir: str) -> str | None:
+    """Why the latest run beside ``model_dir`` (``<output>/serving/<name>``) pushed nothing, from its MLMD store.
+
+    None when there is no such store or run (a serving dir elsewhere, or never run).
+    """
+    output = os.path.dirname(os.path.dirname(os.path.abspath(model_dir)))
+    metadata = os.path.join(output, "metadata.sqlite")
+    if not os.path.isfile(metadata):
+        return None
+    from artifacts.tfma_results import validation_failures
+    from pipeline import graph
+    from pipeline.results import gate_summary, mlmd
+
+    try:
+        store = mlmd.open_store(mlmd.sqlite_config(metadata))
+        pipelines = [context.name for context in store.get_contexts_by_type("pipeline")]
+        # One pipeline per output dir is the usual case; else the default name of this serving dir's.
+        own = f"{os.path.basename(os.path.normpath(model_dir))}-pipeline"
+        pipeline_name = pipelines[0] if len(pipelines) == 1 else own
+        run = mlmd.latest_run(store, pipeline_name)
+    except Exception:  # noqa: BLE001 - an unreadable store only loses the explanation
+        return None
+    evaluator = run.get(graph.EVALUATOR)
+    if evaluator is None:
+        return (f"The latest run of {pipeline_name} ({metadata}) stopped before its Evaluator ran, so no model "
+                "was judged; `python -m pipeline report` shows where it stopped. Fix that and run again.")
+    blessing = (evaluator.outputs.get("blessing") or [None])[0]
+    if blessing is None or mlmd.custom_property(blessing, "blessed"):
+        return None
+    evaluation = (evaluator.outputs.get("evaluation") or [None])[0]
+    reasons = validation_failures(evaluation.uri) if evaluation is not None else []
+    trainer = run.get(graph.TRAINER)
+    model = (trainer.outputs.get("model") or [None])[0] if trainer else None
+    remedy = gate_summary.remedy_lines(model.uri if model is not None else None)
+    because = "; ".join(reasons) or "it did not pass the gate"
+    help_ = remedy[0].strip(" -") if remedy else "see the run summary for the gate's numbers"
+    return (f"The latest run of {pipeline_name} trained a model but did not bless it ({because}), so nothing was "
+            f"pushed; {help_}.")
 
 
 def _load(version_dir: str):
@@ -108,14 +149,17 @@ def _tflite_outputs(version_dir: str, quantization: str, image_paths: Sequence[s
 
 
 def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,
-                  temperature: float = 1.0, stop_at: str = "") -> list[str]:
-    """Continuations of ``prompts``: greedy for top_k <= 1, else top-k sampling at ``temperature``.
+                  temperature: float = 1.0, stop_at: str = "", **rules) -> list[str]:
+    """Continuations of ``prompts``: greedy for top_k <= 1, else top-k (and top-p) sampling at ``temperature``.
 
     Each goes on for ``max_tokens`` tokens, or until it emits one of the space-separated
-    ``stop_at`` tokens (e.g. ``". ? !"``: one sentence).
+    ``stop_at`` tokens (e.g. ``". ? !"``: one sentence). ``rules``: ``top_p``,
+    ``repetition_penalty``, ``no_repeat_ngram``, ``seed`` (models/seq2seq/export.py
+    ``GENERATE_DEFAULTS``); a model exported before one existed ignores it.
     """
+    from models.seq2seq.export import generate_request
+
     signature = _signature(model_dir, GENERATE_SIGNATURE, "a text model (--model seq2seq)")
-    outputs = signature(prompts=tf.constant(list(prompts)), max_new_tokens=tf.constant(max_tokens, tf.int32),
-                        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32),
-                        stop_at=tf.constant(stop_at))
+    outputs = signature(**generate_request(prompts, signature.structured_input_signature[1], max_new_tokens=max_tokens,
+                                           top_k=top_k, temperature=temperature, stop_at=stop_at, **rules))
     return [text.decode() for text in outputs["continuations"].numpy()]

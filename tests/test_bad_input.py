@@ -116,6 +116,12 @@ CASES = [
          "--temperature: must be a finite number"),
     Case("generate-temperature-inf", lambda t: ["generate", "--model-dir", t, "--temperature", "inf", "x"],
          "--temperature: must be a finite number"),
+    Case("generate-top-p-zero", lambda t: ["generate", "--model-dir", t, "--top-p", "0", "x"],
+         "--top-p: must be a number in (0, 1]"),
+    Case("generate-repetition-penalty-below-one", lambda t: ["generate", "--model-dir", t, "--repetition-penalty",
+                                                             "0.5", "x"], "--repetition-penalty: must be a finite"),
+    Case("generate-no-repeat-negative", lambda t: ["generate", "--model-dir", t, "--no-repeat-ngram", "-1", "x"],
+         "--no-repeat-ngram: must be >= 0"),
     Case("generate-empty-prompt", lambda t: ["generate", "--model-dir", t, ""], "prompt 1 of 1 is empty"),
     # Paths: one paragraph naming the path.
     Case("output-is-a-file", lambda t: ["run", "--output", _file(t)], "Cannot use the path {tmp}/a-file"),

@@ -150,8 +150,9 @@ def test_references_are_one_summary_line_with_a_warning_when_none_is_beaten():
     assert gate_summary.references_lines(payload, label, 0.45) == [
         "Reference predictors (top-5 next-word accuracy on the same eval split): unigram 0.2100, bigram 0.4100"]
     [_, warning] = gate_summary.references_lines(payload, label, 0.40)
+    # No training record: no diagnosis (pipeline/results/advice.py), and no blind "train longer".
     assert warning == ("  WARNING: the model (0.4000) does not beat the best reference predictor (bigram 0.4100); "
-                       "train longer.")
+                       "the training record shows no clear cause: compare `tensorboard` curves, or add data.")
     assert gate_summary.references_lines(None, label, 0.4) == []
 
 
@@ -175,3 +176,42 @@ def test_the_training_line_names_the_regime_each_family_records():
         "Training: 2316 fixed steps over 6 epochs (no early stopping: --epochs or --train-steps set the length)")
     # A model exported before the regime was recorded prints no line rather than "None fixed steps".
     assert gate_summary.training_line({"hparams": {}, "learning_rate": 0.003}) is None
+
+
+def test_gate_outcome_weighs_the_interval_of_the_eval_set(tmp_path):
+    gate = {"threshold": 0.39, "floor": 0.36, "references": {"bigram": 0.38}, "gate_reference": "bigram",
+            "margin": 0.01, "reference_threshold": 0.39}
+    [small] = gate_summary.gate_lines(gate, 0.37, "Top-5 next-word accuracy", count=300)
+    # By hand: centre (0.37 + z²/600) / (1 + z²/300) = 0.37164, half-width 0.05431.
+    assert small.endswith("-> NOT ENOUGH EVIDENCE (0.3700, 95% interval 0.3173-0.4260 on 300 eval examples "
+                          "contains the threshold)"), small
+    [large] = gate_summary.gate_lines(gate, 0.37, "Top-5 next-word accuracy", count=100_000)
+    assert large.endswith("-> FAILED (0.3700)")
+    [close] = gate_summary.gate_lines(gate, 0.40, "Top-5 next-word accuracy", count=300)
+    assert "passed (0.4000; within the noise of 300 eval examples" in close
+    payload = {"references": {"bigram": 0.5}, "gate_reference": "bigram", "margin": 0.0, "eval_examples": 100}
+    assert gate_summary.references_lines(payload, "Accuracy", 0.6) == [
+        "Reference predictors (accuracy on the same eval split): bigram 0.5000 [95% CI 0.4038-0.5962]"]
+
+
+def test_inconclusive_advice_names_the_data_needed(tmp_path):
+    model_dir = _model_with_references(tmp_path, 0.61, margin=0.05)
+    config = json_format.MessageToJson(eval_config(6, min_accuracy=0.2, max_regression=0.01))
+    reference_gate.apply_reference_gate(config, model_dir, str(tmp_path / "evaluation"))
+    [advice] = gate_summary.inconclusive_advice(0.63, 200, str(tmp_path / "evaluation"))
+    assert advice.startswith("  - not enough evidence: 200 eval examples cannot tell 0.6300 from the threshold "
+                             "0.6600 (about ")
+    assert gate_summary.inconclusive_advice(0.50, 200, str(tmp_path / "evaluation")) == []  # clearly failed
+    assert gate_summary.inconclusive_advice(0.70, 200, str(tmp_path / "evaluation")) == []  # passed
+
+
+def test_the_text_training_line_shows_the_served_mix():
+    text = {"regime": "early_stopping", "best_epoch": 2, "epochs_run": 4, "steps_per_epoch": 18,
+            "stopped_early": True, "holdout_examples": 160,
+            "blend": {"weights": {"network": 0.4, "interpolated": 0.1, "bigram": 0.5},
+                      "components": {"network": {"top5": 0.21}, "interpolated": {"top5": 0.25},
+                                     "bigram": {"top5": 0.26}}, "mix": {"top5": 0.28}}}
+    assert gate_summary.training_line(text).endswith(
+        "best on 160 held-out train examples), served mix of network and n-gram counts: network 0.4, "
+        "interpolated 0.1, bigram 0.5; held-out top-5 network 0.2100, interpolated 0.2500, bigram 0.2600 -> mix "
+        "0.2800")

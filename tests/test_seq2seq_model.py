@@ -180,11 +180,11 @@ def test_serving_default_gives_next_token_distribution(trained, loaded, s2s_tran
     assert list(labels.numpy()) == [r[features.NEXT_TOKEN_XF] for r in transformed[:6]]
 
 
-def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0, stop_at="", counts=False):
-    out = loaded.signatures[export.GENERATE_SIGNATURE](
-        prompts=tf.constant(prompts), max_new_tokens=tf.constant(max_new_tokens, tf.int32),
-        top_k=tf.constant(top_k, tf.int32), temperature=tf.constant(temperature, tf.float32),
-        stop_at=tf.constant(stop_at))
+def _generate(loaded, prompts, max_new_tokens, top_k=1, temperature=1.0, stop_at="", counts=False, **rules):
+    # The repetition rules are off unless asked: these tests check the window and the stops.
+    rules = {"repetition_penalty": 1.0, "no_repeat_ngram": 0, **rules}  # seed, top_p: as given
+    out = loaded.signatures[export.GENERATE_SIGNATURE](**export.generate_request(
+        prompts, max_new_tokens=max_new_tokens, top_k=top_k, temperature=temperature, stop_at=stop_at, **rules))
     texts = [s.decode() for s in out["continuations"].numpy()]
     return (texts, list(out["token_counts"].numpy())) if counts else texts
 
@@ -236,12 +236,50 @@ def test_generate_stops_only_on_the_callers_stop_tokens(loaded):
     assert counts[0] <= 4, (stopped, stops)
 
 
+def _trigrams(tokens):
+    return [tuple(tokens[i:i + 3]) for i in range(len(tokens) - 2)]
+
+
+def test_generate_never_repeats_a_trigram_with_the_default_rules(loaded):
+    """Greedy decoding of a 12-token vocabulary loops at once; the default rules must prevent it."""
+    prompts = ["the cat sat on the", "a bird sat on"]
+    looping = _generate(loaded, prompts, 24)  # rules off
+    assert any(len(set(_trigrams(t.split()))) < len(_trigrams(t.split())) for t in looping), looping
+    out = loaded.signatures[export.GENERATE_SIGNATURE](**export.generate_request(prompts, max_new_tokens=24))
+    for text in (t.decode() for t in out["continuations"].numpy()):
+        tokens = text.split()
+        assert len(tokens) == 24, text
+        assert len(set(_trigrams(tokens))) == len(_trigrams(tokens)), text
+
+
+def test_sampling_is_reproducible_with_a_seed(loaded):
+    prompts = ["the cat sat on the", "a bird"]
+    settings = {"top_k": 8, "top_p": 0.95, "temperature": 1.5}
+    first = _generate(loaded, prompts, 16, seed=3, **settings)
+    tf.random.set_seed(99)  # the global seed plays no part
+    assert _generate(loaded, prompts, 16, seed=3, **settings) == first
+    others = {tuple(_generate(loaded, prompts, 16, seed=seed, **settings)) for seed in range(4, 9)}
+    assert len(others | {tuple(first)}) > 1  # the seed does choose the draw
+
+
+def test_top_p_keeps_the_nucleus_only():
+    from models.seq2seq import decoding
+
+    log_probs = tf.math.log(tf.constant([[0.6, 0.3, 0.05, 0.05]]))
+    draws = {int(decoding.choose(log_probs, tf.constant(4), tf.constant(0.5), tf.constant(1.0),
+                                 tf.constant(seed, tf.int64), tf.constant(0))[0]) for seed in range(40)}
+    assert draws == {0}  # 0.6 alone reaches top_p 0.5
+    draws = {int(decoding.choose(log_probs, tf.constant(4), tf.constant(0.85), tf.constant(1.0),
+                                 tf.constant(seed, tf.int64), tf.constant(0))[0]) for seed in range(40)}
+    assert draws == {0, 1}
+
+
 def test_generate_through_tf_serving_rest_columnar_form(loaded):
     from support.tf_serving_rest import predict
 
     answer = predict(loaded, {"signature_name": export.GENERATE_SIGNATURE, "inputs": {
         "prompts": ["the cat sat on the", "a bird"], "max_new_tokens": 32, "top_k": 5, "temperature": 0.8,
-        "stop_at": ""}})
+        "stop_at": "", "top_p": 0.9, "repetition_penalty": 1.2, "no_repeat_ngram": 3, "seed": 7}})
     outputs = answer["outputs"]
     assert outputs["token_counts"] == [32, 32]
     assert [len(t.split(" ")) for t in outputs["continuations"]] == [32, 32]

@@ -56,12 +56,13 @@ class TrainingSettings:
 
         return tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=self.profile_batches or 0)
 
-    def fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch: bool = False):
+    def fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch: bool = False,
+            callbacks: tuple = ()):
         """``model.fit`` the way every family trains under TFX: TrainArgs steps spread over
         ``epochs``, one log line per epoch, TensorBoard (and profiler) in model_run_dir.
 
         Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
-        does the real evaluation.
+        does the real evaluation. ``callbacks`` run first (e.g. ``BestWeights``).
         """
 
         from models.common.autograph import convert_tf_keras
@@ -70,9 +71,10 @@ class TrainingSettings:
 
         convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
         with worker_failures() if self.strategy == "multi_worker" else contextlib.nullcontext():
-            return self._fit(model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger)
+            return self._fit(model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger,
+                             list(callbacks))
 
-    def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger):
+    def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger, callbacks):
         import tensorflow as tf
 
         history = model.fit(
@@ -83,7 +85,7 @@ class TrainingSettings:
             validation_steps=max(1, fn_args.eval_steps or 1),
             validation_freq=1 if validate_every_epoch else self.epochs,
             # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
-            callbacks=[self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs),
+            callbacks=[*callbacks, self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs),
                        tf.keras.callbacks.TerminateOnNaN()],
             verbose=0,
         )

@@ -2,7 +2,8 @@
 
 - ``serving_default``: serialized tf.Examples (only ``context`` is required) ->
   ``probabilities`` [batch, vocab] (the next-token distribution: the decoder's first step
-  after START), ``top_k_tokens`` / ``top_k_probabilities`` [batch, 5]. TFMA scores it.
+  after START, mixed with the corpus's n-gram counts: models/seq2seq/blend.py),
+  ``top_k_tokens`` / ``top_k_probabilities`` [batch, 5]. TFMA scores it.
 - ``transform_features``: serialized tf.Examples -> transformed features (TFMA's label
   ``next_token_xf``).
 - ``generate``: ``prompts`` string [batch], ``max_new_tokens`` int32 scalar (capped at
@@ -14,12 +15,18 @@
   (a sliding window), so generation goes on for ``max_new_tokens`` tokens unless a row
   emits a ``stop_at`` token (it is included). Pad, start, end and OOV tokens are never
   emitted. The loop is a graph while-loop, so TF Serving runs it with no Python. Sampling
-  draws from the ``top_k`` most likely tokens after dividing the logits by ``temperature``.
+  draws from the ``top_k`` most likely tokens, then the smallest set of them reaching
+  ``top_p`` float32 (1: all k), after dividing the log-probabilities by ``temperature``;
+  ``repetition_penalty`` float32 (1: off) and ``no_repeat_ngram`` int32 (0: off) keep a
+  continuation from looping; ``seed`` int64 makes a draw reproducible
+  (models/seq2seq/decoding.py). Every input is required (a SavedModel signature has no
+  defaults): ``GENERATE_DEFAULTS`` are the CLI's.
 
 TF Serving REST: scalars need the columnar ("inputs") request form, e.g.
 ``POST /v1/models/seq2seq:predict`` with
 ``{"signature_name": "generate", "inputs": {"prompts": ["the for statement is used"],
-"max_new_tokens": 12, "top_k": 5, "temperature": 0.8, "stop_at": ". ? !"}}`` ->
+"max_new_tokens": 12, "top_k": 5, "temperature": 0.8, "stop_at": ". ? !", "top_p": 0.9,
+"repetition_penalty": 1.2, "no_repeat_ngram": 3, "seed": 7}}`` ->
 ``{"outputs": {"continuations": ["to iterate over ..."], "token_counts": [12]}}``.
 Next-token probabilities from raw text: ``{"inputs": {"examples": [{"b64": "<base64 of a serialized tf.Example>"}]}}``.
 
@@ -36,15 +43,36 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from models.common import signatures, warmup
-from models.seq2seq import features
+from models.seq2seq import blend, decoding, features
 from models.seq2seq.model import Seq2Seq
 
 GENERATE_SIGNATURE = "generate"
 MAX_NEW_TOKENS = 256    # upper bound of the decode loop, whatever the request asks
 TOP_K_OUTPUTS = 5
 UNKNOWN_TOKEN = "<unk>"  # printable name of the OOV id
-_BANNED = -1e9           # logit bias that keeps a token from being generated
 _WARMUP_PROMPT = b"the"
+#: What a caller of ``generate`` sends when it has no opinion (the CLI's defaults): greedy, with
+#: the repetition rules on, so that a continuation does not loop (models/seq2seq/decoding.py).
+GENERATE_DEFAULTS = {
+    "max_new_tokens": np.int32(20), "top_k": np.int32(1), "temperature": np.float32(1.0), "stop_at": "",
+    "top_p": np.float32(1.0), "repetition_penalty": np.float32(1.2), "no_repeat_ngram": np.int32(3),
+    "seed": np.int64(0)}
+
+
+def generate_request(prompts: Sequence[str], accepted: Sequence[str] | None = None, **settings) -> dict:
+    """``generate``'s keyword arguments as tensors: ``GENERATE_DEFAULTS`` overridden by ``settings``.
+
+    ``accepted``: the input names of the signature at hand; others are left out (a model
+    exported before an input existed ignores it: it decodes as it always did).
+    """
+    unknown = set(settings) - set(GENERATE_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown generate settings {sorted(unknown)}; known: {sorted(GENERATE_DEFAULTS)}")
+    request = {"prompts": tf.constant(list(prompts), tf.string)}
+    for key, default in GENERATE_DEFAULTS.items():
+        value = settings.get(key, default)
+        request[key] = tf.constant(value, tf.string if isinstance(default, str) else np.asarray(default).dtype)
+    return {key: value for key, value in request.items() if accepted is None or key in accepted}
 
 
 def vocabulary_tokens(tf_transform_output: tft.TFTransformOutput) -> list[str]:
@@ -65,7 +93,7 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
     raw_spec = {features.CONTEXT: raw_spec[features.CONTEXT]}
 
     def next_token_outputs(transformed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        probabilities = tf.nn.softmax(model.next_token_logits(transformed[features.CONTEXT_XF]))
+        probabilities = next_token_probabilities(model, transformed[features.CONTEXT_XF])
         top = tf.math.top_k(probabilities, k=TOP_K_OUTPUTS)
         return {
             "probabilities": probabilities,
@@ -81,10 +109,21 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
     warmup.write_warmup_requests(export_dir, [
         ("serving_default", {"examples": np.array(
             [warmup.zero_example(raw_spec, {features.CONTEXT: _WARMUP_PROMPT})], dtype=object)}),
-        (GENERATE_SIGNATURE, {"prompts": np.array([_WARMUP_PROMPT], dtype=object), "max_new_tokens": np.int32(2),
-                              "top_k": np.int32(1), "temperature": np.float32(1.0),
-                              "stop_at": np.array(b"", dtype=object)}),
+        (GENERATE_SIGNATURE, {**{key: np.array(value.encode(), dtype=object) if isinstance(value, str) else
+                                 np.asarray(value) for key, value in GENERATE_DEFAULTS.items()},
+                              "max_new_tokens": np.asarray(np.int32(2)),
+                              "prompts": np.array([_WARMUP_PROMPT], dtype=object)}),
     ])
+
+
+def next_token_probabilities(model: Seq2Seq, context_ids: tf.Tensor) -> tf.Tensor:
+    """[batch, V] served next-token distribution: the network mixed with the n-gram counts when
+    the Trainer attached them (``model.ngram``, ``model.blend_weights``: models/seq2seq/blend.py),
+    else the network alone."""
+    network = tf.nn.softmax(model.next_token_logits(context_ids))
+    if getattr(model, "ngram", None) is None:
+        return network
+    return blend.mix(model.blend_weights, network, model.ngram.probabilities(context_ids))
 
 
 def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence[int]):
@@ -93,7 +132,7 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
     # an arbitrary cut, not the end of the text. Only the caller's ``stop_at`` stops early.
     banned = [features.PAD_ID, features.START_ID, features.END_ID] + list(
         range(vocab_size - features.NUM_OOV_BUCKETS, vocab_size))
-    bias = tf.constant([_BANNED if i in banned else 0.0 for i in range(vocab_size)], tf.float32)
+    bias = tf.constant([decoding.BANNED if i in banned else 0.0 for i in range(vocab_size)], tf.float32)
 
     @tf.function(input_signature=[
         tf.TensorSpec([None], tf.string, name="prompts"),
@@ -101,8 +140,13 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
         tf.TensorSpec([], tf.int32, name="top_k"),
         tf.TensorSpec([], tf.float32, name="temperature"),
         tf.TensorSpec([], tf.string, name="stop_at"),
+        tf.TensorSpec([], tf.float32, name="top_p"),
+        tf.TensorSpec([], tf.float32, name="repetition_penalty"),
+        tf.TensorSpec([], tf.int32, name="no_repeat_ngram"),
+        tf.TensorSpec([], tf.int64, name="seed"),
     ])
-    def generate(prompts, max_new_tokens, top_k, temperature, stop_at):
+    def generate(prompts, max_new_tokens, top_k, temperature, stop_at, top_p, repetition_penalty,
+                 no_repeat_ngram, seed):
         # The raw feature may be [batch] or [batch, 1] (SchemaGen's infer_feature_shape).
         raw = tf.reshape(prompts, [-1, *context_shape])
         window = model.tft_layer({features.CONTEXT: raw})[features.CONTEXT_XF]
@@ -110,26 +154,30 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
         stops = tf.strings.split(tf.strings.lower(stop_at, encoding="utf-8"))
         batch = tf.shape(prompts)[0]
         steps = tf.clip_by_value(max_new_tokens, 0, MAX_NEW_TOKENS)
-        greedy = tf.logical_or(top_k <= 1, temperature <= 0.0)
-        k = tf.clip_by_value(top_k, 1, vocab_size)
         done = tf.zeros([batch], tf.bool)
+        # The whole text so far (prompt window, then generated tokens), for the repetition rules.
+        history = decoding.left_aligned(window, length)
         generated = tf.zeros([batch, 0], tf.int64)
-        for _ in tf.range(steps):
+        for step in tf.range(steps):
             tf.autograph.experimental.set_loop_options(
-                shape_invariants=[(generated, tf.TensorShape([None, None]))])
+                shape_invariants=[(generated, tf.TensorShape([None, None])),
+                                  (history, tf.TensorShape([None, None]))])
             if tf.reduce_all(done):
                 break
             # The sliding window: the model reads the last context tokens, generated ones included,
             # and predicts the first token after them (what it is trained and evaluated on).
-            logits = model.next_token_logits(window) + bias
-            # tf.cond calls the branches at once, inside this iteration: no late binding.
-            token = tf.cond(greedy, lambda: tf.argmax(logits, axis=-1),  # noqa: B023
-                            lambda: _sample(logits, k, temperature))  # noqa: B023
+            log_probs = tf.math.log(next_token_probabilities(model, window) + 1e-12)
+            log_probs = decoding.penalise_repeats(log_probs, decoding.presence(history, vocab_size),
+                                                  repetition_penalty) + bias
+            log_probs = tf.where(decoding.repeated_ngram_ban(history, no_repeat_ngram, vocab_size),
+                                 decoding.BANNED, log_probs)
+            token = decoding.choose(log_probs, top_k, top_p, temperature, seed, step)
             token = tf.where(done, tf.constant(features.PAD_ID, tf.int64), token)
             window, length = _append(window, length, token)
             hit = tf.reduce_any(tf.equal(tf.gather(names, token)[:, None], stops[None, :]), axis=1)
             done = tf.logical_or(done, hit)
             generated = tf.concat([generated, token[:, None]], axis=1)
+            history = tf.concat([history, token[:, None]], axis=1)
         keep = tf.not_equal(generated, features.PAD_ID)
         words = tf.ragged.boolean_mask(tf.gather(names, generated), keep)
         return {"continuations": tf.strings.reduce_join(words, axis=1, separator=" "),
@@ -151,10 +199,3 @@ def _append(window: tf.Tensor, length: tf.Tensor, token: tf.Tensor):
     real = tf.not_equal(token, features.PAD_ID)
     return (tf.where(real[:, None], appended, window),
             tf.where(real, tf.minimum(length + 1, width), length))
-
-
-def _sample(logits: tf.Tensor, k: tf.Tensor, temperature: tf.Tensor) -> tf.Tensor:
-    """One id per row, drawn from the ``k`` largest logits scaled by ``1 / temperature``."""
-    top = tf.math.top_k(logits / temperature, k=k)
-    choice = tf.random.categorical(top.values, 1, dtype=tf.int32)
-    return tf.cast(tf.gather(top.indices, choice, batch_dims=1)[:, 0], tf.int64)

@@ -13,22 +13,28 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
+import attr
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from models.common import references
+from models.common.callbacks import BestWeights
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
 from models.common.training import TrainingSettings
 from models.common.warm_start import write_record
-from models.seq2seq import baselines, export, features
+from models.seq2seq import baselines, blend, export, features, holdout, ngram
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -42,6 +48,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant",
     "label_smoothing": 0.0}
 BASELINES_FILE = "baselines.json"
+#: Epochs without a better held-out top-5 before training stops (when --train-steps is not given).
+EARLY_STOP_PATIENCE = 2
 TRAINING_FILE = "training.json"
 
 
@@ -52,6 +60,52 @@ def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"Unknown seq2seq settings {sorted(unknown)}; known: {sorted(MODEL_DEFAULTS)}")
     return {**MODEL_DEFAULTS, **family}
+
+
+#: Folds of the train windows for the counts' cross-fitted mix (blend.fit_shares); windows scored at most.
+NGRAM_FOLDS, MAX_NGRAM_FIT_WINDOWS = 5, 6000
+
+
+def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int
+               ) -> tuple[dict[str, float], dict]:
+    """The mix of network and n-gram counts (models/seq2seq/blend.py): the counts' share cross-fitted on the
+    fit windows (tables fitted on four fifths score the fifth), the network's share on the held-out windows
+    (the counts from the fit windows only, as the network's training: the held-out windows are new to both).
+    """
+    holdout_events = ngram.read_events(holdout_file, context_tokens)
+    fit_events = ngram.read_events(fit_file, context_tokens)
+    if not len(holdout_events) or len(fit_events) < NGRAM_FOLDS:
+        return blend.fit_weights({}, holdout_events[:, 2])
+    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
+    contexts = np.concatenate([tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy() for batch in
+                               tf.data.TFRecordDataset(holdout_file, compression_type="GZIP").batch(4096)])
+    keep = references.subsample(len(contexts), blend.MAX_FIT_WINDOWS, seed=0)
+    contexts, labels = contexts[keep], holdout_events[keep, 2]
+    tables = ngram.NgramTables(ngram.fit_tables(fit_events, vocab_size))
+    network: list[np.ndarray] = []
+    on_holdout: dict[str, list[np.ndarray]] = {"interpolated": [], "bigram": []}
+    for start in range(0, len(contexts), 256):
+        chunk = tf.constant(contexts[start:start + 256])
+        network.append(tf.nn.softmax(model.next_token_logits(chunk)).numpy())
+        for name, value in tables.probabilities(chunk).items():
+            on_holdout[name].append(value.numpy())
+    # Cross-fitting: contiguous folds (neighbouring windows share text, not events).
+    scored = references.subsample(len(fit_events), MAX_NGRAM_FIT_WINDOWS, seed=1)
+    fold_of = np.arange(len(fit_events)) * NGRAM_FOLDS // len(fit_events)
+    crossed: dict[str, list[np.ndarray]] = {"interpolated": [], "bigram": []}
+    crossed_labels = []
+    for fold in range(NGRAM_FOLDS):
+        rows = scored[fold_of[scored] == fold]
+        fold_tables = ngram.NgramTables(ngram.fit_tables(fit_events[fold_of != fold], vocab_size))
+        for start in range(0, len(rows), 256):
+            u, v, w = fit_events[rows[start:start + 256]].T
+            # The events' own (u, v) as a right-padded context (PAD first would read as an empty one).
+            pseudo = np.where(u[:, None] != features.PAD_ID, np.stack([u, v], 1), np.stack([v, u], 1))
+            for name, value in fold_tables.probabilities(tf.constant(pseudo)).items():
+                crossed[name].append(value.numpy())
+            crossed_labels.append(w)
+    return blend.fit_shares({k: np.concatenate(v) for k, v in crossed.items()}, np.concatenate(crossed_labels),
+                            np.concatenate(network), {k: np.concatenate(v) for k, v in on_holdout.items()}, labels)
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -77,11 +131,15 @@ def run_fn(fn_args: FnArgs) -> None:
 
     strategy = make_strategy(settings.strategy)
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
-    train = teacher_forcing(make_dataset(fn_args.train_files, spec, features.TARGET_XF,
+    scratch = tempfile.mkdtemp(prefix="seq2seq-holdout-")
+    fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch)
+    log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
+             "mix with the n-gram counts", split["holdout"], split["gap"])
+    train = teacher_forcing(make_dataset(fit_file, spec, features.TARGET_XF,
                                          global_batch, seed=settings.seed,
                                          **settings.input_options()))
-    evaluation = teacher_forcing(make_dataset(fn_args.eval_files, spec, features.TARGET_XF,
-                                              global_batch, shuffle=False, repeat=True,
+    evaluation = teacher_forcing(make_dataset(holdout_file if split["holdout"] else fit_file, spec,
+                                              features.TARGET_XF, global_batch, shuffle=False, repeat=True,
                                               **settings.input_options()))
     steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
     total_steps = steps_per_epoch * settings.epochs
@@ -104,7 +162,21 @@ def run_fn(fn_args: FnArgs) -> None:
              "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
              target_tokens, total_steps, settings.epochs,
              steps_per_epoch, global_batch)
-    settings.fit(model, train, evaluation, fn_args, log, validate_every_epoch=True)
+    # The best epoch on the held-out windows is kept; without --train-steps training may stop
+    # early, after EARLY_STOP_PATIENCE epochs without a better held-out top-5.
+    stopper = BestWeights(monitor="val_next_token_top5", patience=EARLY_STOP_PATIENCE if not
+                          settings.explicit_steps else settings.epochs)
+    eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
+    history = settings.fit(model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
+                 validate_every_epoch=True, callbacks=(stopper,))
+    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens)
+    log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
+             blend_record.get("mix"))
+    model.ngram = ngram.NgramTables(ngram.fit_tables(ngram.read_events(fn_args.train_files, context_tokens),
+                                                     vocab_size))
+    model.blend_weights = tf.Variable([weights[name] for name in blend.COMPONENTS], trainable=False,
+                                      name="blend_weights")
+    shutil.rmtree(scratch, ignore_errors=True)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, tf_transform_output, target)
         # The n-gram scores travel with the model they were measured for (same split, same
@@ -114,7 +186,15 @@ def run_fn(fn_args: FnArgs) -> None:
             "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
         write_record(target, identity, warm.decision)
         training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
-                    "regime": "fixed_steps", "steps": total_steps,
-                    "epochs_run": settings.epochs, "why": "no early stopping: --epochs or --train-steps set the length"}
+                    "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
+                    "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1,
+                    "steps_per_epoch": steps_per_epoch, "holdout_examples": split["holdout"],
+                    # Per epoch: loss and next_token_top5 on the fit windows and (val_) held-out ones,
+                    # what the summary's advice reads (overfitting or underfitting).
+                    "curves": {key: [float(v) for v in values] for key, values in history.history.items()},
+                    "stopped_early": stopper.stopped_early, "holdout": split, "blend": {**blend_record,
+                                                                                          "weights": weights},
+                    "why": ("--train-steps set the length; the best held-out epoch is kept" if settings.explicit_steps
+                            else "the best epoch on held-out train windows is kept")}
         with tf.io.gfile.GFile(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), "w") as f:
             f.write(json.dumps(training, indent=2, sort_keys=True) + "\n")

@@ -109,6 +109,7 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
         "model_uri": evaluation.model_uri,
         "key_metric": slices.attrs["key_metric"],
         "overall": per_slice.get("overall", {}),
+        "overall_interval": _interval(per_slice.get("overall", {}), slices.attrs["key_metric"]),
         "slices": per_slice,
         "baseline": {row["metric"]: _json_number(row["baseline"]) for _, row in comparison.iterrows()} or None,
         "blessed": evaluation.blessed,
@@ -120,7 +121,20 @@ def report_data(evaluation: Evaluation, slices: pd.DataFrame, comparison: pd.Dat
     }
 
 
+def _interval(overall: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The key metric's 95% Wilson interval over the eval examples (models/common/intervals.py)."""
+    from models.common import intervals
+
+    value, count = overall.get(key), overall.get(COUNT_METRIC)
+    bounds = intervals.wilson(value, count) if isinstance(value, float) and count else None
+    if not bounds:
+        return None
+    return {"metric": key, "low": bounds[0], "high": bounds[1], "confidence": 0.95, "examples": count}
+
+
 def _overall(slices: pd.DataFrame, key: str) -> float | None:
+    if key not in slices.columns:
+        return None
     values = slices.loc[slices["slice"] == "overall", key].dropna()
     return float(values.iloc[0]) if len(values) else None
 
@@ -214,24 +228,30 @@ def _pictures_html(evaluation: Evaluation) -> str:
     return "".join(f"<h3>{html.escape(title)}</h3>{_img(figure, title)}" for title, figure in figures.items())
 
 
-def references_frame(extras: dict[str, Any], overall: float | None) -> pd.DataFrame:
-    """This model's key metric next to its reference predictors' on the same eval split, best first."""
+def references_frame(extras: dict[str, Any], overall: float | None, count: float | None = None) -> pd.DataFrame:
+    """This model's key metric next to its reference predictors' on the same eval split, best first,
+    each with its 95% interval over the eval examples (models/common/intervals.py)."""
+    from models.common import intervals
+
     payload = extras.get("references") or {}
-    rows = [(name, float(value), name == payload.get("gate_reference"))
+    rows = [(name, float(value), name == payload.get("gate_reference"), payload.get("eval_examples") or count)
             for name, value in (payload.get("references") or {}).items()]
     if not rows:
         return pd.DataFrame()
-    rows.append(("this model", float("nan") if overall is None else float(overall), False))
-    frame = pd.DataFrame(rows, columns=["model", payload.get("metric", "value"), "gate reference"])
+    rows.append(("this model", float("nan") if overall is None else float(overall), False, count))
+    bounds = [intervals.wilson(value, n) if n else None for _, value, _, n in rows]
+    frame = pd.DataFrame([row[:3] for row in rows], columns=["model", payload.get("metric", "value"), "gate reference"])
+    frame["95% CI low"] = [b[0] if b else float("nan") for b in bounds]
+    frame["95% CI high"] = [b[1] if b else float("nan") for b in bounds]
     return frame.sort_values(frame.columns[1], ascending=False, na_position="last").reset_index(drop=True)
 
 
-def _references_section(evaluation: Evaluation, overall: float | None) -> list[str]:
+def _references_section(evaluation: Evaluation, overall: float | None, count: float | None = None) -> list[str]:
     """What the model had to beat (the Trainer's references.json) and how it was trained."""
     from pipeline.results import gate_summary
 
     extras = gate_summary.read_model_extras(evaluation.model_uri)
-    frame = references_frame(extras, overall)
+    frame = references_frame(extras, overall, count)
     if frame.empty:
         return []
     margin = float(extras["references"].get("margin", 0.0))
@@ -278,7 +298,7 @@ def render_html(evaluation: Evaluation, output_dir: str | None = None,
         _corpus_section(corpus),
         _validation_section(validation, validation_frame(evaluation)),
         _comparison_section(comparison),
-        *_references_section(evaluation, _overall(slices, key)),
+        *_references_section(evaluation, _overall(slices, key), _overall(slices, COUNT_METRIC)),
         _section(f"Metrics per slice (worst {key} first)",
                  html_table(slices, "slice-metrics", ["worst" if w else "" for w in worst])
                  + _img(plot_slice_metric(slices), f"{key} by slice"), "slices"),

@@ -5,6 +5,7 @@ signature, the eval split and the data manifest), so they need no model code.
 """
 
 import dataclasses
+from typing import Any
 
 import pandas as pd
 import tensorflow as tf
@@ -110,16 +111,17 @@ def sample_generations(evaluation: Evaluation, per_document: int = 2, max_docume
     manifest = dataset_manifest(evaluation)
     stride = (manifest.extra.get("stride") if manifest is not None else None) or None
     ranked = sorted(documents, key=lambda d: (-len(documents[d]), d))[:max_documents]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for document in ranked:
         for window, following in _picked(_continuations(documents[document], stride, words), per_document, words):
             rows.append({"document": document, "prompt": " ".join(window.context), "true": following})
     if not rows:
         return pd.DataFrame(columns=["document", "prompt", "generated", "actual"])
-    outputs = candidate_model(evaluation).signatures["generate"](
-        prompts=tf.constant([row["prompt"] for row in rows]),
-        max_new_tokens=tf.constant(max_new_tokens, tf.int32), top_k=tf.constant(1, tf.int32),
-        temperature=tf.constant(1.0, tf.float32), stop_at=tf.constant(""))
+    from models.seq2seq.export import generate_request
+
+    signature = candidate_model(evaluation).signatures["generate"]
+    outputs = signature(**generate_request([row["prompt"] for row in rows], signature.structured_input_signature[1],
+                                           max_new_tokens=max_new_tokens))
     return pd.DataFrame({
         "document": [row["document"] for row in rows],
         "prompt": [row["prompt"] for row in rows],

@@ -12,7 +12,8 @@ from typing import Any
 import tensorflow as tf
 
 from components.reference_gate import read_gate
-from models.common import references
+from models.common import intervals, references
+from pipeline.results import advice
 
 TRAINING_FILE = "training.json"
 
@@ -45,7 +46,9 @@ def training_line(training: dict[str, Any] | None) -> str | None:
         return None
     trials = {k: v for k, v in (training.get("class_weight_trials") or {}).items() if v is not None}
     weights = "with class weights" if training.get("class_weights") else "without class weights"
-    if len(trials) > 1:
+    if "class_weights" not in training:  # a family without classes (text)
+        weights = _blend_clause(training.get("blend"))
+    elif len(trials) > 1:
         weights += " (held-out accuracy " + ", ".join(
             f"{k.replace('_', ' ')} {v:.4f}" for k, v in sorted(trials.items())) + ")"
     stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
@@ -53,6 +56,18 @@ def training_line(training: dict[str, Any] | None) -> str | None:
     return (f"Training: kept step {training['best_epoch'] * every} of {training['epochs_run'] * every} "
             f"(checked every {every} steps; {stop}; best on {training['holdout_examples']} "
             f"held-out train examples), {weights}{_kernel_head_clause(training.get('kernel_head'))}")
+
+
+def _blend_clause(mix: dict[str, Any] | None) -> str:
+    """How the text model's served mix was chosen (models/seq2seq/blend.py), for the training line."""
+    if not mix or not mix.get("weights"):
+        return "network alone"
+    weights = ", ".join(f"{name} {value:.1f}" for name, value in mix["weights"].items())
+    parts = mix.get("components") or {}
+    scores = ", ".join(f"{name} {value['top5']:.4f}" for name, value in parts.items())
+    chosen = (mix.get("mix") or {}).get("top5")
+    held = f"; held-out top-5 {scores} -> mix {chosen:.4f}" if scores and chosen is not None else ""
+    return f"served mix of network and n-gram counts: {weights}{held}"
 
 
 def _kernel_head_clause(head: dict[str, Any] | None) -> str:
@@ -67,7 +82,8 @@ def _kernel_head_clause(head: dict[str, Any] | None) -> str:
     return f"; softmax head (kernel head not kept: {head.get('why')}{compared})"
 
 
-def references_lines(payload: dict[str, Any] | None, label: str, overall: float | None = None) -> list[str]:
+def references_lines(payload: dict[str, Any] | None, label: str, overall: float | None = None,
+                     count: float | None = None, training: dict[str, Any] | None = None) -> list[str]:
     """The reference predictors' scores, one line, and a warning when the model beats none of them.
 
     The one place the summary names the references (read from the model's references.json,
@@ -76,20 +92,23 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     if not payload or not payload.get("references"):
         return []
     ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
-    values = ", ".join(f"{name} {value:.4f}" for name, value in ordered)
+    count = payload.get("eval_examples") or count  # what the references were scored on
+    values = ", ".join(f"{name} {value:.4f}{intervals.text(value, count)}" for name, value in ordered)
     out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
     if overall is not None and overall <= ordered[-1][1]:
+        remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "
+                                                "`tensorboard` curves, or add data")
         out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
-                   f"({ordered[-1][0]} {ordered[-1][1]:.4f}); train longer.")
+                   f"({ordered[-1][0]} {ordered[-1][1]:.4f}); {remedy}.")
     return out
 
 
-def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -> list[str]:
-    """Which value check applied, with the numbers, and whether the model passed it."""
+def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str,
+               count: float | None = None) -> list[str]:
+    """Which value check applied, with the numbers, and whether the model passed it (given the noise)."""
     if not gate or gate.get("threshold") is None:
         return []
-    verdict = "" if overall is None else (" -> passed" if overall >= gate["threshold"] else " -> FAILED") + (
-        f" ({overall:.4f})")
+    verdict = "" if overall is None else f" -> {outcome_words(overall, count, gate['threshold'])}"
     if gate.get("references"):
         name = gate["gate_reference"]
         wanted = gate["references"][name] + gate["margin"]
@@ -102,12 +121,48 @@ def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str) -
             f"references){verdict}"]
 
 
+def outcome_words(overall: float, count: float | None, threshold: float) -> str:
+    """'passed (0.41)', 'FAILED (0.30)', 'NOT ENOUGH EVIDENCE (...)': the value against the threshold and its noise."""
+    verdict = intervals.outcome(overall, count, threshold)
+    bounds = intervals.wilson(overall, count) if count else None
+    if verdict == intervals.PASSED:
+        close = (f"; within the noise of {count:.0f} eval examples, the interval reaches below it"
+                 if bounds and bounds[0] < threshold else "")
+        return f"passed ({overall:.4f}{close})"
+    if verdict == intervals.FAILED:
+        return f"FAILED ({overall:.4f})"
+    low, high = bounds or (0.0, 1.0)  # INCONCLUSIVE implies an interval
+    return (f"NOT ENOUGH EVIDENCE ({overall:.4f}, 95% interval {low:.4f}-{high:.4f} on "
+            f"{count:.0f} eval examples contains the threshold)")
+
+
+def inconclusive_advice(overall: float | None, count: float | None, evaluation_uri: str | None) -> list[str]:
+    """What to do when the eval set cannot tell the model from the gate: more data, or push anyway."""
+    gate = read_gate(evaluation_uri)
+    if overall is None or not gate or gate.get("threshold") is None:
+        return []
+    if intervals.outcome(overall, count, gate["threshold"]) != intervals.INCONCLUSIVE:
+        return []
+    needed = intervals.examples_to_resolve(overall, gate["threshold"])
+    more = f" (about {needed} eval examples would tell a gap this size from noise)" if needed else ""
+    return [f"  - not enough evidence: {count:.0f} eval examples cannot tell {overall:.4f} from the threshold "
+            f"{gate['threshold']:.4f}{more}. Add data so that the eval split grows, or run again with "
+            "--push-inconclusive to push a model that may be no better than the reference."]
+
+
+def remedy_lines(model_uri: str | None) -> list[str]:
+    """For a model not blessed: what its training record says would help (pipeline/results/advice.py)."""
+    remedy = advice.diagnosis(read_model_extras(model_uri).get("training"))
+    return [f"  - what would help: {remedy}"] if remedy else []
+
+
 def lines(model_uri: str | None, evaluation_uri: str | None, overall: float | None,
-          label: str) -> list[str]:
+          label: str, count: float | None = None) -> list[str]:
     extras = read_model_extras(model_uri)
     training = training_line(extras.get("training"))
-    return (references_lines(extras.get("references"), label, overall) + ([training] if training else [])
-            + gate_lines(read_gate(evaluation_uri), overall, label))
+    return (references_lines(extras.get("references"), label, overall, count, extras.get("training"))
+            + ([training] if training else [])
+            + gate_lines(read_gate(evaluation_uri), overall, label, count))
 
 
 def value_bound(evaluation_uri: str | None, floor: float) -> str:

@@ -14,6 +14,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from artifacts.tfma_results import COUNT_METRIC, SliceMetric, slice_metrics, validation_failures  # noqa: F401 (re-exported)
 from data.images.listing import unused_line
 from data.tfrecords import DatasetManifest
+from models.common import intervals
 from pipeline import graph
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
@@ -162,15 +163,18 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(summary.unused_line)
     if summary.overall:
         count = f" on {summary.overall.count:.0f} eval examples" if summary.overall.count else ""
-        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}{count}"
+        lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}"
+                     f"{intervals.text(summary.overall.value, summary.overall.count)}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
     lines.extend(summary.tuning_lines)
-    lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri,
-                                    summary.overall.value if summary.overall else None, summary.metric_label))
+    overall, overall_count = (summary.overall.value, summary.overall.count) if summary.overall else (None, None)
+    lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri, overall, summary.metric_label,
+                                    overall_count))
     if summary.warm_start:
         lines.append(summary.warm_start)
     if summary.baseline_overall:
-        lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}")
+        lines.append(f"Served model (baseline) on the same data: {summary.baseline_overall.value:.4f}"
+                     f"{intervals.text(summary.baseline_overall.value, summary.baseline_overall.count)}")
     worst = summary.worst_slice
     if worst:
         count = f", n={worst.count:.0f}" if worst.count else ""
@@ -186,6 +190,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
     else:
         lines.append(f"Blessed: NO ({gate})")
         lines.extend(f"  - {reason}" for reason in summary.not_blessed_reasons)
+        lines.extend(gate_summary.inconclusive_advice(overall, overall_count, summary.evaluation_uri))
+        lines.extend(gate_summary.remedy_lines(summary.model_uri))
     if summary.pushed_path:
         lines.append(f"Pushed: {summary.pushed_path}")
         tflite_line = tflite_summary.line_for_version(summary.pushed_path)

@@ -1,0 +1,137 @@
+"""The n-gram tables served beside the network, the fit of the mix, and the held-out blocks.
+
+Expected values are counted by hand in the tests (plain Python over the events), never by the
+code under test.
+"""
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from models.seq2seq import blend, features, holdout, ngram
+
+V = 12
+
+
+def _events(seed=0, n=600):
+    """Contexts of random length whose next token depends on the last context token."""
+    rng = np.random.RandomState(seed)
+    contexts = rng.randint(3, V, size=(n, 5))
+    for row, length in zip(contexts, rng.randint(0, 6, size=n)):
+        row[length:] = features.PAD_ID
+    last = [row[row != 0][-1] if (row != 0).any() else 0 for row in contexts]
+    next_ids = np.array([(v * 5 + rng.choice([0, 0, 0, 1, 2])) % (V - 3) + 3 for v in last])
+    return contexts, next_ids
+
+
+def test_events_are_the_last_two_real_context_tokens():
+    contexts = np.array([[5, 6, 7, 0], [9, 0, 0, 0], [0, 0, 0, 0]])
+    got = ngram.boundary_events(contexts, [3, 4, 8])
+    assert got.tolist() == [[6, 7, 3], [0, 9, 4], [0, 0, 8]]
+
+
+def test_both_distributions_sum_to_one_and_the_bigram_one_ranks_as_the_reference_counts():
+    contexts, next_ids = _events()
+    tables = ngram.NgramTables(ngram.fit_tables(ngram.boundary_events(contexts, next_ids), V))
+    probabilities = tables.probabilities(tf.constant(contexts[:50]))
+    for value in probabilities.values():
+        np.testing.assert_allclose(value.numpy().sum(axis=1), 1.0, atol=1e-5)
+        assert (value.numpy() > 0).all()
+    # The reference by hand: followers of the last context token by count.
+    followers = collections.defaultdict(collections.Counter)
+    for row, w in zip(contexts, next_ids):
+        real = row[row != 0]
+        followers[real[-1] if len(real) else 0][w] += 1
+    bigram = probabilities["bigram"].numpy()
+    for row, p in zip(contexts[:50], bigram):
+        real = row[row != 0]
+        counts = followers[real[-1] if len(real) else 0]
+        ranked = sorted(counts, key=lambda w: -counts[w])
+        for better, worse in zip(ranked, ranked[1:]):
+            if counts[better] > counts[worse]:
+                assert p[better] > p[worse]
+        assert p[ranked[0]] == p.max()
+
+
+def test_interpolated_uses_the_trigram_when_seen():
+    # After (4, 5) always 9; after (6, 5) always 10: only the trigram tells them apart.
+    contexts = np.array([[4, 5, 0]] * 20 + [[6, 5, 0]] * 20)
+    next_ids = np.array([9] * 20 + [10] * 20)
+    tables = ngram.NgramTables(ngram.fit_tables(ngram.boundary_events(contexts, next_ids), V))
+    p = tables.probabilities(tf.constant([[4, 5, 0], [6, 5, 0]]))["interpolated"].numpy()
+    assert p[0].argmax() == 9 and p[1].argmax() == 10
+
+
+def test_the_mix_follows_the_better_component_on_held_out_windows():
+    rng = np.random.RandomState(0)
+    labels = rng.randint(0, V, size=300)
+    perfect = np.full((300, V), 0.01)
+    perfect[np.arange(300), labels] = 1.0
+    perfect /= perfect.sum(axis=1, keepdims=True)
+    noise = rng.dirichlet(np.ones(V), size=300)
+    weights, record = blend.fit_weights({"network": perfect, "interpolated": noise, "bigram": noise}, labels)
+    assert weights["network"] >= 0.5 and record["mix"]["top5"] == 1.0
+    weights, _ = blend.fit_weights({"network": noise, "interpolated": noise, "bigram": perfect}, labels)
+    assert weights["bigram"] >= 0.5
+    assert abs(sum(weights.values()) - 1.0) < 1e-9
+    assert blend.fit_weights({}, np.zeros(0))[0] == blend.FALLBACK
+
+
+def test_held_out_blocks_are_fenced_by_unused_windows():
+    for count in (500, 4000, 60_000):
+        labels = holdout.labels(count)
+        held = np.flatnonzero(labels == holdout.HOLDOUT)
+        assert 0.05 * count <= len(held) <= 0.25 * count, count
+        fit = np.flatnonzero(labels == holdout.FIT)
+        # No fit window within GAP windows of a held-out one.
+        distance = np.abs(fit[:, None] - held[None, :]).min(axis=1) if len(fit) * len(held) < 5e7 else None
+        if distance is not None:
+            assert distance.min() > holdout.GAP, count
+    assert (holdout.labels(30) == holdout.FIT).all()  # too short: nothing held out
+
+
+def test_two_step_fit_takes_the_counts_mix_from_cross_fitting_and_the_network_share_from_the_holdout():
+    rng = np.random.RandomState(1)
+
+    def onehot_like(labels, sharp):
+        p = np.full((len(labels), V), 0.01)
+        p[np.arange(len(labels)), labels] = sharp
+        return p / p.sum(axis=1, keepdims=True)
+
+    crossed_labels, held_labels = rng.randint(0, V, 500), rng.randint(0, V, 200)
+    noise = lambda n: rng.dirichlet(np.ones(V), size=n)  # noqa: E731
+    crossed = {"interpolated": noise(500), "bigram": onehot_like(crossed_labels, 1.0)}
+    on_holdout = {"interpolated": noise(200), "bigram": noise(200)}
+    weights, record = blend.fit_shares(crossed, crossed_labels, onehot_like(held_labels, 1.0), on_holdout,
+                                       held_labels)
+    assert weights["network"] >= 0.5 and weights["interpolated"] == 0.0, weights  # counts: the bigram side
+    assert record["cross_fitted_windows"] == 500 and record["mix"]["top5"] == 1.0
+    assert abs(sum(weights.values()) - 1.0) < 1e-9
+
+
+def test_the_bigram_distribution_ranks_exactly_as_the_reference_on_real_windows(tmp_path):
+    """Ties and the unigram fill included: all weight on it scores what baselines.ngram_baselines scores."""
+    from models.seq2seq.baselines import ngram_baselines
+
+    contexts, next_ids = _events(seed=3, n=900)
+    next_ids[::4] = 3 + (next_ids[::4] % 2)  # many equal counts: the tie-breaks matter
+
+    def write(path, rows):
+        with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+            for context, label in rows:
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    features.CONTEXT_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=list(context))),
+                    features.NEXT_TOKEN_XF: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+                })).SerializeToString())
+
+    write(tmp_path / "train.gz", zip(contexts[:600], next_ids[:600]))
+    write(tmp_path / "eval.gz", zip(contexts[600:], next_ids[600:]))
+    reference = ngram_baselines(str(tmp_path / "train.gz"), str(tmp_path / "eval.gz"))["bigram_top5"]
+    tables = ngram.NgramTables(ngram.fit_tables(ngram.boundary_events(contexts[:600], next_ids[:600]), V))
+    p = tables.probabilities(tf.constant(contexts[600:]))["bigram"].numpy()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+    # in_top_k as TFMA counts it (a tie straddling the cut counts as a hit): no ties may remain.
+    hits = tf.math.in_top_k(tf.constant(next_ids[600:], tf.int32), tf.constant(p), 5).numpy().mean()
+    assert hits == reference
+    for row in p:
+        assert len(set(np.sort(row)[-6:])) == 6  # the top 5 and the next are all distinct values
