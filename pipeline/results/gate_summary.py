@@ -78,7 +78,8 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     ordered = sorted(payload["references"].items(), key=lambda item: item[1])  # weakest first
     values = ", ".join(f"{name} {value:.4f}" for name, value in ordered)
     out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
-    if overall is not None and overall <= ordered[-1][1]:
+    # A perfect score that ties a perfect reference has nothing left to gain from training longer.
+    if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
                    f"({ordered[-1][0]} {ordered[-1][1]:.4f}); train longer.")
     return out
