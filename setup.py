@@ -29,8 +29,10 @@ setup(
         "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
     ],
     extras_require={
-        "dev": ["pytest", "pytest-timeout", "ruff", "mypy", "import-linter", "moto[s3]", "flask", "flask-cors"],
-        # moto: a local S3 for tests; mypy and import-linter: `make lint` (types, the layer contract)
+        "dev": ["pytest", "pytest-timeout", "ruff", "mypy", "import-linter", "moto[s3]", "flask", "flask-cors",
+                "croniter"],
+        # moto: a local S3 for tests; croniter: an independent cron parser the --schedule checks are
+        # compared with; mypy and import-linter: `make lint` (types, the layer contract)
         # The metrics notebook: Jupyter, its widgets (TFMA's views), Plotly (the project's offline views:
         # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
         # nbclassic + ipywidgets 7.6 (whose front end is widgetsnbextension 3.5): the only front end

@@ -8,6 +8,7 @@ and object-store URIs alike (tf.io.gfile).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -119,10 +120,20 @@ def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
     try:
         copy_dir(model_dir, staging)
         push_info = {**push_info, **(add_files(staging, version) if add_files else {})}
-        with tf.io.gfile.GFile(os.path.join(staging, PUSH_INFO_FILE), "w") as handle:
-            json.dump({**push_info, "version": version}, handle, indent=2, sort_keys=True)
+        _write_push_info(staging, push_info, version)
         if _is_local(base_dir):
-            os.rename(staging, final)  # atomic on one POSIX filesystem
+            # Atomic on one POSIX filesystem. Another publisher that picked the same number and
+            # renamed first makes it fail (ENOTEMPTY): take the next free number and rename again.
+            while True:
+                try:
+                    os.rename(staging, final)
+                    break
+                except OSError as error:
+                    if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                version = next_version(base_dir)
+                final = os.path.join(base_dir, str(version))
+                _write_push_info(staging, push_info, version)
         else:
             _copy_saved_model_pb_last(staging, final)
             tf.io.gfile.rmtree(staging)
@@ -131,6 +142,11 @@ def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
             tf.io.gfile.rmtree(staging)
         raise
     return final
+
+
+def _write_push_info(version_dir: str, push_info: dict[str, Any], version: int) -> None:
+    with tf.io.gfile.GFile(os.path.join(version_dir, PUSH_INFO_FILE), "w") as handle:
+        json.dump({**push_info, "version": version}, handle, indent=2, sort_keys=True)
 
 
 def _copy_saved_model_pb_last(source: str, destination: str) -> None:

@@ -1,11 +1,13 @@
 """The benchmarks still run: bench_input and bench_train_step in --quick mode, in subprocesses.
 
-Checks the JSON they write has the expected keys and positive throughputs. Deliberately
-NO assertions on times or ratios: they depend on the machine and its load.
+Checks the JSON they write has the expected keys, and that every rate and ratio it reports is
+what its own raw timings say (recomputed in the test). Deliberately NO assertions on the size
+of times or ratios: they depend on the machine and its load.
 """
 import json
 import subprocess
 import sys
+from statistics import median
 
 import pytest
 from conftest import PROJECT_ROOT
@@ -40,6 +42,7 @@ def train_step_doc(tmp_path_factory):
 
 
 def test_bench_input_quick(input_doc):
+    """Every reported rate and ratio is what its raw timings say (recomputed here from samples_s)."""
     _check_common(input_doc, "bench_input")
     assert input_doc["num_examples"] > 0
     assert set(input_doc["cases"]) == {"transform-1file", "sharded", "slow-storage", "cnn-fit"}
@@ -47,25 +50,43 @@ def test_bench_input_quick(input_doc):
         expected = {"trainer", "naive"} if name == "cnn-fit" else {
             "trainer", "naive", "parallel_nocache", "sequential_cache", "trainer_block256"}
         assert expected <= set(case["variants"]), name
-        for variant in case["variants"].values():
-            assert variant["examples_per_s"]["median"] > 0
-            assert variant["speedup_vs_naive"] > 0
-    for key in ("trainer_vs_naive_transform_layout", "trainer_vs_naive_sharded",
-                "trainer_vs_naive_slow_storage", "trainer_vs_naive_cnn_fit", "trainer_examples_per_s",
-                "naive_examples_per_s"):
-        assert input_doc["summary"][key] > 0, key
+        examples = case["examples_per_measurement"]
+        naive = case["variants"]["naive"]["samples_s"]
+        for variant_name, variant in case["variants"].items():
+            samples = variant["samples_s"]
+            assert samples and all(s > 0 for s in samples), (name, variant_name)
+            assert variant["seconds"]["median"] == pytest.approx(median(samples))
+            assert variant["examples_per_s"]["median"] == pytest.approx(median([examples / s for s in samples]))
+            assert variant["speedup_vs_naive"] == pytest.approx(median(naive) / median(samples))
+            assert variant["speedup_vs_naive_paired"] == pytest.approx(median([n / s for n, s in zip(naive, samples)]))
+        assert case["trainer_vs_naive_speedup"] == case["variants"]["trainer"]["speedup_vs_naive"]
+    cases, summary = input_doc["cases"], input_doc["summary"]
+    for key, case in (("trainer_vs_naive_sharded", "sharded"), ("trainer_vs_naive_slow_storage", "slow-storage"),
+                      ("trainer_vs_naive_cnn_fit", "cnn-fit")):
+        assert summary[key] == cases[case]["trainer_vs_naive_speedup"], key
+    layout = cases["transform-1file"]["variants"]
+    assert summary["trainer_examples_per_s"] == layout["trainer"]["examples_per_s"]["median"]
+    assert summary["naive_examples_per_s"] == layout["naive"]["examples_per_s"]["median"]
+    assert summary["target_met"] == (min(summary["trainer_vs_naive_transform_layout"],
+                                         summary["trainer_vs_naive_transform_layout_paired"]) >= 2.0)
 
 
 def test_bench_train_step_quick(train_step_doc):
+    """Each mode's rates follow from its step times, and the winner is the fastest of them."""
     _check_common(train_step_doc, "bench_train_step")
     cnn = train_step_doc["models"]["cnn"]
     assert not cnn["errors"], cnn["errors"]
     assert {"eager", "graph", "xla"} <= set(cnn["modes"])
-    for mode in cnn["modes"].values():
-        assert mode["steps_per_s"] > 0
-        assert mode["examples_per_s"] > 0
-        assert mode["first_call_s"] > 0
-    assert cnn["winner_steady_state"] in cnn["modes"]
+    for mode_name, mode in cnn["modes"].items():
+        step_s = mode["step_ms"]["median"] / 1000
+        assert step_s > 0 and mode["first_call_s"] > 0, mode_name
+        assert mode["steps_per_s"] == pytest.approx(1 / step_s)
+        assert mode["examples_per_s"] == pytest.approx(cnn["batch_size"] / step_s)
+        assert mode["est_pipeline_training_s"] == pytest.approx(
+            mode["first_call_s"] + (cnn["pipeline_steps"] - 2) * step_s)
+    assert cnn["winner_steady_state"] == max(cnn["modes"], key=lambda m: cnn["modes"][m]["steps_per_s"])
+    assert cnn["winner_for_pipeline_run"] == min(cnn["modes"],
+                                                 key=lambda m: cnn["modes"][m]["est_pipeline_training_s"])
 
 
 def test_fix_ab_harness_reverts_every_fix_and_rejects_unknown_ones():

@@ -66,10 +66,15 @@ def test_corrupt_tfrecord(tmp_path, digits_dataset):
     _assert_nothing_served(tmp_path / "out")
 
 
-@pytest.mark.parametrize("args", [("--epochs", "0"), ("--min-accuracy", "1.5")])
-def test_invalid_settings(tmp_path, args):
+@pytest.mark.parametrize("args, expected", [
+    (("--epochs", "0"), "--epochs: must be a number from 1 to 100000, got 0."),
+    (("--min-accuracy", "1.5"), "--min-accuracy: must be a number from 0 to 1, got 1.5."),
+])
+def test_invalid_settings(tmp_path, args, expected):
+    """The message names the flag, its range and the value given, not only exit 2."""
     result = run_cli("run", "--output", tmp_path / "out", *args)
-    _assert_user_error(result)
+    _assert_user_error(result, expected)
+    _assert_nothing_served(tmp_path / "out")
 
 
 def test_predict_without_a_pushed_model(tmp_path):

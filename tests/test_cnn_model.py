@@ -38,7 +38,18 @@ def test_model_shapes(shape, blocks):
     out = model.predict(batch, verbose=0)
     assert out.shape == (5, 7)
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
-    assert model.optimizer is not None and model.compiled_loss is not None
+    # Compiled for what the Trainer fits: Adam at the asked rate, and a loss that is the mean
+    # cross-entropy of the true class plus the L2 penalty (1e-4 * sum of squared kernels, hparams.l2),
+    # written here from the definitions, not read from Keras.
+    assert isinstance(model.optimizer, tf.keras.optimizers.Adam)
+    assert float(model.optimizer.learning_rate) == pytest.approx(1e-3)
+    labels = np.arange(5) % 7
+    penalty = 1e-4 * sum(float(np.sum(np.square(layer.kernel.numpy())))
+                         for layer in model.layers if hasattr(layer, "kernel"))
+    expected = -np.log(out[np.arange(5), labels]).mean() + penalty
+    measured = model.evaluate(batch, labels, verbose=0, return_dict=True)
+    assert measured["loss"] == pytest.approx(expected, rel=1e-4)
+    assert measured["accuracy"] == pytest.approx(np.mean(out.argmax(1) == labels))
 
 
 def _write_transformed(rows, path):

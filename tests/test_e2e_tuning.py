@@ -65,13 +65,14 @@ def test_best_trial_reaches_the_trainer(tuned_cnn):
     assert run[graph.TUNER].state == "COMPLETE"
     searched = _searched_values(run)
     assert set(searched) == {"filters", "max_blocks", "dropout", "learning_rate", "augment_strength"}
-    best, training = _best(run), _training(run)
-    assert training["tuned"] == best
-    if best:  # the best trial beat the untuned defaults: its values trained the model
-        assert training["learning_rate"] == pytest.approx(best["learning_rate"])
-        assert {k: training["hparams"][k] for k in best if k != "learning_rate"} == {
-            k: v for k, v in best.items() if k != "learning_rate"}
-    search = _search(run)
+    best, training, search = _best(run), _training(run), _search(run)
+    # On the digits, 5 steps at the defaults' learning rate leave the untuned defaults far behind a
+    # trial (measured: 0.14 vs 0.31 held-out), so the seeded search's best trial is what trains.
+    assert not search["defaults_won"] and search["best_score"] > search["default_score"], search
+    assert best == searched and training["tuned"] == best
+    assert training["learning_rate"] == pytest.approx(best["learning_rate"])
+    assert {k: training["hparams"][k] for k in best if k != "learning_rate"} == {
+        k: v for k, v in best.items() if k != "learning_rate"}
     assert search["trials_completed"] == 2 and search["default_score"] is not None
     assert "Tuning: 2 trials" in first.stdout and "untuned defaults" in first.stdout
     assert "--hyperparameters " in first.stdout
@@ -95,10 +96,9 @@ def test_models_lists_the_tuned_hyperparameters(tuned_cnn):
     output, _, run, _, _ = tuned_cnn
     listing = "\n".join(list_models(str(output / "serving" / "cnn")))
     best = _best(run)
-    if best:
-        assert "hyperparameters (tuned):" in listing and f"filters={best['filters']}" in listing
-    else:
-        assert "hyperparameters: untuned defaults" in listing
+    assert best, "the search's best trial beat the untuned defaults (test_best_trial_reaches_the_trainer)"
+    assert "hyperparameters (tuned):" in listing and f"filters={best['filters']}" in listing
+    assert "untuned defaults" not in listing
 
 
 def test_report_section_lists_every_trial_of_the_models_search(tuned_cnn):

@@ -4,6 +4,7 @@ trained network inside it. Runs on real transformed digits (the session's Transf
 import numpy as np
 import pytest
 import tensorflow as tf
+from sklearn.metrics.pairwise import rbf_kernel
 
 from models.cnn import export, features, kernel_head
 from models.cnn.model import build_cnn
@@ -41,7 +42,14 @@ def test_the_served_graph_computes_the_fitted_kernel_machine(trained, pixel_floo
     np.testing.assert_allclose(joined[:, -x.shape[1]:], pixels, atol=1e-4)
     centers, alpha, gamma, temperature = (v.numpy() for v in (head.centers, head.alpha, head.gamma,
                                                                head.temperature))
-    scores = kernel_head._kernel(joined, centers, gamma) @ alpha
+    # The oracle is scikit-learn's RBF kernel, exp(-gamma * |a - b|^2), not the module's own helper:
+    # gamma is scikit-learn's "scale" (1 / (features * variance)), and alpha solves kernel ridge
+    # regression of the one-hot labels on the centres, (K + ridge * I) alpha = Y.
+    assert float(gamma) == pytest.approx(1.0 / (joined.shape[1] * joined.var()), rel=1e-3)
+    gram = rbf_kernel(centers.astype(np.float64), centers.astype(np.float64), gamma=float(gamma))
+    np.testing.assert_allclose((gram + kernel_head.RIDGE * np.eye(len(centers))) @ alpha, np.eye(10)[y],
+                               atol=2e-3)
+    scores = rbf_kernel(joined, centers, gamma=float(gamma)) @ alpha
     expected = np.exp(temperature * scores - (temperature * scores).max(1, keepdims=True))
     expected /= expected.sum(1, keepdims=True)
     np.testing.assert_allclose(with_head.predict(x, verbose=0), expected, atol=1e-4)

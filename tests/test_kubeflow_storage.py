@@ -1,5 +1,11 @@
-"""Which roots a KFP step can write, and the S3 environment the steps get (no TFX, no cluster)."""
+"""Which roots a KFP step can write, and the S3 environment the steps get, proven against a local S3 server."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
+from conftest import PROJECT_ROOT
 from support.kfp_contract import DEFAULT_PIPELINE_ROOT, LAUNCHER_SCHEMES
 
 from pipeline.kubeflow.storage import (
@@ -43,10 +49,76 @@ def test_unwritable_roots_are_one_paragraph(root, expected):
     assert "Pass e.g. --pipeline-root gs://" in message
 
 
-def test_s3_environment_for_minio_and_aws():
-    minio = s3_environment("http://minio-service.kubeflow:9000", environ={})
-    assert minio == {"AWS_ENDPOINT_URL": "http://minio-service.kubeflow:9000",
-                     "S3_ENDPOINT": "http://minio-service.kubeflow:9000", "S3_USE_HTTPS": "0",
-                     "S3_VERIFY_SSL": "0", "AWS_REGION": "us-east-1"}
+# Run in a child: importing tensorflow-io into pytest aborts the interpreter at exit ("pure virtual
+# method called", commit 1feb6d4), so the child reports on stdout and leaves with os._exit.
+_ROUND_TRIP = """
+import json, os, sys
+import stackenv
+import apache_beam as beam
+import tensorflow as tf
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+from pipeline.kubeflow.storage import register_filesystems
+
+bucket = sys.argv[1]
+register_filesystems(bucket)
+with tf.io.gfile.GFile(bucket + "/by-tf/model.txt", "w") as handle:
+    handle.write("written by tf.io.gfile")
+# A Beam pipeline writes, as TFX's Beam steps do (Pipeline hands its options to FileSystems).
+with beam.Pipeline(options=PipelineOptions([])) as pipeline:
+    _ = (pipeline | beam.Create(["written by Beam"])
+         | beam.io.WriteToText(bucket + "/by-beam/data.txt", num_shards=1, shard_name_template=""))
+with FileSystems.open(bucket + "/by-tf/model.txt") as handle:
+    beam_read = handle.read().decode()
+with tf.io.gfile.GFile(bucket + "/by-beam/data.txt") as handle:
+    tf_read = handle.read()
+print(json.dumps({"beam_read": beam_read, "tf_read": tf_read,
+                  "tf_listing": sorted(tf.io.gfile.listdir(bucket))}), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.fixture
+def s3_server():
+    """A local S3 server (moto's, from PyPI) with a bucket, as MinIO serves KFP's store."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_BOTO_KEYS)
+    client.create_bucket(Bucket="mlpipeline")
+    yield endpoint, client
+    server.stop()
+
+
+_KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
+_BOTO_KEYS = {"aws_access_key_id": "minio", "aws_secret_access_key": "minio123"}
+
+
+def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_server, tmp_path):
+    """The variables are proven by use: with only ``s3_environment`` and the keys (as a step gets
+    them), TensorFlow's filesystem (tensorflow-io) and Beam's (boto3) each write an object the
+    other reads, and the S3 server itself holds both."""
+    endpoint, client = s3_server
+    assert endpoint.startswith("http://")  # MinIO inside a cluster: no TLS
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+    env.update(s3_environment(endpoint, environ={}), **_KEYS, PYTHONPATH=str(PROJECT_ROOT),
+               TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
+    child = subprocess.run([sys.executable, "-c", _ROUND_TRIP, "s3://mlpipeline/v2"], env=env, cwd=PROJECT_ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["beam_read"] == "written by tf.io.gfile" and result["tf_read"] == "written by Beam\n"
+    assert sorted(entry.rstrip("/") for entry in result["tf_listing"]) == ["by-beam", "by-tf"]
+    stored = {item["Key"] for item in client.list_objects_v2(Bucket="mlpipeline")["Contents"]}
+    assert stored == {"v2/by-tf/model.txt", "v2/by-beam/data.txt"}
+
+
+def test_s3_environment_follows_the_endpoint_scheme_and_the_region():
+    """https (AWS itself) turns TLS on for tensorflow-io; the region comes from the environment."""
     aws = s3_environment("https://s3.eu-west-1.amazonaws.com", environ={"AWS_REGION": "eu-west-1"})
-    assert aws["S3_USE_HTTPS"] == "1" and aws["AWS_REGION"] == "eu-west-1"
+    assert (aws["S3_USE_HTTPS"], aws["S3_VERIFY_SSL"], aws["AWS_REGION"]) == ("1", "1", "eu-west-1")
+    assert s3_environment("http://minio:9000", environ={})["AWS_REGION"] == "us-east-1"

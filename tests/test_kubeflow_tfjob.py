@@ -1,9 +1,9 @@
 """``python -m pipeline tfjob``: the manifest the Kubeflow Training Operator accepts, and the
 TF_CONFIG it then sets, read back by the project's multi-worker code.
 
-No cluster here: the manifest is checked against the TFJob CRD's own schema (kubeflow/
-training-operator v1.9.0, trimmed: tests/data/tfjob_crd_schema.json says how) with unknown
-fields rejected as ``kubectl apply --validate=strict`` does, and against the operator's
+No cluster here: the manifest is validated by ``jsonschema`` against the TFJob CRD's own schema
+(kubeflow/training-operator v1.9.0, trimmed: tests/data/tfjob_crd_schema.json says how) with
+unknown fields rejected as ``kubectl apply --validate=strict`` does, and against the operator's
 admission webhook rules; TF_CONFIG is built per replica exactly as the operator's
 genTFConfigJSONStr builds it (pkg/controller.v1/tensorflow/tensorflow.go), then parsed by
 models/common/multi_worker.py. Training under that TF_CONFIG is tests/test_multi_worker.py.
@@ -24,34 +24,35 @@ EXAMPLES = "gs://bucket/tfx/cnn-pipeline/Transform/transformed_examples/12"
 GRAPH = "gs://bucket/tfx/cnn-pipeline/Transform/transform_graph/12"
 
 
-def violations(value, schema: dict, path: str = "") -> list[str]:
-    """Structural-schema check of a CRD's openAPIV3Schema, unknown fields rejected (strict)."""
+def strict_json_schema(schema: dict) -> dict:
+    """A CRD's openAPIV3Schema as JSON Schema for ``jsonschema``, with unknown fields rejected as
+    ``kubectl apply --validate=strict`` rejects them: an object that lists its properties, has no
+    ``additionalProperties`` and does not preserve unknown fields gets ``additionalProperties: false``;
+    Kubernetes' ``x-kubernetes-int-or-string`` becomes integer-or-string."""
+    out = dict(schema)
+    if "properties" in schema:
+        out["properties"] = {name: strict_json_schema(item) for name, item in schema["properties"].items()}
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(schema.get(key), dict):
+            out[key] = strict_json_schema(schema[key])
+    for key in ("anyOf", "allOf", "oneOf"):
+        if key in schema:
+            out[key] = [strict_json_schema(item) for item in schema[key]]
     if schema.get("x-kubernetes-int-or-string"):
-        return [] if isinstance(value, (int, str)) and not isinstance(value, bool) else [f"{path}: int or string"]
-    kind = schema.get("type")
-    if kind == "object":
-        if not isinstance(value, dict):
-            return [f"{path}: expected object, got {type(value).__name__}"]
-        problems = [f"{path}.{key}: required" for key in schema.get("required", []) if key not in value]
-        properties, extra = schema.get("properties"), schema.get("additionalProperties")
-        for key, item in value.items():
-            if properties is not None and key in properties:
-                problems += violations(item, properties[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                problems += violations(item, extra, f"{path}.{key}")
-            elif properties is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
-                problems.append(f"{path}.{key}: unknown field")
-        return problems
-    if kind == "array":
-        if not isinstance(value, list):
-            return [f"{path}: expected array"]
-        return [p for i, item in enumerate(value) for p in violations(item, schema.get("items", {}), f"{path}[{i}]")]
-    expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}.get(kind)
-    if expected and (not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool))):
-        return [f"{path}: expected {kind}, got {value!r}"]
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{path}: {value!r} not in {schema['enum']}"]
-    return []
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema \
+            and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def violations(value, schema: dict) -> list[str]:
+    """What the API server's structural-schema validation (strict) says of ``value``, by jsonschema."""
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(strict_json_schema(schema))
+    return sorted("".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) + ": "
+                  + error.message for error in validator.iter_errors(value))
 
 
 def webhook_problems(manifest: dict) -> list[str]:
@@ -123,10 +124,11 @@ def test_the_checks_reject_what_the_api_server_and_operator_reject(generated: di
     worker["replicas"] = "two"
     worker["restartpolicy"] = "Never"
     worker["template"]["spec"]["containers"][0]["imagee"] = "x"
-    assert sorted(violations(broken, SCHEMA["openAPIV3Schema"])) == [
-        ".spec.tfReplicaSpecs.Worker.replicas: expected integer, got 'two'",
-        ".spec.tfReplicaSpecs.Worker.restartpolicy: unknown field",
-        ".spec.tfReplicaSpecs.Worker.template.spec.containers[0].imagee: unknown field"]
+    assert violations(broken, SCHEMA["openAPIV3Schema"]) == sorted([
+        ".spec.tfReplicaSpecs.Worker.replicas: 'two' is not of type 'integer'",
+        ".spec.tfReplicaSpecs.Worker: Additional properties are not allowed ('restartpolicy' was unexpected)",
+        ".spec.tfReplicaSpecs.Worker.template.spec.containers[0]: Additional properties are not allowed "
+        "('imagee' was unexpected)"])
     worker["template"]["spec"]["containers"][0]["name"] = "trainer"
     broken["spec"]["tfReplicaSpecs"]["Master"] = broken["spec"]["tfReplicaSpecs"]["Chief"]
     broken["metadata"]["name"] = "CNN_trainer"

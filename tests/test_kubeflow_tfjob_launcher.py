@@ -140,7 +140,7 @@ def test_the_emulated_api_server_rejects_an_invalid_tfjob(tmp_path):
                    {"name": "trainer", "image": IMAGE}]}}}}}}
         with pytest.raises(KubeApiError, match="HTTP 422") as caught:
             api.create(bad)
-    assert "expected integer" in str(caught.value) and "container with name tensorflow" in str(caught.value)
+    assert "is not of type 'integer'" in str(caught.value) and "container with name tensorflow" in str(caught.value)
 
 
 def test_timeout_deletes_the_tfjob_and_names_the_setting(tmp_path):

@@ -88,7 +88,8 @@ def test_the_emulated_api_server_rejects_an_invalid_trainjob(tmp_path):
         bad["spec"]["trainer"]["imag"] = IMAGE
         with pytest.raises(KubeApiError, match="HTTP 422") as caught:
             api.create(bad)
-        assert "expected integer" in str(caught.value) and ".spec.trainer.imag: unknown field" in str(caught.value)
+        assert "is not of type 'integer'" in str(caught.value)
+        assert ".spec.trainer: Additional properties are not allowed ('imag' was unexpected)" in str(caught.value)
         env_override = _probe_manifest("TrainJob", "probe")
         env_override["spec"]["podTemplateOverrides"][0]["spec"] = {"containers": [
             {"name": "node", "env": [{"name": "A", "value": "1"}]}]}

@@ -29,10 +29,19 @@ def test_fit_stops_at_the_first_nan_loss_with_a_paragraph(tmp_path):
     assert "--learning-rate" in raised.value.paragraph and "nan" in raised.value.paragraph
 
 
-def test_finite_history_passes():
-    class History:
-        history = {"loss": [1.0, 0.5], "val_loss": [0.7], "accuracy": [0.5, 0.6]}
-    check_finite_loss(History(), 1e-3)
+class _History:
+    def __init__(self, history):
+        self.history = history
+
+
+def test_only_a_non_finite_loss_stops_training():
+    """Finite losses pass (a nan accuracy is no loss); a nan val_loss in epoch 2 is named with its epoch."""
+    finite = {"loss": [1.0, 0.5], "val_loss": [0.7, 0.6], "accuracy": [0.5, float("nan")]}
+    assert check_finite_loss(_History(finite), 1e-3) is None
+    with pytest.raises(NonFiniteLoss) as raised:
+        check_finite_loss(_History({**finite, "val_loss": [0.7, float("inf")]}), 1e-3)
+    assert "the val_loss became inf in epoch 2" in raised.value.paragraph
+    assert "learning rate (0.001)" in raised.value.paragraph
 
 
 @pytest.mark.parametrize("metrics, expected", [

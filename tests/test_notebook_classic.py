@@ -125,7 +125,8 @@ def classic_page(cnn_run_with_baseline, tmp_path_factory):
         dom["requested"] = page.requested_urls()
         TOUR_DIR.mkdir(parents=True, exist_ok=True)
         (TOUR_DIR / "notebook-classic.json").write_text(json.dumps(
-            {k: dom[k] for k in ("tags", "viewSizes", "plots", "tracebacks", "console_errors")}, indent=1))
+            {**{k: dom[k] for k in ("tags", "viewSizes", "plots", "tracebacks", "console_errors")},
+             "run_all_resumed_after": progress["resumed_after"]}, indent=1))
         dom["screenshots"] = _screenshot_views(page)
     return dom, progress
 
@@ -137,6 +138,17 @@ def test_classic_runs_every_cell_and_builds_every_widget(classic_page):
     assert not dom["tracebacks"], dom["tracebacks"][:3]
     problems = [t for t in dom["console_errors"] + [dom["body"]] if any(e in t for e in WIDGET_ERRORS)]
     assert not problems, [p[:500] for p in problems[:3]]
+
+
+@pytest.mark.e2e
+def test_classic_run_all_runs_every_cell_without_the_harness_resuming(classic_page):
+    """The harness runs the cells left when Run All stops with the kernel idle (run_all_cells'
+    ``resume``), so the widget checks still see a whole notebook; a person would see a notebook that
+    stopped halfway. This test reports that stall as what it is."""
+    _, progress = classic_page
+    assert progress["resumed_after"] is None, (
+        f"nbclassic's Run All stopped after {progress['resumed_after']} of {progress['total']} code cells "
+        f"with the kernel idle and no error; the harness ran the rest (prompts {progress['prompts']})")
 
 
 @pytest.mark.e2e

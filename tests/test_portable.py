@@ -14,6 +14,8 @@ import time
 import pytest
 from conftest import PROJECT_ROOT, free_ports, run_cli
 
+from artifacts import serving_dir
+
 
 def _portable_args(port):
     return ["--beam-arg=--runner=PortableRunner", "--beam-arg=--job_endpoint=embed",
@@ -43,7 +45,11 @@ def test_portable_runner_with_external_pool_runs_the_whole_pipeline(project_pool
     assert counts, result.stdout[-3000:]
     total, evaluation, train = map(int, counts.groups())
     assert total == 1797 and evaluation + train == total and evaluation > 0 and train > 0
-    assert "Pushed:" in result.stdout
+    # The run is blessed (the kernel head beats the logistic reference on the digits after any number of
+    # steps) and its model pushed: "Pushed: nothing" would also contain "Pushed:".
+    assert "Blessed: yes" in result.stdout, result.stdout[-3000:]
+    (version,) = serving_dir.list_versions(str(tmp_path / "out" / "serving" / "cnn"))
+    assert f"Pushed: {tmp_path / 'out' / 'serving' / 'cnn' / str(version)}" in result.stdout
 
 
 def test_portable_pool_that_cannot_start_workers_fails_fast(tmp_path):

@@ -120,7 +120,17 @@ def test_model_shapes():
               features.DECODER_INPUT_XF: tf.constant(np.random.randint(1, 50, (5, 3)), tf.int64)}
     assert model(inputs).shape == (5, 3, 50)
     assert model.next_token_logits(inputs[features.CONTEXT_XF]).shape == (5, 50)
-    assert model.optimizer is not None and model.compiled_loss is not None
+    # Compiled for what the Trainer fits: Adam at the family's rate with gradients clipped, and a
+    # loss that is the mean cross-entropy of each target token, written here from the logits.
+    assert isinstance(model.optimizer, tf.keras.optimizers.Adam) and model.optimizer.clipnorm == 1.0
+    assert float(model.optimizer.learning_rate) == pytest.approx(3e-3)
+    targets = np.random.RandomState(0).randint(1, 50, (5, 3))
+    logits = model(inputs).numpy().astype(np.float64)
+    log_probs = logits - logits.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    expected = -np.take_along_axis(log_probs, targets[..., None], -1).mean()
+    measured = model.evaluate(inputs, targets, verbose=0, return_dict=True)
+    assert measured["loss"] == pytest.approx(expected, rel=1e-4)
     gru = build_seq2seq(vocab_size=50, context_tokens=7, target_tokens=3, units=16, cell="gru")
     assert gru(inputs).shape == (5, 3, 50)
 

@@ -95,7 +95,8 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     count = payload.get("eval_examples") or count  # what the references were scored on
     values = ", ".join(f"{name} {value:.4f}{intervals.text(value, count)}" for name, value in ordered)
     out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
-    if overall is not None and overall <= ordered[-1][1]:
+    # A perfect score that ties a perfect reference has nothing left to gain from training longer.
+    if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "
                                                 "`tensorboard` curves, or add data")
         out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
