@@ -42,6 +42,7 @@ from models.common.training import TrainingSettings  # noqa: E402
 from models.seq2seq.baselines import ngram_baselines  # noqa: E402
 from models.seq2seq.export import generate_request  # noqa: E402
 
+MIN_WORDS = 50  # files shorter than this are left out of a corpus folder
 #: name -> (kind, glob of source files). Gzipped files are decompressed into the corpus folder.
 CORPORA = {
     "gpl2": ("license, one file", "/usr/share/common-licenses/GPL-2"),
@@ -63,6 +64,8 @@ def build_corpus(name: str, pattern: str, root: Path) -> Path | None:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
+        if len(text.split()) < MIN_WORDS:  # a stub README: not prose, and shorter than one window
+            continue
         stem = path.strip("/").replace("/", "_").removesuffix(".gz")
         (target / f"{stem}.txt").write_text(text, encoding="utf-8")
     return target
