@@ -13,6 +13,7 @@ from pipeline import families
 from pipeline.arguments import build_parser, config_from_args
 from pipeline.config import PipelineConfig
 from pipeline.kubeflow.fresh_data import RESOLVE_TASK
+from pipeline.kubeflow.report_step import REPORT_TASK
 
 IMAGE = "registry.example.com/tfx-project:test"
 
@@ -166,7 +167,7 @@ def test_third_family_components_and_settings_reach_the_compiled_spec(third_fami
     config, local, spec, code_version = third_family_compiled
     tasks = spec["root"]["dag"]["tasks"]
     assert spec["pipelineInfo"]["name"] == "dense-pipeline"
-    assert set(tasks) - {RESOLVE_TASK} == {c.id for c in local.components} == {
+    assert set(tasks) - {RESOLVE_TASK, REPORT_TASK} == {c.id for c in local.components} == {
         "ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer",
         "Evaluator", "Pusher"}
     params = {t: {k: v["runtimeValue"]["constant"] for k, v in body.get("inputs", {}).get("parameters", {}).items()
