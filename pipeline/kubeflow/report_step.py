@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 REPORT_TASK = "EvaluationReport"
 MODULE = "pipeline.kubeflow.report_step"
@@ -184,10 +183,14 @@ def run(executor_input: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import stackenv  # noqa: F401 - the TF/TFX environment first
+
     from pipeline.kubeflow.step_io import run_step
 
     return run_step(run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from stackenv.compat import exit_skipping_teardown
+
+    exit_skipping_teardown(main())  # tensorflow-io's S3 client aborts in interpreter teardown

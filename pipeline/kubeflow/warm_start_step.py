@@ -20,7 +20,6 @@ from scratch with the reason "no blessed model of this pipeline yet", as a local
 from __future__ import annotations
 
 import os
-import sys
 
 from pipeline.kubeflow.storage import KubeflowConfigError
 
@@ -123,10 +122,14 @@ def run(executor_input: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import stackenv  # noqa: F401 - the TF/TFX environment first
+
     from pipeline.kubeflow.step_io import run_step
 
     return run_step(run, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from stackenv.compat import exit_skipping_teardown
+
+    exit_skipping_teardown(main())  # tensorflow-io's S3 client aborts in interpreter teardown
