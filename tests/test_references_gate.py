@@ -155,8 +155,8 @@ def test_references_are_one_summary_line_with_a_warning_when_none_is_beaten():
                        "the training record shows no clear cause: compare `tensorboard` curves, or add data.")
     assert gate_summary.references_lines(None, label, 0.4) == []
     perfect = {"references": {"unigram": 0.4, "bigram": 1.0}, "gate_reference": "bigram", "margin": 0.01}
-    assert len(gate_summary.references_lines(perfect, label, 1.0)) == 1  # a tie at 1.0: no "train longer"
-    assert "train longer" in gate_summary.references_lines(perfect, label, 0.99)[1]
+    assert len(gate_summary.references_lines(perfect, label, 1.0)) == 1  # a tie at 1.0: nothing to warn of
+    assert "does not beat the best reference" in gate_summary.references_lines(perfect, label, 0.99)[1]
 
 
 def test_the_training_line_names_the_regime_each_family_records():
