@@ -28,7 +28,7 @@ from pathlib import Path
 
 from stackenv.errors import ConfigError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipeline/local/beam_pool.py -> the project
 #: How long the pool's address may take to answer, and a probe worker to connect.
 CONNECT_TIMEOUT_S = 10
 WORKER_START_TIMEOUT_S = 120
