@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 from conftest import PROJECT_ROOT
@@ -107,14 +108,16 @@ def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_se
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
     env.update(s3_environment(endpoint, environ={}), **_KEYS, PYTHONPATH=str(PROJECT_ROOT),
                TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
-    child = subprocess.run([sys.executable, "-c", _ROUND_TRIP, "s3://mlpipeline/v2"], env=env, cwd=PROJECT_ROOT,
-                           capture_output=True, text=True, timeout=300)
+    # moto keeps one store per process, shared by every server a test starts: a folder of this test's own.
+    folder = f"v2-{uuid.uuid4().hex[:8]}"
+    child = subprocess.run([sys.executable, "-c", _ROUND_TRIP, f"s3://mlpipeline/{folder}"], env=env,
+                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     result = json.loads(child.stdout.strip().splitlines()[-1])
     assert result["beam_read"] == "written by tf.io.gfile" and result["tf_read"] == "written by Beam\n"
     assert sorted(entry.rstrip("/") for entry in result["tf_listing"]) == ["by-beam", "by-tf"]
-    stored = {item["Key"] for item in client.list_objects_v2(Bucket="mlpipeline")["Contents"]}
-    assert stored == {"v2/by-tf/model.txt", "v2/by-beam/data.txt"}
+    stored = {item["Key"] for item in client.list_objects_v2(Bucket="mlpipeline", Prefix=folder)["Contents"]}
+    assert stored == {f"{folder}/by-tf/model.txt", f"{folder}/by-beam/data.txt"}
 
 
 def test_s3_environment_follows_the_endpoint_scheme_and_the_region():
