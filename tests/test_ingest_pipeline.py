@@ -104,7 +104,10 @@ def test_compile_with_a_bucket_reads_nothing(model: str, tmp_path: Path, monkeyp
     with open(package) as handle:
         spec = yaml.safe_load(handle)
     parameters = spec["root"]["dag"]["tasks"]["ImportExampleGen"]["inputs"]["parameters"]
-    assert parameters["input_base"]["runtimeValue"]["constant"] == "gs://bucket/x"
+    # --data is a runtime parameter (pipeline/kubeflow/runtime_parameters.py): the ExampleGen reads the root's
+    # `data` parameter, whose default is the URI compile was given.
+    assert parameters["input_base"] == {"componentInputParameter": "data"}
+    assert spec["root"]["inputDefinitions"]["parameters"]["data"]["defaultValue"] == "gs://bucket/x"
     executor = json.dumps(spec["deploymentSpec"]["executors"]["ImportExampleGen_executor"])
     assert "components.image_example_gen." in executor or "components.text_example_gen." in executor
     # The data-dependent settings are slots the steps fill from the ExampleGen's facts.
