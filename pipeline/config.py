@@ -13,7 +13,7 @@ from models.common.search_space import ALGORITHMS
 from pipeline.families import DEFAULT_MODEL, FAMILIES, ModelFamily, family_names, get_family
 from pipeline.settings import DATA_COMMANDS, check_values, setting
 from pipeline.tuning import DEFAULT_STEPS as DEFAULT_TUNE_STEPS
-from pipeline.tuning import MAX_BUDGET_MINUTES, MAX_STEPS, MAX_TRIALS
+from pipeline.tuning import MAX_BUDGET_MINUTES, MAX_STEPS, MAX_TRIALS, check_options, read_hyperparameters
 
 BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up per Beam component costs
@@ -256,8 +256,6 @@ class PipelineConfig:
                 check_name(flag, name)
         if self.profile and not _is_batch_range(self.profile):
             raise ConfigError("--profile", f"takes two batch numbers START,END (e.g. 10,20), got {self.profile!r}")
-        from pipeline.tuning import check_options, read_hyperparameters
-
         check_options(self)
         if self.hyperparameters_file:
             read_hyperparameters(self.hyperparameters_file, self.model)  # a bad file stops here, before any work

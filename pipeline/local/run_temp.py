@@ -16,17 +16,9 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
+from pipeline.results.run_outcome import alive
+
 PREFIX = "tfx-run-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def _remove_orphans(root: str) -> None:
@@ -37,7 +29,7 @@ def _remove_orphans(root: str) -> None:
         return
     for name in names:
         pid = name[len(PREFIX):].split("-", 1)[0]
-        if name.startswith(PREFIX) and pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+        if name.startswith(PREFIX) and pid.isascii() and pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
