@@ -29,6 +29,8 @@ import os
 import random
 from typing import Any
 
+from stackenv import progress
+
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
@@ -52,6 +54,8 @@ FILES_PER_TASK = 256
 #: Decoded images per block file (``pixel_blocks.py``): bounds a task's memory for a CIFAR
 #: batch or a large TFRecord file (4,096 images of 32x32x3: 12 MiB).
 IMAGES_PER_BLOCK = 4096
+#: The counters of the runner's live progress line (``stackenv/progress.py``).
+IMAGES_DECODED, EXAMPLES_MADE = "images decoded", "examples made"
 #: Unreadable files named in the error (all are counted).
 BAD_FILES_SHOWN = 20
 #: exec_properties key (set by the executor, never by a user): the task list file.
@@ -97,11 +101,14 @@ class _BlockFacts:
     count: int
 
 
-def _decode(span: tuple[int, int], tasks_file: str, listing: Listing, blocks_dir: str):
+def _decode(span: tuple[int, int], tasks_file: str, listing: Listing, blocks_dir: str, files: int | None):
     """First pass: read and decode each image of a task once, park the pixels in block files
     (``pixel_blocks.py``), and yield each block's path with its facts (means, classes, files
     that cannot be read). A bad image file does not stop the pass: every one is listed."""
-    pixels, labels, ids, bad = [], [], [], []
+    pixels: list[np.ndarray] = []
+    labels: list[str] = []
+    ids: list[str] = []
+    bad: list[tuple[str, str]] = []
     name = 0
 
     def flush():
@@ -110,6 +117,7 @@ def _decode(span: tuple[int, int], tasks_file: str, listing: Listing, blocks_dir
         path = f"{blocks_dir}/{span[0]}-{name}.npz"
         write_block(path, block)
         facts = _BlockFacts(path, block.means(), sorted(set(labels)), bad, len(labels))
+        progress.count(IMAGES_DECODED, len(labels) + len(bad), total=files)  # the runner's live line
         pixels, labels, ids, bad, name = [], [], [], [], name + 1
         return facts
 
@@ -181,9 +189,11 @@ def _classes(labels: list[str], root: str) -> list[str]:
     return classes
 
 
-def _examples(path: str, thresholds: list[float], classes: list[str]):
+def _examples(path: str, facts: dict[str, Any], classes: list[str]):
     """Second pass: the examples of one block, from its parked pixels (no file decoded again)."""
     block = read_block(path)
+    thresholds = facts["thresholds"]
+    progress.count(EXAMPLES_MADE, len(block.labels), total=facts["images"])
     index = {name: i for i, name in enumerate(classes)}
     for pixels, mean, label, example_id in zip(block.pixels, block.means(), block.labels, block.ids):
         yield make_example(pixels, label, index[label], brightness_bucket(mean, thresholds), example_id)
@@ -202,11 +212,11 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     # The tasks are read from the file, so only byte ranges travel through the graph.
     tasks = (pipeline | "Tasks" >> beam.Create(_write_tasks(_tasks(listing), tasks_file), reshuffle=False)
              | "Spread" >> beam.Reshuffle())  # parallel reads: tasks spread over the workers
+    files = len(listing.units) if listing.kind == "folder" else None
     listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
-    blocks = tasks | "Decode" >> beam.FlatMap(_decode, tasks_file, listing, blocks_dir)
+    blocks = tasks | "Decode" >> beam.FlatMap(_decode, tasks_file, listing, blocks_dir, files)
     facts = (blocks | "Facts" >> beam.CombineGlobally(_Facts())
              | "CheckFiles" >> beam.Map(_checked, listing.root))
-    thresholds = facts | "Tertiles" >> beam.Map(lambda f: f["thresholds"])
     if listing.classes is not None:
         classes = pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
     else:
@@ -215,7 +225,7 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
         lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape),
                        **({"unused": listing.unused} if listing.unused else {})})
     return (blocks | "BlockPaths" >> beam.Map(lambda block: block.path)
-            | "ToExamples" >> beam.FlatMap(_examples, beam.pvalue.AsSingleton(thresholds),
+            | "ToExamples" >> beam.FlatMap(_examples, beam.pvalue.AsSingleton(facts),
                                            beam.pvalue.AsSingleton(classes)))
 
 
