@@ -110,7 +110,7 @@ class Executor(evaluator_executor.Executor):
 
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
-        # How TFMA is fed (benchmarks/README.md, "Evaluator"): batches by size, not Beam's
+        # How TFMA is fed (docs/benchmarks.md, "At scale"): batches by size, not Beam's
         # small adaptive ones; tf_keras metric code run as written, not re-traced by AutoGraph
         # for every slice's combiner (as the Trainer does; on Kubeflow this is its own process).
         from models.common.autograph import convert_tf_keras

@@ -76,7 +76,7 @@ class PerClassPrecisionRecall(tfma.metrics.Metric):
     multi-class confusion matrix per slice instead of one binary matrix per class.
 
     Why: TFMA's binarized metrics walk every example once per class and slice in Python,
-    which was most of the Evaluator's time (benchmarks/README.md, "Evaluator"). Same values:
+    which was most of the Evaluator's time (docs/benchmarks.md, "At scale"). Same values:
     class k counts as predicted when its probability is > 0.5, and with probabilities that
     sum to 1 that happens exactly when k is the top class and its probability is > 0.5,
     which is the multi-class matrix's predicted class at threshold 0.5.
