@@ -16,6 +16,8 @@ import logging
 import tempfile
 from typing import Any
 
+from stackenv import compat
+
 import tensorflow_model_analysis as tfma
 from tfx import types
 from tfx.components.evaluator import constants
@@ -108,7 +110,17 @@ class Executor(evaluator_executor.Executor):
 
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
-        exec_properties = dict(exec_properties)
+        # How TFMA is fed (docs/benchmarks.md, "At scale"): batches by size, not Beam's
+        # small adaptive ones; tf_keras metric code run as written, not re-traced by AutoGraph
+        # for every slice's combiner (as the Trainer does; on Kubeflow this is its own process).
+        from models.common.autograph import convert_tf_keras
+
+        convert_tf_keras(False)
+        with compat.byte_size_batching():
+            self._evaluate(input_dict, output_dict, dict(exec_properties))
+
+    def _evaluate(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+                  exec_properties: dict[str, Any]) -> None:
         _fill_class_count(input_dict, exec_properties)
         _gate_on_references(input_dict, output_dict, exec_properties)
         served = latest_version_dir(exec_properties.pop(BASELINE_SERVING_DIR_KEY, None) or "")

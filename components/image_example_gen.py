@@ -6,10 +6,12 @@ never touches it, and TFX's FileBasedDriver fingerprints the input (names, sizes
 and resolves ``{SPAN}``, so an unchanged folder is a cache hit.
 
 Two passes over the units (files or batches, grouped in tasks) keep the pixels out of
-memory at any size: the first reads each image for its mean pixel value and class (the
-brightness tertiles and, for TFRecords, the class list are whole-data facts: Beam
-combiners), the second reads it again and writes the example (``streaming_write.py``:
-nothing buffers the examples before the write). The task list travels through a file
+memory at any size, and each file is read and decoded once: the first pass decodes each
+image, parks the pixels in block files (``pixel_blocks.py``) and hands on only each
+block's facts (image means and classes: the brightness tertiles and, for TFRecords, the
+class list are whole-data facts, one Beam combiner; unreadable files, all listed in one
+error before any example is written); the second reads the blocks back and writes the
+examples (``streaming_write.py``: nothing buffers the examples before the write). The task list travels through a file
 in the output directory (``.tasks/tasks.jsonl``, removed after the run), not inside the
 Beam graph: a ``Create`` of a million file names is decoded by every multi_processing
 worker and would exceed a Dataflow job graph's size limit; the graph carries only each
@@ -27,6 +29,8 @@ import os
 import random
 from typing import Any
 
+from stackenv import progress
+
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
@@ -37,15 +41,23 @@ from tfx.types import standard_component_specs
 from components.data_facts import FACTS_EXTRA_KEY, attach_facts
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
+from components.pixel_blocks import Block, read_block, write_block
 from components.streaming_write import StreamingExampleGenExecutor
 from data.errors import DataError
 from data.images.sources import BUNDLED_DIGITS, Listing, Unit, list_source, read_unit
-from data.images.writer import brightness_bucket, brightness_thresholds, image_mean, make_example
+from data.images.writer import brightness_bucket, brightness_thresholds, make_example
 
 #: Image files read by one task. Files are small: one element per file would cost the
 #: runner more per element (its buffers hold every element of a shuffle) than the file
 #: itself. Batches and TFRecord files are big: one per task.
 FILES_PER_TASK = 256
+#: Decoded images per block file (``pixel_blocks.py``): bounds a task's memory for a CIFAR
+#: batch or a large TFRecord file (4,096 images of 32x32x3: 12 MiB).
+IMAGES_PER_BLOCK = 4096
+#: The counters of the runner's live progress line (``stackenv/progress.py``).
+IMAGES_DECODED, EXAMPLES_MADE = "images decoded", "examples made"
+#: Unreadable files named in the error (all are counted).
+BAD_FILES_SHOWN = 20
 #: exec_properties key (set by the executor, never by a user): the task list file.
 TASKS_FILE_KEY = "_image_tasks_file"
 
@@ -80,49 +92,111 @@ def _read_task(span: tuple[int, int], path: str) -> tuple[Unit, ...]:
         return tuple(Unit(*fields) for fields in json.loads(tasks.read(span[1])))
 
 
-def _facts(span: tuple[int, int], tasks_file: str, listing: Listing):
+@dataclasses.dataclass
+class _BlockFacts:
+    path: str
+    means: np.ndarray
+    classes: list[str]
+    bad: list[tuple[str, str]]   # (file, why it cannot be read)
+    count: int
+
+
+def _decode(span: tuple[int, int], tasks_file: str, listing: Listing, blocks_dir: str, files: int | None):
+    """First pass: read and decode each image of a task once, park the pixels in block files
+    (``pixel_blocks.py``), and yield each block's path with its facts (means, classes, files
+    that cannot be read). A bad image file does not stop the pass: every one is listed."""
+    pixels: list[np.ndarray] = []
+    labels: list[str] = []
+    ids: list[str] = []
+    bad: list[tuple[str, str]] = []
+    name = 0
+
+    def flush():
+        nonlocal pixels, labels, ids, bad, name
+        block = Block(np.stack(pixels) if pixels else np.empty((0, *listing.shape), np.uint8), labels, ids)
+        path = f"{blocks_dir}/{span[0]}-{name}.npz"
+        write_block(path, block)
+        facts = _BlockFacts(path, block.means(), sorted(set(labels)), bad, len(labels))
+        progress.count(IMAGES_DECODED, len(labels) + len(bad), total=files)  # the runner's live line
+        pixels, labels, ids, bad, name = [], [], [], [], name + 1
+        return facts
+
     for unit in _read_task(span, tasks_file):
-        for pixels, label, _ in read_unit(unit, listing):
-            yield image_mean(pixels), label
+        try:
+            for image, label, example_id in read_unit(unit, listing):
+                pixels.append(image)
+                labels.append(label)
+                ids.append(example_id)
+                if len(pixels) == IMAGES_PER_BLOCK:
+                    yield flush()
+        except DataError as exc:
+            if unit.kind != "folder":  # a CIFAR batch or TFRecord file: the whole source is suspect
+                raise
+            cause = exc.__cause__
+            bad.append((unit.uri, f"{type(cause).__name__}: {cause}" if cause else str(exc)))
+    yield flush()
 
 
-class _Thresholds(beam.CombineFn):
-    """Exact tertiles of all image means (8 bytes per image: small even for millions)."""
+class _Facts(beam.CombineFn):
+    """The whole-data facts of all blocks: exact tertiles of the image means (8 bytes per
+    image: small even for millions), the classes seen, the unreadable files (the first
+    ``BAD_FILES_SHOWN`` by name, and their number)."""
 
     def create_accumulator(self):
-        return array.array("d")
+        return array.array("d"), set(), [], 0
 
-    def add_input(self, acc, mean):
-        acc.append(mean)
-        return acc
+    def add_input(self, acc, block: _BlockFacts):
+        means, classes, bad, bad_count = acc
+        means.extend(block.means)
+        classes.update(block.classes)
+        return means, classes, sorted(bad + block.bad)[:BAD_FILES_SHOWN], bad_count + len(block.bad)
 
     def merge_accumulators(self, accs):
-        merged = array.array("d")
-        for acc in accs:
-            merged.extend(acc)
+        merged = self.create_accumulator()
+        for means, classes, bad, bad_count in accs:
+            merged = (merged[0], merged[1], sorted(merged[2] + bad)[:BAD_FILES_SHOWN], merged[3] + bad_count)
+            merged[0].extend(means)
+            merged[1].update(classes)
         return merged
 
     def extract_output(self, acc):
-        return brightness_thresholds(np.asarray(acc, dtype=np.float64)) if acc else [0.0, 0.0]
+        means, classes, bad, bad_count = acc
+        thresholds = brightness_thresholds(np.asarray(means, dtype=np.float64)) if means else [0.0, 0.0]
+        return {"thresholds": thresholds, "classes": sorted(classes), "bad": bad, "bad_count": bad_count,
+                "images": len(means)}
+
+
+def _checked(facts: dict[str, Any], root: str) -> dict[str, Any]:
+    """The facts, once no file is unreadable: DataError listing them otherwise (before any example is written)."""
+    if facts["bad_count"]:
+        shown = "; ".join(f"{path} ({why})" for path, why in facts["bad"])
+        more = facts["bad_count"] - len(facts["bad"])
+        raise DataError(
+            f"{facts['bad_count']:,} image file(s) in {root} cannot be read, so no example was written: "
+            f"{shown}{f'; and {more:,} more' if more else ''}. Each is not a valid image or is truncated "
+            "(e.g. an interrupted copy). Replace them with good copies, or delete them from their class folders."
+        )
+    return facts
 
 
 def _classes(labels: list[str], root: str) -> list[str]:
     classes = sorted(set(labels))
     if len(classes) < 2:
         raise DataError(
-            f"The TFRecord files in {root} have only one class ('{classes[0]}'), but a "
+            f"The TFRecord files in {root} have only one class ('{classes[0] if classes else ''}'), but a "
             "classifier needs at least two. Add examples of the other classes."
         )
     return classes
 
 
-def _examples(span: tuple[int, int], tasks_file: str, listing: Listing, thresholds: list[float],
-              classes: list[str]):
+def _examples(path: str, facts: dict[str, Any], classes: list[str]):
+    """Second pass: the examples of one block, from its parked pixels (no file decoded again)."""
+    block = read_block(path)
+    thresholds = facts["thresholds"]
+    progress.count(EXAMPLES_MADE, len(block.labels), total=facts["images"])
     index = {name: i for i, name in enumerate(classes)}
-    for unit in _read_task(span, tasks_file):
-        for pixels, label, example_id in read_unit(unit, listing):
-            yield make_example(pixels, label, index[label], brightness_bucket(image_mean(pixels), thresholds),
-                               example_id)
+    for pixels, mean, label, example_id in zip(block.pixels, block.means(), block.labels, block.ids):
+        yield make_example(pixels, label, index[label], brightness_bucket(mean, thresholds), example_id)
 
 
 @beam.ptransform_fn
@@ -133,23 +207,26 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
     listing = list_source(root, settings.get("image_size"), settings.get("channels"))
     tasks_file = exec_properties[TASKS_FILE_KEY]
-    # Both passes read their tasks from the file, so only byte ranges are held between them.
+    blocks_dir = tasks_file.rsplit("/", 1)[0] + "/blocks"
+    tf.io.gfile.makedirs(blocks_dir)
+    # The tasks are read from the file, so only byte ranges travel through the graph.
     tasks = (pipeline | "Tasks" >> beam.Create(_write_tasks(_tasks(listing), tasks_file), reshuffle=False)
              | "Spread" >> beam.Reshuffle())  # parallel reads: tasks spread over the workers
+    files = len(listing.units) if listing.kind == "folder" else None
     listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
-    facts = tasks | "ReadFacts" >> beam.FlatMap(_facts, tasks_file, listing)
-    thresholds = facts | "Means" >> beam.Map(lambda f: f[0]) | "Tertiles" >> beam.CombineGlobally(_Thresholds())
+    blocks = tasks | "Decode" >> beam.FlatMap(_decode, tasks_file, listing, blocks_dir, files)
+    facts = (blocks | "Facts" >> beam.CombineGlobally(_Facts())
+             | "CheckFiles" >> beam.Map(_checked, listing.root))
     if listing.classes is not None:
         classes = pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
     else:
-        classes = (facts | "Labels" >> beam.Map(lambda f: f[1]) | "Distinct" >> beam.Distinct()
-                   | "ClassList" >> beam.combiners.ToList()
-                   | "CheckClasses" >> beam.Map(_classes, listing.root))
+        classes = facts | "CheckClasses" >> beam.Map(lambda f: _classes(f["classes"], listing.root))
     exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
         lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape),
                        **({"unused": listing.unused} if listing.unused else {})})
-    return tasks | "ToExamples" >> beam.FlatMap(
-        _examples, tasks_file, listing, beam.pvalue.AsSingleton(thresholds), beam.pvalue.AsSingleton(classes))
+    return (blocks | "BlockPaths" >> beam.Map(lambda block: block.path)
+            | "ToExamples" >> beam.FlatMap(_examples, beam.pvalue.AsSingleton(facts),
+                                           beam.pvalue.AsSingleton(classes)))
 
 
 class ImageExampleGenExecutor(StreamingExampleGenExecutor):

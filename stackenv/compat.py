@@ -15,8 +15,9 @@ Versions read: tensorflow 2.16.2, tfx 1.16.0, kfp 2.5.0 with kfp-server-api 2.0.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: Hook names, as the tests and failure messages call them.
@@ -28,6 +29,8 @@ EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
 KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
 MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* class attributes"
 HUB_ESTIMATOR_STUB = "tensorflow_hub 0.15 imports tf.compat.v1.estimator (gone in TF 2.16)"
+TFXIO_BATCHING = "tfx_bsl absl flag tfxio_use_byte_size_batching (read by coders/batch_util.py)"
+RECORD_SOURCE = "tfx_bsl RecordBasedTFXIO.RawRecordBeamSource (wrapped to count the records read)"
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -116,6 +119,99 @@ def _hooked_beam_dag_runner() -> type:
             self._PIPELINE_NODE_DO_FN_CLS = node_do_fn_cls
 
     return HookedBeamDagRunner
+
+
+# --------------------------------------------------------------------------- tfx_bsl record reads
+
+#: What the counter of :func:`count_records_read` is called on the progress line.
+RECORDS_READ = "records read"
+_COUNT_EVERY = 256
+
+
+def count_records_read() -> None:
+    """Count every record StatisticsGen, Transform and the Evaluator read (``stackenv.progress``).
+
+    Hook RECORD_SOURCE: ``tfx_bsl.tfxio.record_based_tfxio.RecordBasedTFXIO.RawRecordBeamSource``,
+    which ``BeamSource`` (TFDV, TFT, TFMA) goes through for every Examples artifact, is
+    replaced by itself followed by a counting DoFn (records pass unchanged). Why: those
+    steps are TFX's Beam jobs, Beam's metrics are readable only once a job is over, and a
+    long step must show how far it is. Idempotent; for the process's lifetime (the local runner).
+    """
+    import apache_beam as beam
+    from tfx_bsl.tfxio import record_based_tfxio
+
+    cls = record_based_tfxio.RecordBasedTFXIO
+    if getattr(cls.RawRecordBeamSource, "_counts_records", False):
+        return
+    original = cls.RawRecordBeamSource
+
+    def counted(self: Any) -> Any:
+        source = original(self)
+
+        @beam.ptransform_fn
+        def _read_and_count(pcoll_or_pipeline: Any) -> Any:
+            return (pcoll_or_pipeline | "ReadRawRecords" >> source
+                    | "CountForProgress" >> beam.ParDo(_CountRecords()))
+
+        return _read_and_count()
+
+    counted._counts_records = True  # type: ignore[attr-defined]
+    cls.RawRecordBeamSource = counted
+
+
+def _count_records_dofn() -> type:
+    from stackenv import progress
+
+    import apache_beam as beam
+
+    class CountRecords(beam.DoFn):
+        def start_bundle(self) -> None:
+            self._pending = 0
+
+        def process(self, record: Any) -> Any:
+            self._pending += 1
+            if self._pending >= _COUNT_EVERY:
+                progress.count(RECORDS_READ, self._pending)
+                self._pending = 0
+            yield record
+
+        def finish_bundle(self) -> None:
+            if self._pending:
+                progress.count(RECORDS_READ, self._pending)
+                progress.flush()
+                self._pending = 0
+
+    return CountRecords
+
+
+def _CountRecords() -> Any:  # noqa: N802 (a DoFn's constructor)
+    return __getattr__("CountRecords")()
+
+
+# --------------------------------------------------------------------------- tfx_bsl batching
+
+@contextlib.contextmanager
+def byte_size_batching() -> Iterator[None]:
+    """Inside: tfx_bsl's Beam sources built now batch records by size (20 MiB, at most
+    8,192 records) instead of Beam's adaptive ``BatchElements`` (which starts at one
+    record and stays small when the work downstream is slow per batch).
+
+    Hook TFXIO_BATCHING: the absl flag ``tfxio_use_byte_size_batching`` that
+    ``tfx_bsl.coders.batch_util.GetBatchElementsKwargs`` reads when a source is built (only
+    once absl's flags count as parsed, hence the parse of that one flag). Why: the
+    Evaluator's model calls and TFMA's per-batch work run on tiny batches otherwise.
+    """
+    from absl import flags
+    from tfx_bsl.coders import batch_util  # noqa: F401 (defines the flag)
+
+    before = flags.FLAGS["tfxio_use_byte_size_batching"].value
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(["tfxio"], known_only=True)
+    flags.FLAGS.tfxio_use_byte_size_batching = True
+    try:
+        yield
+    finally:
+        flags.FLAGS.tfxio_use_byte_size_batching = before
 
 
 # --------------------------------------------------------------------------- TFX ExampleValidator
@@ -381,6 +477,7 @@ _LAZY_CLASSES: dict[str, Callable[[], type]] = {
     "HookedNodeDoFn": _hooked_node_do_fn,
     "HookedBeamDagRunner": _hooked_beam_dag_runner,
     "AnomalyHookValidatorExecutor": _anomaly_hook_validator_executor,
+    "CountRecords": _count_records_dofn,
 }
 
 

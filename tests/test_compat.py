@@ -199,3 +199,37 @@ def test_tensorflow_hub_imports_and_loads_a_module_as_a_keras_layer(tmp_path):
                         module_dir)
     features = hub.KerasLayer(module_dir)(tf.ones([2, 4, 4, 3]))
     assert features.shape == (2, 3), _broken(compat.HUB_ESTIMATOR_STUB, features.shape)
+
+
+def test_record_source_hook_counts_every_record_tfx_reads(tmp_path, monkeypatch):
+    # StatisticsGen, Transform and the Evaluator read Examples through tfx_bsl's BeamSource.
+    from stackenv import progress
+
+    import apache_beam as beam
+    import tensorflow as tf
+    from tfx_bsl.public import tfxio
+
+    path = str(tmp_path / "data.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for i in range(700):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[i]))})).SerializeToString())
+    compat.count_records_read()
+    compat.count_records_read()  # idempotent: counted once
+    monkeypatch.setenv(progress.PROGRESS_DIR_ENV, str(tmp_path / "progress"))
+    source = tfxio.TFExampleRecord(file_pattern=path)
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | source.BeamSource() | beam.Map(lambda batch: batch.num_rows)
+    progress.flush()
+    counts, _ = progress.read(str(tmp_path / "progress"))
+    assert counts.get(compat.RECORDS_READ) == 700, _broken(compat.RECORD_SOURCE, f"counted {counts}")
+
+
+def test_tfxio_batching_hook_sets_byte_size_batching():
+    from tfx_bsl.coders import batch_util
+
+    assert "element_size_fn" not in batch_util.GetBatchElementsKwargs(None)
+    with compat.byte_size_batching():
+        kwargs = batch_util.GetBatchElementsKwargs(None)
+    assert "element_size_fn" in kwargs and kwargs["max_batch_size"] > 1000, _broken(compat.TFXIO_BATCHING, kwargs)
+    assert "element_size_fn" not in batch_util.GetBatchElementsKwargs(None)

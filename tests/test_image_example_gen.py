@@ -192,3 +192,38 @@ def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> No
     assert sum(len(split) for split in written.values()) > 0
     assert not (out / ".tasks").exists() and (out / "Split-train").is_dir()
 
+
+
+def _many_small_pngs(root: Path, per_class: int) -> int:
+    for cls in ("a", "b", "c"):
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("L", (3, 3), (7 * i) % 256).save(root / cls / f"{i:03d}.png")
+    return 3 * per_class
+
+
+def test_every_file_becomes_one_example_and_bad_files_are_all_listed(tmp_path: Path) -> None:
+    # Several tasks (256 files each) and several pixel blocks: counts in = out, and a corrupt
+    # file is never dropped silently: each one is named, and no example is written.
+    import tensorflow as tf
+
+    root = tmp_path / "images"
+    files = _many_small_pngs(root, 230)
+    config = settings_config(image_size=3, channels=1)
+    written = run_example_gen(ImageExampleGenExecutor, str(root), tmp_path / "good", custom_config=config)
+    assert sum(len(split) for split in written.values()) == files
+    assert read_facts(str(tmp_path / "good"))["num_examples"] == files
+    assert sorted(_by_id(written["train"] + written["eval"])) == sorted(
+        str(p.relative_to(root)) for p in root.glob("*/*.png"))  # each file exactly once
+
+    (root / "a" / "050.png").write_bytes(b"\x89PNG truncated")
+    (root / "c" / "199.png").write_bytes((root / "c" / "199.png").read_bytes()[:20])
+    with pytest.raises(Exception) as caught:
+        run_example_gen(ImageExampleGenExecutor, str(root), tmp_path / "bad", custom_config=config)
+    from stackenv.errors import find_in_chain
+
+    error = find_in_chain(caught.value, DataError)
+    assert error is not None, caught.value
+    assert "2 image file(s)" in str(error) and "a/050.png" in str(error) and "c/199.png" in str(error), error
+    outputs = tf.io.gfile.glob(str(tmp_path / "bad" / "Split-*" / "*.gz"))
+    assert sum(1 for _ in tf.data.TFRecordDataset(outputs, compression_type="GZIP")) == 0, outputs

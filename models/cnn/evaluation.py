@@ -37,12 +37,10 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
                 *[tfma.MetricConfig(class_name=class_name, module="models.cnn.metrics",
                                     config=json.dumps({"num_classes": num_classes, "name": name}))
                   for class_name, name in (("MeanClassRecall", BALANCED_ACCURACY), ("MacroF1", MACRO_F1))],
+                # TFMA's binarized Precision / Recall per class (keys classId:k), one matrix per slice.
+                tfma.MetricConfig(class_name="PerClassPrecisionRecall", module="models.cnn.metrics",
+                                  config=json.dumps({"num_classes": num_classes})),
             ]),
-            tfma.MetricsSpec(
-                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
-                metrics=[tfma.MetricConfig(class_name="Precision"),
-                         tfma.MetricConfig(class_name="Recall")],
-            ),
         ],
     )
 

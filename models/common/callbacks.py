@@ -2,6 +2,8 @@
 import logging
 import time
 
+from stackenv import progress
+
 import tensorflow as tf
 
 
@@ -18,6 +20,18 @@ class EpochLogger(tf.keras.callbacks.Callback):
         metrics = "  ".join(f"{k} {v:.4f}" for k, v in sorted((logs or {}).items()))
         self._log.info("epoch %d/%d  %s  (%.1f s)", epoch + 1, self._epochs, metrics,
                        time.monotonic() - self._started)
+
+
+class StepCounter(tf.keras.callbacks.Callback):
+    """Training steps done, of ``total``, for the runner's live progress line (``stackenv.progress``)."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self._total = total
+        self._supports_tf_logs = True  # the logs are not read: Keras need not copy them to numpy each step
+
+    def on_train_batch_end(self, batch, logs=None):
+        progress.count("training steps", 1, total=self._total)
 
 
 class BestWeights(tf.keras.callbacks.Callback):

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from models.common.autograph import convert_tf_keras
-from models.common.callbacks import BestWeights
+from models.common.callbacks import BestWeights, StepCounter
 
 #: Largest / smallest class count above which classes count as imbalanced.
 IMBALANCE_RATIO = 1.5
@@ -104,6 +104,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     if modes is None:  # auto
         modes = [False, True] if is_imbalanced(y_fit) and len(held_idx) else [False]
 
+    steps = StepCounter(len(modes) * epochs * steps_per_epoch)  # the most it may run (early stopping ends sooner)
     best: tuple[float, tf.keras.Model, FitReport] | None = None
     trials: dict[str, float | None] = {}
     for weighted in modes:
@@ -116,7 +117,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
         model.fit(_dataset(x_fit, y_fit, batch_size, True, seed), epochs=epochs,
                   steps_per_epoch=steps_per_epoch, validation_data=validation,
                   class_weight=balanced_class_weights(y_fit, num_classes) if weighted else None,
-                  callbacks=[c for c in [stopper, *(callbacks or [])] if c is not None], verbose=0)
+                  callbacks=[c for c in [stopper, steps, *(callbacks or [])] if c is not None], verbose=0)
         accuracy = None
         if stopper:
             assert stopper.best is not None  # fit ran at least one validated epoch

@@ -77,16 +77,19 @@ class TrainingSettings:
     def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger, callbacks):
         import tensorflow as tf
 
+        from models.common.callbacks import StepCounter
+
+        steps_per_epoch = self.steps_per_epoch(fn_args.train_steps)
         history = model.fit(
             train,
             epochs=self.epochs,
-            steps_per_epoch=self.steps_per_epoch(fn_args.train_steps),
+            steps_per_epoch=steps_per_epoch,
             validation_data=evaluation,
             validation_steps=max(1, fn_args.eval_steps or 1),
             validation_freq=1 if validate_every_epoch else self.epochs,
             # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
             callbacks=[*callbacks, self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs),
-                       tf.keras.callbacks.TerminateOnNaN()],
+                       StepCounter(self.epochs * steps_per_epoch), tf.keras.callbacks.TerminateOnNaN()],
             verbose=0,
         )
         check_finite_loss(history, self.learning_rate)

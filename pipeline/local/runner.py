@@ -1,8 +1,9 @@
 """Run the pipeline locally: TFX's BeamDagRunner, components on Beam's DirectRunner.
 
 The only additions to TFX's runner are a progress line per component (running, done or
-cached, with its time, read from MLMD) and a record of which component failed, so a
-failure can be reported in one paragraph instead of a Beam traceback.
+cached, with its time, read from MLMD), a live line while a long one runs (counts done,
+rate, ETA: ``progress.py``), and a record of which component failed, so a failure can be
+reported in one paragraph instead of a Beam traceback.
 """
 import logging
 import time
@@ -15,6 +16,7 @@ from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from data.tfrecords import DatasetManifest
 from pipeline.config import PipelineConfig
 from pipeline.graph import create_pipeline
+from pipeline.local.progress import StepProgress
 from pipeline.results import mlmd
 
 log = logging.getLogger("pipeline")
@@ -36,7 +38,8 @@ class _ReportingNodeDoFn(compat.HookedNodeDoFn):
         log.info("▶ %s ...", node.node_id)
         started = time.monotonic()
         try:
-            node.run()
+            with StepProgress(node.node_id, totals=_expected(node)):
+                node.run()
         except Exception as error:  # noqa: BLE001 - re-raised with the node's name
             log.error("✗ %s failed after %.1f s", node.node_id, time.monotonic() - started)
             raise ComponentFailed(node.node_id, error) from error
@@ -48,8 +51,26 @@ class _ReportingNodeDoFn(compat.HookedNodeDoFn):
         log.info("✓ %s %s in %.1f s", node.node_id, outcome, time.monotonic() - started)
 
 
+def _expected(node: compat.NodeRun) -> dict[str, int]:
+    """The records a Beam step will read, from this pipeline's latest ExampleGen facts (none: no ETA)."""
+    from components.data_facts import read_facts
+    from pipeline.graph import EXAMPLE_GEN
+    from pipeline.local.progress import expected_records
+
+    try:
+        store = mlmd.open_store(node.mlmd_connection_config)
+        execution = mlmd.latest_node_execution(store, node.pipeline_id, EXAMPLE_GEN)
+        uri = mlmd.first_uri(execution.outputs, "examples") if execution is not None else None
+        facts = read_facts(uri) if uri else None
+    except Exception:  # noqa: BLE001 - a display's estimate must never stop a run
+        log.debug("no record counts for the progress line", exc_info=True)
+        return {}
+    return expected_records(dict((facts or {}).get("split_counts") or {}), node.node_id)
+
+
 def reporting_runner() -> beam_dag_runner.BeamDagRunner:
-    """TFX's BeamDagRunner with the progress line and failure record above."""
+    """TFX's BeamDagRunner with the progress lines and failure record above."""
+    compat.count_records_read()  # the Beam steps' records, for the live line
     return compat.HookedBeamDagRunner(_ReportingNodeDoFn)
 
 
