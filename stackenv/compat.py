@@ -31,6 +31,7 @@ MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* cl
 HUB_ESTIMATOR_STUB = "tensorflow_hub 0.15 imports tf.compat.v1.estimator (gone in TF 2.16)"
 TFXIO_BATCHING = "tfx_bsl absl flag tfxio_use_byte_size_batching (read by coders/batch_util.py)"
 RECORD_SOURCE = "tfx_bsl RecordBasedTFXIO.RawRecordBeamSource (wrapped to count the records read)"
+BEAM_DEPENDENCY_FLAGS = "tfx dependency_utils.make_beam_dependency_flags (called by BaseBeamExecutor.__init__)"
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -186,6 +187,50 @@ def _count_records_dofn() -> type:
 
 def _CountRecords() -> Any:  # noqa: N802 (a DoFn's constructor)
     return __getattr__("CountRecords")()
+
+
+# --------------------------------------------------------------------------- TFX's sdist per executor
+
+#: Beam runners whose workers are processes of this machine's Python environment.
+_LOCAL_RUNNERS = frozenset({"", "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner"})
+
+
+def workers_share_this_environment(beam_args: list[str]) -> bool:
+    """Whether Beam's workers run from the interpreter and packages of this process: the
+    DirectRunner (both modes), or a PortableRunner with the embedded job server
+    (``--job_endpoint=embed``, the project's ``beam-pool``)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    options = PipelineOptions(flags=list(beam_args)).get_all_options()
+    runner = str(options.get("runner") or "").rsplit(".", 1)[-1]
+    return runner in _LOCAL_RUNNERS or (runner == "PortableRunner" and options.get("job_endpoint") == "embed")
+
+
+def skip_tfx_sdist_for_local_beam() -> None:
+    """Stop every Beam executor from packaging TFX when Beam's workers already have it.
+
+    Hook BEAM_DEPENDENCY_FLAGS: ``BaseBeamExecutor.__init__`` calls
+    ``tfx.utils.dependency_utils.make_beam_dependency_flags`` whenever Beam args are set and
+    none names a dependency; that copies the installed ``tfx`` tree and runs ``setup.py
+    sdist`` in a subprocess, so the workers of a remote runner (Dataflow) can install TFX.
+    A local run (and a Kubeflow step, whose image has TFX) paid it in every Beam component:
+    seconds of fixed cost per step, the Evaluator's largest (docs/benchmarks.md, "The
+    Evaluator"). Replaced by a check that keeps TFX's behaviour for any other runner.
+    Idempotent; for the process's lifetime.
+    """
+    from tfx.utils import dependency_utils
+
+    original = dependency_utils.make_beam_dependency_flags
+    if getattr(original, "_skips_local", False):
+        return
+
+    def dependency_flags(beam_pipeline_args: list[str]) -> list[str]:
+        if workers_share_this_environment(beam_pipeline_args):
+            return beam_pipeline_args
+        return original(beam_pipeline_args)
+
+    dependency_flags._skips_local = True  # type: ignore[attr-defined]
+    dependency_utils.make_beam_dependency_flags = dependency_flags
 
 
 # --------------------------------------------------------------------------- tfx_bsl batching

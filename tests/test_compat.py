@@ -233,3 +233,47 @@ def test_tfxio_batching_hook_sets_byte_size_batching():
         kwargs = batch_util.GetBatchElementsKwargs(None)
     assert "element_size_fn" in kwargs and kwargs["max_batch_size"] > 1000, _broken(compat.TFXIO_BATCHING, kwargs)
     assert "element_size_fn" not in batch_util.GetBatchElementsKwargs(None)
+
+
+@pytest.mark.parametrize("beam_args, local", [
+    (["--direct_running_mode=in_memory"], True),
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+    (["--runner=DirectRunner"], True),
+    (["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=EXTERNAL",
+      "--environment_config=localhost:50000"], True),
+    (["--runner=PortableRunner", "--job_endpoint=flink-jobserver:8099"], False),
+    (["--runner=DataflowRunner", "--project=p", "--region=r"], False),
+])
+def test_tfx_sdist_skipped_only_where_workers_share_this_environment(beam_args, local):
+    assert compat.workers_share_this_environment(beam_args) is local
+
+
+def _noop_beam_executor() -> type:
+    """A module-level Beam executor class (TFX names executors by their import path)."""
+    from tfx.dsl.components.base import base_beam_executor
+
+    class NoopBeamExecutor(base_beam_executor.BaseBeamExecutor):
+        def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 (TFX's name)
+            pass
+
+    NoopBeamExecutor.__qualname__ = "NoopBeamExecutor"
+    globals()["NoopBeamExecutor"] = NoopBeamExecutor
+    return NoopBeamExecutor
+
+
+def test_beam_executor_with_local_args_builds_no_tfx_sdist(monkeypatch):
+    """The hook sits where TFX's BaseBeamExecutor calls it, and keeps TFX's path for remote runners."""
+    from tfx.utils import dependency_utils
+
+    NoopBeamExecutor = _noop_beam_executor()  # noqa: N806 (a class)
+    built = []
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: built.append(1) or "/tmp/tfx.tar.gz")
+    monkeypatch.setattr(dependency_utils, "make_beam_dependency_flags", dependency_utils.make_beam_dependency_flags)
+    compat.skip_tfx_sdist_for_local_beam()
+    compat.skip_tfx_sdist_for_local_beam()  # idempotent
+
+    local = NoopBeamExecutor(NoopBeamExecutor.Context(beam_pipeline_args=["--direct_running_mode=in_memory"]))
+    assert not built and not any("extra_package" in a for a in local._beam_pipeline_args), _broken(
+        compat.BEAM_DEPENDENCY_FLAGS, f"a local executor packaged TFX: {local._beam_pipeline_args}")
+    remote = NoopBeamExecutor(NoopBeamExecutor.Context(beam_pipeline_args=["--runner=DataflowRunner"]))
+    assert built and "--extra_package=/tmp/tfx.tar.gz" in remote._beam_pipeline_args

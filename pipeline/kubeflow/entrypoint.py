@@ -32,6 +32,7 @@ from stackenv.compat import (
     TFX_ENTRYPOINT_MODULE,
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
+    skip_tfx_sdist_for_local_beam,
 )
 from stackenv.errors import EXIT_USER_ERROR, ProjectError
 
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code or EXIT_USER_ERROR
     register_filesystems(" ".join(args))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
+    skip_tfx_sdist_for_local_beam()  # the image has TFX: no sdist of it per Beam step
     try:
         runpy.run_module(TFX_ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
         code = 0

@@ -71,6 +71,7 @@ def _expected(node: compat.NodeRun) -> dict[str, int]:
 def reporting_runner() -> beam_dag_runner.BeamDagRunner:
     """TFX's BeamDagRunner with the progress lines and failure record above."""
     compat.count_records_read()  # the Beam steps' records, for the live line
+    compat.skip_tfx_sdist_for_local_beam()
     return compat.HookedBeamDagRunner(_ReportingNodeDoFn)
 
 
