@@ -214,7 +214,8 @@ def settings_table(settings_types: Iterable[tuple[str, type]]) -> str:
             if spec.runtime:
                 commands += " (Kubeflow runtime parameter)"
             default = f"`{_default_text(field, spec)}`" if _default_text(field, spec) else "-"
-            what = spec.describe() if not title else f"{title}: {spec.describe()}"
+            what = spec.describe()
+            what = what if not title or what.startswith(f"{title}: ") else f"{title}: {what}"
             what = what.replace("|", "/").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
             lines.append(f"| `{spec.flag}` | {values or '-'} | {default} | {commands} | {what} |")
     return "\n".join(lines) + "\n"
