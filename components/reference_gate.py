@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def metric_name(config: tfma.MetricConfig) -> str:
-    """The TFMA metric name of a MetricConfig: its ``name`` setting, else TFMA's default
-    (the class name in snake case, as Keras and TFMA name their metrics)."""
+    """The TFMA metric name of a MetricConfig: the name of the metric TFMA builds from it
+    (a family's own metric may be named after the Keras metric it replaces), else its
+    ``name`` setting, else TFMA's default (the class name in snake case)."""
+    from tensorflow_model_analysis.metrics import metric_specs
+
+    try:
+        return str(metric_specs.metric_instance(config).name)
+    except (AttributeError, ImportError, KeyError, NotImplementedError, TypeError, ValueError):
+        pass  # a class TFMA cannot build here: named from the config alone
     if config.config:
         try:
             name = json.loads(config.config if config.config.startswith("{") else "{" + config.config + "}")

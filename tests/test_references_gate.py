@@ -93,6 +93,8 @@ def test_metric_names_follow_tfma():
     assert reference_gate.metric_name(tfma.MetricConfig(class_name="SparseCategoricalAccuracy")) == ACCURACY
     assert reference_gate.metric_name(tfma.MetricConfig(class_name="SparseTopKCategoricalAccuracy")) == \
         "sparse_top_k_categorical_accuracy"
+    family_metric = tfma.MetricConfig(class_name="NextTokenTopKAccuracy", module="models.seq2seq.metrics")
+    assert reference_gate.metric_name(family_metric) == "sparse_top_k_categorical_accuracy"
     named = tfma.MetricConfig(class_name="X", config=json.dumps({"name": "top5"}))
     assert reference_gate.metric_name(named) == "top5"
 

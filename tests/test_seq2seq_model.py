@@ -11,7 +11,6 @@ from conftest import analyze_and_transform
 from models.common.inputs import make_dataset
 from models.seq2seq import evaluation, export, features
 from models.seq2seq.baselines import ngram_baselines
-from models.seq2seq.metrics import Perplexity
 from models.seq2seq.model import build_seq2seq, teacher_forcing
 from models.seq2seq.preprocessing import preprocessing_fn, tokenize
 
@@ -329,17 +328,63 @@ def test_ngram_baselines_on_hand_made_windows(tmp_path):
 # ----------------------------------------------------------------- metrics and TFMA
 
 
-def test_perplexity_is_exp_of_mean_cross_entropy():
-    metric = Perplexity()
-    uniform = tf.fill([4, 10], 0.1)
-    metric.update_state(tf.constant([[1], [2], [3], [4]]), uniform)
-    assert metric.result().numpy() == pytest.approx(10.0, rel=1e-5)
-    metric.reset_state()
-    probs = tf.constant([[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]])
-    metric.update_state(tf.constant([0, 2]), probs, sample_weight=tf.constant([1.0, 3.0]))
-    expected = math.exp((-math.log(0.5) - 3 * math.log(0.5)) / 4)
-    assert metric.result().numpy() == pytest.approx(expected, rel=1e-5)
-    assert Perplexity.from_config(metric.get_config()).name == "perplexity"
+def _keras_scores(labels, probabilities, k):
+    """The Keras metrics the Evaluator used before (the oracle): top-1, top-k, cross-entropy, perplexity."""
+    import tf_keras
+
+    values = []
+    for metric in (tf_keras.metrics.SparseCategoricalAccuracy(), tf_keras.metrics.SparseTopKCategoricalAccuracy(k=k),
+                   tf_keras.metrics.SparseCategoricalCrossentropy()):
+        metric.update_state(labels, probabilities)
+        values.append(float(metric.result().numpy()))
+    return values + [math.exp(values[2])]
+
+
+def _next_token_values(labels, probabilities, k):
+    """The TFMA-native metrics run as TFMA runs them: each metric's combiner, then its derived result."""
+    from tensorflow_model_analysis.metrics import metric_types
+
+    from models.seq2seq import metrics as next_token
+
+    config = evaluation.eval_config(min_top5=0.0, max_regression=0.01)
+    values = []
+    for cls in (next_token.NextTokenAccuracy, next_token.NextTokenTopKAccuracy, next_token.NextTokenCrossEntropy,
+                next_token.NextTokenPerplexity):
+        combiner_step, derived = cls(k=k).computations(eval_config=config)
+        combiner = combiner_step.combiner
+        halves = []
+        for part in (slice(0, len(labels) // 2), slice(len(labels) // 2, None)):  # merged like Beam's partials
+            accumulator = combiner.create_accumulator()
+            for label, prediction in zip(labels[part], probabilities[part]):
+                accumulator = combiner.add_input(accumulator, metric_types.StandardMetricInputs(
+                    labels=np.array([label]), predictions=prediction, example_weights=np.array([1.0])))
+            halves.append(accumulator)
+        totals = combiner.extract_output(combiner.merge_accumulators(halves))
+        (value,) = derived.result(totals).values()
+        values.append(value)
+    return values
+
+
+def test_next_token_metrics_equal_the_keras_metrics_they_replace():
+    rng = np.random.default_rng(3)
+    probabilities = rng.dirichlet(np.ones(50) * 0.3, size=200).astype(np.float32)
+    probabilities[:20] = 0.02  # uniform rows: every class ties at the top-k boundary
+    probabilities[20:25] = 0.0
+    probabilities[20:25, 7] = 1.0  # certain rows: the clipping of 0 and 1
+    labels = rng.integers(0, 50, 200)
+    for k in (1, 5):
+        assert _next_token_values(labels, probabilities, k) == pytest.approx(_keras_scores(labels, probabilities, k),
+                                                                             rel=1e-5)
+
+
+def test_next_token_metrics_share_one_combiner():
+    """TFMA de-duplicates computations by keys and combiner name: four metrics, one pass over the examples."""
+    from models.seq2seq import metrics as next_token
+
+    combiners = {cls().computations()[0].keys[0] for cls in (
+        next_token.NextTokenAccuracy, next_token.NextTokenTopKAccuracy, next_token.NextTokenCrossEntropy,
+        next_token.NextTokenPerplexity)}
+    assert len(combiners) == 1
 
 
 def test_eval_config_gates_top5_on_the_overall_slice_only():
@@ -351,10 +396,10 @@ def test_eval_config_gates_top5_on_the_overall_slice_only():
     assert not config.options.include_default_metrics.value
     assert spec.model_type == "tf_generic"
     metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
-    assert set(metrics) == {"ExampleCount", "SparseCategoricalAccuracy", "SparseTopKCategoricalAccuracy",
-                            "SparseCategoricalCrossentropy", "Perplexity"}
-    assert metrics["Perplexity"].module == "models.seq2seq.metrics"
-    gate = metrics["SparseTopKCategoricalAccuracy"]
+    assert set(metrics) == {"ExampleCount", "NextTokenAccuracy", "NextTokenTopKAccuracy", "NextTokenCrossEntropy",
+                            "NextTokenPerplexity"}
+    assert all(m.module == "models.seq2seq.metrics" for name, m in metrics.items() if name != "ExampleCount")
+    gate = metrics["NextTokenTopKAccuracy"]
     (per_slice,) = gate.per_slice_thresholds
     assert [list(s.feature_keys) for s in per_slice.slicing_specs] == [[]]
     assert per_slice.threshold.value_threshold.lower_bound.value == 0.4

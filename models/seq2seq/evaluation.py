@@ -17,6 +17,7 @@ ACCURACY = "sparse_categorical_accuracy"
 CROSS_ENTROPY = "sparse_categorical_crossentropy"
 PERPLEXITY = "perplexity"
 TOP_K = 5
+METRICS_MODULE = "models.seq2seq.metrics"
 
 
 def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
@@ -40,11 +41,12 @@ def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
             tfma.SlicingSpec(feature_keys=[key]) for key in features.SLICING_FEATURES],
         metrics_specs=[tfma.MetricsSpec(metrics=[
             tfma.MetricConfig(class_name="ExampleCount"),
-            tfma.MetricConfig(class_name="SparseCategoricalAccuracy"),
-            tfma.MetricConfig(class_name="SparseTopKCategoricalAccuracy", config=f'{{"k": {TOP_K}}}',
+            # One pass computes all four (models/seq2seq/metrics.py), under the Keras metrics' names.
+            tfma.MetricConfig(class_name="NextTokenAccuracy", module=METRICS_MODULE),
+            tfma.MetricConfig(class_name="NextTokenTopKAccuracy", module=METRICS_MODULE, config=f'{{"k": {TOP_K}}}',
                               per_slice_thresholds=overall_gate(min_top5, max_regression)),
-            tfma.MetricConfig(class_name="SparseCategoricalCrossentropy"),
-            tfma.MetricConfig(class_name="Perplexity", module="models.seq2seq.metrics"),
+            tfma.MetricConfig(class_name="NextTokenCrossEntropy", module=METRICS_MODULE),
+            tfma.MetricConfig(class_name="NextTokenPerplexity", module=METRICS_MODULE),
         ])],
         options=tfma.Options(include_default_metrics=wrappers_pb2.BoolValue(value=False)),
     )
