@@ -66,6 +66,19 @@ class LostPrediction(ProjectError):
     exit_code = EXIT_PIPELINE_FAILED
 
 
+def listing_key(score_dir: str) -> str:
+    """What makes the scoring ExampleGen's cache key follow the folder: a local folder's listing
+    (names, sizes, mtimes: ``ingest_config.tree_fingerprint``, stat only), so unchanged files are
+    cached; for a bucket URI the time, since listing a bucket while building the graph would reach
+    the network at compile time (on Kubeflow the step is never cached: pipeline/kubeflow/fresh_data.py)."""
+    import time
+
+    from components.ingest_config import tree_fingerprint
+    from data.walk import is_uri
+
+    return f"built {time.time_ns()}" if is_uri(score_dir) else tree_fingerprint(score_dir)
+
+
 def _load(dotted: str):
     import importlib
 

@@ -222,8 +222,7 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
     from tfx.components import BulkInferrer
     from tfx.proto import bulk_inferrer_pb2
 
-    from components.ingest_config import tree_fingerprint
-    from components.scoring import SCORE_SPLIT, ScoreWriter, ScoringExampleGen
+    from components.scoring import SCORE_SPLIT, ScoreWriter, ScoringExampleGen, listing_key
 
     if family.score_reader is None or family.score_config is None:
         raise ConfigError("--score", f"model family {family.name!r} declares no reader of files to score, so it "
@@ -231,9 +230,7 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
     assert config.score_dir  # the graph adds these steps only for --score
     scoring_examples = ScoringExampleGen(
         score_dir=config.score_dir, reader=family.score_reader,
-        # The folder's listing (names, sizes, mtimes; empty when it cannot be seen here, e.g. at compile time):
-        # a changed folder is a cache miss. On Kubeflow the step is never cached (pipeline/kubeflow/fresh_data.py).
-        reader_config={**family.score_config(config, dataset), "listing": tree_fingerprint(config.score_dir)},
+        reader_config={**family.score_config(config, dataset), "listing": listing_key(config.score_dir)},
         training_examples=example_gen.outputs["examples"],
     ).with_id(SCORING_EXAMPLE_GEN)
     bulk_inferrer = BulkInferrer(

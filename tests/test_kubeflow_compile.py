@@ -330,8 +330,8 @@ def test_score_compiles_the_bulk_inferrer_on_the_blessed_model(tmp_path):
     assert tasks[graph.SCORING_EXAMPLE_GEN]["cachingOptions"] == {"enableCache": False}
     parameters = tasks[graph.SCORING_EXAMPLE_GEN]["inputs"]["parameters"]
     assert parameters["score_dir"]["runtimeValue"]["constant"] == score_dir
-    model_spec = json.loads(tasks[graph.BULK_INFERRER]["inputs"]["parameters"]["model_spec"]["runtimeValue"]["constant"])
-    assert model_spec == {"model_signature_name": ["score_examples"]}
+    model_spec = tasks[graph.BULK_INFERRER]["inputs"]["parameters"]["model_spec"]["runtimeValue"]["constant"]
+    assert json.loads(model_spec) == {"model_signature_name": ["score_examples"]}
     executors = json.dumps(spec["deploymentSpec"]["executors"])
     assert "tfx.components.bulk_inferrer.executor.Executor" in executors
     assert "components.scoring.ScoreWriterExecutor" in executors
