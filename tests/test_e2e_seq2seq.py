@@ -114,11 +114,16 @@ def test_generate_cli_continues_prompts_with_vocabulary_tokens(seq2seq_run, samp
         assert 1 <= len(tokens) <= 6 and set(tokens) <= vocabulary, tokens
 
 
-def test_serving_default_answers_tf_serving_rest(seq2seq_run):
-    config, _, run = seq2seq_run
+@pytest.fixture(scope="module")
+def served_model(seq2seq_run):
+    """The pushed version, loaded once (a load takes seconds)."""
     from artifacts.serving_dir import latest_version_dir
 
-    model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
+    return tf.saved_model.load(latest_version_dir(seq2seq_run[0].serving_model_dir))
+
+
+def test_serving_default_answers_tf_serving_rest(served_model):
+    model = served_model
     example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(
         bytes_list=tf.train.BytesList(value=[b"the value of the expression is"]))})).SerializeToString()
     answer = predict(model, {"instances": [{"b64": base64.b64encode(example).decode()}]})
@@ -126,14 +131,12 @@ def test_serving_default_answers_tf_serving_rest(seq2seq_run):
     assert abs(sum(prediction["probabilities"]) - 1) < 1e-3
 
 
-def test_score_writes_the_next_word_of_each_file_as_serving_default_gives_it(seq2seq_run):
+def test_score_writes_the_next_word_of_each_file_as_serving_default_gives_it(seq2seq_run, served_model):
     """run --score with the text family: the BulkInferrer's rows against the pushed (= scored, blessed)
     model's serving_default called here on each file's last --context-words words."""
     import csv
     import json
     import re
-
-    from artifacts.serving_dir import latest_version_dir
 
     config, result, _ = seq2seq_run
     match = re.search(r"^Scores: 2 rows \(2 scored, 0 unreadable\) -> (\S+) and scores\.parquet$", result.stdout,
@@ -142,7 +145,7 @@ def test_score_writes_the_next_word_of_each_file_as_serving_default_gives_it(seq
     with open(match.group(1), encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["file"] for row in rows] == sorted(SCORE_TEXTS)
-    model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
+    model = served_model
     words = config.family_settings.context_words
     for row in rows:
         context = " ".join(SCORE_TEXTS[row["file"]].split()[-words:]).encode()
