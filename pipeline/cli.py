@@ -149,6 +149,7 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
         _pin_inferred_schema(config, result)
     print(run_summary.format_summary(result, config, time.monotonic() - started))
     run_summary.check_record_counts(result)
+    run_summary.check_scoring(result)  # after the summary: it says where the rest were scored
     return 0
 
 

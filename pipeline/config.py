@@ -184,6 +184,11 @@ class PipelineConfig:
     warm_start: bool = setting(False, flag="--warm-start", commands={"run", "compile"}, help=(
         "start training from the latest blessed model of this pipeline when it fits (same family, input shape and "
         "classes or vocabulary); otherwise train from scratch and say why"))  # pipeline/warm_start.py
+    # Batch scoring (components/scoring.py): TFX's BulkInferrer on the blessed model, after the Evaluator.
+    score_dir: str | None = setting(None, flag="--score", metavar="DIR", commands={"run", "compile"}, help=(
+        "score every file below DIR (images for cnn, text files for seq2seq; local or a bucket URI) with the "
+        "blessed model: one row per file in scores.csv and scores.parquet (nothing when the model is not blessed)"),
+        default_text=lambda: "no scoring")
 
     # Transform's pre-/post-transform statistics cost time on every run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.

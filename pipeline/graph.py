@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from stackenv.errors import ConfigError
+
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform) on every run, cached ones included (benchmarks/README.md).
 from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen
@@ -38,6 +40,9 @@ EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
 TUNER = "Tuner"
 HYPERPARAMETERS_IMPORTER = "HyperparametersImporter"
+SCORING_EXAMPLE_GEN = "ScoringExampleGen"
+BULK_INFERRER = "BulkInferrer"
+SCORE_WRITER = "ScoreWriter"
 
 # How a training function executes: ``(dotted function, custom_config) -> (dotted function, custom_config)``.
 # The graph calls the family's function inside the step; a runner may hand the work over (Kubeflow
@@ -100,11 +105,13 @@ def create_pipeline(
     ).with_id(TRAINER)
     evaluator, pusher = _evaluation_and_push(config, family, dataset, example_gen, trainer,
                                              _model_card_settings(config, family, code_version, settings))
+    scoring_nodes = _scoring(config, family, dataset, example_gen, trainer, evaluator) if config.score_dir else []
     return Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
-                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher) if c is not None],
+                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher, *scoring_nodes)
+                    if c is not None],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),
@@ -207,6 +214,40 @@ def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifes
                        "model_card": model_card, "push_inconclusive": config.push_inconclusive},
     ).with_id(PUSHER)
     return evaluator, pusher
+
+
+def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_gen, trainer, evaluator) -> list:
+    """``--score DIR``: the folder as Examples, TFX's BulkInferrer on the Evaluator's blessed model (it
+    scores nothing when the model is not blessed), and the predictions as CSV and Parquet (components/scoring.py)."""
+    from tfx.components import BulkInferrer
+    from tfx.proto import bulk_inferrer_pb2
+
+    from components.scoring import SCORE_SPLIT, ScoreWriter, ScoringExampleGen, listing_key
+
+    if family.score_reader is None or family.score_config is None:
+        raise ConfigError("--score", f"model family {family.name!r} declares no reader of files to score, so it "
+                                     "cannot score a folder; leave --score out.")
+    assert config.score_dir  # the graph adds these steps only for --score
+    scoring_examples = ScoringExampleGen(
+        score_dir=config.score_dir, reader=family.score_reader,
+        reader_config={**family.score_config(config, dataset), "listing": listing_key(config.score_dir)},
+        training_examples=example_gen.outputs["examples"],
+    ).with_id(SCORING_EXAMPLE_GEN)
+    bulk_inferrer = BulkInferrer(
+        examples=scoring_examples.outputs["examples"],
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        data_spec=bulk_inferrer_pb2.DataSpec(example_splits=[SCORE_SPLIT]),
+        model_spec=bulk_inferrer_pb2.ModelSpec(model_signature_name=[family.score_signature]),
+    ).with_id(BULK_INFERRER)
+    prediction_output, score_output = family.score_outputs
+    writer = ScoreWriter(
+        inference_result=bulk_inferrer.outputs["inference_result"],
+        examples=scoring_examples.outputs["examples"],
+        model_blessing=evaluator.outputs["blessing"],
+        prediction_output=prediction_output, score_output=score_output,
+    ).with_id(SCORE_WRITER)
+    return [scoring_examples, bulk_inferrer, writer]
 
 
 def _model_card_settings(config: PipelineConfig, family, code_version: str,

@@ -39,7 +39,11 @@ def seq2seq_run(tmp_path_factory):
     (corpus / "loop").symlink_to("loop")
     SKIPPED.update(skipped | {"debian/news/pipe": "special", "loop": "loop"})
     output = tmp_path_factory.mktemp("seq2seq-e2e")
-    result = run_cli("run", "--data", corpus, "--output", output, *RUN_ARGS)
+    score = tmp_path_factory.mktemp("score-texts")   # run --score: the blessed model continues each file
+    for name, text in SCORE_TEXTS.items():
+        (score / name).parent.mkdir(parents=True, exist_ok=True)
+        (score / name).write_text(text, encoding="utf-8")
+    result = run_cli("run", "--data", corpus, "--output", output, *RUN_ARGS, "--score", score)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     config = PipelineConfig(model="seq2seq", output_dir=str(output))
     run = mlmd.latest_run(mlmd.open_store(mlmd.sqlite_config(config.metadata_path)), config.pipeline_name)
@@ -47,11 +51,14 @@ def seq2seq_run(tmp_path_factory):
 
 
 SKIPPED: dict[str, str] = {}  # what the fixture added to be skipped: path below --data -> reason
+#: The files the run scores (--score): path below the folder -> text.
+SCORE_TEXTS = {"loops.txt": "The while statement is used for repeated execution as long as an expression is",
+               "notes/class.txt": "A class definition defines a class object and the value of the expression is"}
 
 
 def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
     config, result, run = seq2seq_run
-    assert {n: e.state for n, e in run.items()} == {n: "COMPLETE" for n in run} and len(run) == 8
+    assert {n: e.state for n, e in run.items()} == {n: "COMPLETE" for n in run} and len(run) == 11  # 3: --score
     for execution in run.values():
         for artifacts in execution.outputs.values():
             assert all(tf.io.gfile.exists(a.uri) for a in artifacts)
@@ -107,16 +114,46 @@ def test_generate_cli_continues_prompts_with_vocabulary_tokens(seq2seq_run, samp
         assert 1 <= len(tokens) <= 6 and set(tokens) <= vocabulary, tokens
 
 
-def test_serving_default_answers_tf_serving_rest(seq2seq_run):
-    config, _, run = seq2seq_run
+@pytest.fixture(scope="module")
+def served_model(seq2seq_run):
+    """The pushed version, loaded once (a load takes seconds)."""
     from artifacts.serving_dir import latest_version_dir
 
-    model = tf.saved_model.load(latest_version_dir(config.serving_model_dir))
+    return tf.saved_model.load(latest_version_dir(seq2seq_run[0].serving_model_dir))
+
+
+def test_serving_default_answers_tf_serving_rest(served_model):
+    model = served_model
     example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(
         bytes_list=tf.train.BytesList(value=[b"the value of the expression is"]))})).SerializeToString()
     answer = predict(model, {"instances": [{"b64": base64.b64encode(example).decode()}]})
     (prediction,) = answer["predictions"]
     assert abs(sum(prediction["probabilities"]) - 1) < 1e-3
+
+
+def test_score_writes_the_next_word_of_each_file_as_serving_default_gives_it(seq2seq_run, served_model):
+    """run --score with the text family: the BulkInferrer's rows against the pushed (= scored, blessed)
+    model's serving_default called here on each file's last --context-words words."""
+    import csv
+    import json
+    import re
+
+    config, result, _ = seq2seq_run
+    match = re.search(r"^Scores: 2 rows \(2 scored, 0 unreadable\) -> (\S+) and scores\.parquet$", result.stdout,
+                      re.MULTILINE)
+    assert match, result.stdout[-2000:]
+    with open(match.group(1), encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["file"] for row in rows] == sorted(SCORE_TEXTS)
+    model = served_model
+    words = config.family_settings.context_words
+    for row in rows:
+        context = " ".join(SCORE_TEXTS[row["file"]].split()[-words:]).encode()
+        example = tf.train.Example(features=tf.train.Features(feature={"context": tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[context]))})).SerializeToString()
+        served = model.signatures["serving_default"](examples=tf.constant([example]))
+        assert row["prediction"] == served["top_k_tokens"][0][0].numpy().decode()
+        assert json.loads(row["scores"]) == pytest.approx(served["top_k_probabilities"][0].numpy().tolist(), rel=1e-4)
 
 
 def test_report_shows_perplexity_per_slice_and_samples_per_held_out_document(seq2seq_run, tmp_path):

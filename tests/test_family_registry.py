@@ -235,3 +235,15 @@ def test_declared_gate_metric_and_slices_are_what_the_evaluator_uses(name):
     assert len(gated) == 1
     metric = getattr(tf.keras.metrics, gated[0].class_name)(**json.loads(gated[0].config or "{}"))
     assert metric.name == family.gate_metric
+
+
+def test_score_with_a_family_that_declares_no_reader_is_one_paragraph(tmp_path):
+    from stackenv.errors import ConfigError
+
+    from pipeline.graph import create_pipeline
+    from pipeline.kubeflow.compile import dataset_for_cluster
+
+    with families.registered(dense_family.FAMILY) as family:
+        config = PipelineConfig(model="dense", output_dir=str(tmp_path), score_dir=str(tmp_path))
+        with pytest.raises(ConfigError, match="--score.*model family 'dense' declares no reader of files to score"):
+            create_pipeline(config, dataset_for_cluster(config, family.prepare_data))

@@ -305,3 +305,33 @@ def test_bad_backend_option_values_are_a_paragraph(check, expected):
 def test_image_digest_names_the_image():
     assert pinned_image(f"r.example.com/t/x:v1@{DIGEST}") == f"r.example.com/t/x@{DIGEST}"
     assert pinned_image("r.example.com:5000/x:v1") == "r.example.com:5000/x:v1"  # a tag stays, with a warning
+
+
+def test_score_compiles_the_bulk_inferrer_on_the_blessed_model(tmp_path):
+    """``--score``: the scoring ExampleGen (never cached: it lists its folder), TFX's BulkInferrer fed by the
+    Trainer's model and the Evaluator's blessing, and the writer of its predictions (components/scoring.py)."""
+    from pipeline import graph
+    from pipeline.kubeflow.fresh_data import SCORING_TASK
+
+    assert SCORING_TASK == graph.SCORING_EXAMPLE_GEN
+    score_dir = "gs://my-bucket/team/to-score"
+    spec = _compile(tmp_path, "cnn", "--train-steps", "20", "--score", score_dir)
+    tasks = spec["root"]["dag"]["tasks"]
+    config = PipelineConfig(model="cnn", output_dir=str(tmp_path / "root"), score_dir=score_dir)
+    local = create_pipeline(config, dataset_for_cluster(config, FAMILIES["cnn"].prepare_data))
+    assert {c.id: {u.id for u in c.upstream_nodes} for c in local.components} == {
+        t: set(body.get("dependentTasks", [])) - {RESOLVE_TASK} for t, body in tasks.items()
+        if t not in (RESOLVE_TASK, REPORT_TASK)}
+    assert set(tasks[graph.BULK_INFERRER]["dependentTasks"]) == {graph.SCORING_EXAMPLE_GEN, "Trainer", "Evaluator"}
+    assert set(tasks[graph.SCORE_WRITER]["dependentTasks"]) == {graph.BULK_INFERRER, graph.SCORING_EXAMPLE_GEN,
+                                                                 "Evaluator"}
+    blessing = tasks[graph.BULK_INFERRER]["inputs"]["artifacts"]["model_blessing"]["taskOutputArtifact"]
+    assert blessing == {"producerTask": "Evaluator", "outputArtifactKey": "blessing"}
+    assert tasks[graph.SCORING_EXAMPLE_GEN]["cachingOptions"] == {"enableCache": False}
+    parameters = tasks[graph.SCORING_EXAMPLE_GEN]["inputs"]["parameters"]
+    assert parameters["score_dir"]["runtimeValue"]["constant"] == score_dir
+    model_spec = tasks[graph.BULK_INFERRER]["inputs"]["parameters"]["model_spec"]["runtimeValue"]["constant"]
+    assert json.loads(model_spec) == {"model_signature_name": ["score_examples"]}
+    executors = json.dumps(spec["deploymentSpec"]["executors"])
+    assert "tfx.components.bulk_inferrer.executor.Executor" in executors
+    assert "components.scoring.ScoreWriterExecutor" in executors

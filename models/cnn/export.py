@@ -4,6 +4,10 @@
   (TFMA evaluates through it; TF Serving clients can send Examples).
 - ``predict_image``: float pixels [batch, H, W, C] in 0-255 -> the same outputs, for
   clients that have images, not Examples.
+- ``score_examples``: serialized tf.Examples -> probabilities and ``classes`` as [batch, 1], for TFX's
+  BulkInferrer (``run --score``): tfx_bsl's RunInference (1.16, ``_PredictModelHandler._post_process``)
+  splits each output per example and reads ``.dtype`` of the piece, which a per-example string
+  scalar (``serving_default``'s ``classes``) does not have, so it fails on ``serving_default``.
 - ``transform_features``: for TFMA to read the transformed (id) label.
 TF Serving warm-up requests for the first two go into ``assets.extra`` (models/common/warmup.py).
 The transform graph is embedded (``model.tft_layer``), so serving needs no Python.
@@ -18,6 +22,7 @@ from models.cnn import features
 from models.common import signatures, warmup
 
 PREDICT_IMAGE_SIGNATURE = "predict_image"
+SCORE_SIGNATURE = "score_examples"
 
 
 def _output_fn(model: tf.keras.Model, class_names: Sequence[str]):
@@ -55,8 +60,13 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         flat = tf.reshape(pixels, [-1, height * width * channels])
         return outputs(model.tft_layer({features.IMAGE: flat}))
 
+    def score_outputs(transformed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        served = outputs(transformed)
+        return {"probabilities": served["probabilities"], "classes": tf.expand_dims(served["classes"], -1)}
+
     tf.saved_model.save(model, export_dir, signatures={
         "serving_default": signatures.examples_signature(model, raw_spec, outputs),
+        SCORE_SIGNATURE: signatures.examples_signature(model, raw_spec, score_outputs),
         PREDICT_IMAGE_SIGNATURE: predict_image,
         "transform_features": signatures.transform_features_signature(model, tf_transform_output),
     })

@@ -81,6 +81,11 @@ def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[st
     return {"image_shape": list(dataset.image_shape)}
 
 
+def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    # Empty when the ExampleGen reads --data: the scoring ExampleGen fills it from the data facts.
+    return {"image_shape": list(dataset.image_shape or ())}
+
+
 def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.cnn.evaluation import eval_config
 
@@ -126,6 +131,10 @@ FAMILY = register(ModelFamily(
     tuner_fn="models.cnn.tuning.tuner_fn",
     search_space="models.cnn.hparams.SEARCH_SPACE",
     tflite="models.cnn.tflite.TFLITE",
+    score_reader="data.scoring.image_example",
+    score_config=_score_config,
+    score_outputs=("classes", "probabilities"),   # models/cnn/export.py
+    score_signature="score_examples",              # models/cnn/export.py: why not serving_default
     default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",
     intended_use=("Classifying images like the training data (same source, size, colour mode and classes) into "
                   "one of the training classes; a demonstration of a gated, continuously trained TFX pipeline, "

@@ -114,6 +114,15 @@ class ModelFamily:
     intended_use: str = ""
     known_limits: tuple[str, ...] = ()
     default_data: str = "the family's default data set"   # what --data means when left out
+    # Batch scoring (run --score DIR; components/scoring.py): dotted path to the family's reader of one
+    # file, ``(uri, relative, settings) -> serialized tf.Example`` (data/scoring.py);
+    # the settings it gets, from (config, dataset); the serving_default outputs holding the prediction
+    # (its first value) and the scores, and the signature the BulkInferrer calls (serialized Examples in;
+    # every output at least [batch, 1] when it is a string: components/scoring.py). None: --score is refused.
+    score_reader: str | None = None
+    score_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] | None = None
+    score_outputs: tuple[str, str] = ("", "")
+    score_signature: str = "serving_default"
 
     def pusher_tflite_config(self) -> dict[str, str]:
         """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""

@@ -51,6 +51,10 @@ def text_example_gen(config: PipelineConfig):
                             span_pattern=config.span_pattern, spans=config.spans)
 
 
+def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    return {"context_words": config.family_settings.context_words}
+
+
 def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
     # Token windows are wider than word windows: punctuation becomes tokens of its own.
     settings = config.family_settings
@@ -113,6 +117,9 @@ FAMILY = register(ModelFamily(
     ),
     # Measured in docs/tflite.md: converts only with TF select ops, and then fails at its first
     # call, since TFLite does not initialise the vocabulary tables TFT reads from asset files.
+    score_reader="data.scoring.text_example",
+    score_config=_score_config,
+    score_outputs=("top_k_tokens", "top_k_probabilities"),   # models/seq2seq/export.py, serving_default
     tflite_note=("no TFLite for the seq2seq family: its serving graph needs TF select ops (LSTM tensor lists, "
                  "string tokenization, the decode loop) and the TFLite interpreter does not initialise its "
                  "vocabulary tables (docs/tflite.md)"),

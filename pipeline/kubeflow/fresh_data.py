@@ -31,8 +31,11 @@ from pipeline.kubeflow.warm_start_step import WARM_START_TASK
 
 RESOLVE_TASK = "ResolveInput"
 #: Tasks whose KFP cache stays off whatever a run or deploy option says (they must always run):
-#: the input listing, and the warm-start step (the serving directory changes between runs).
-NEVER_CACHED = frozenset({RESOLVE_TASK, WARM_START_TASK})
+#: the input listing, the warm-start step (the serving directory changes between runs), and the listing of
+#: a ``--score`` folder (components/scoring.py: new files there must be scored; pipeline.graph's
+#: SCORING_EXAMPLE_GEN, spelled here so that deploy loads no TFX; tests/test_kubeflow_compile.py checks both agree).
+SCORING_TASK = "ScoringExampleGen"
+NEVER_CACHED = frozenset({RESOLVE_TASK, WARM_START_TASK, SCORING_TASK})
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 
 
@@ -48,7 +51,11 @@ def _example_gen_tasks(spec: dict) -> list[str]:
 
 
 def add_input_resolution(spec: dict) -> dict:
-    """Add the input-resolution step before the ExampleGen of ``spec`` (in place; returns it)."""
+    """Add the input-resolution step before the ExampleGen of ``spec`` (in place; returns it); the
+    ``--score`` folder's ExampleGen, if any, uncached (it lists its folder itself)."""
+    scoring = spec["root"]["dag"]["tasks"].get(SCORING_TASK)
+    if scoring is not None:
+        scoring["cachingOptions"] = {"enableCache": False}
     example_gens = _example_gen_tasks(spec)
     if not example_gens:
         return spec

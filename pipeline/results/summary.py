@@ -18,7 +18,7 @@ from models.common import intervals
 from pipeline import graph
 from pipeline.config import PipelineConfig
 from pipeline.families import get_family
-from pipeline.results import gate_summary, mlmd, tflite_summary, tuning_summary, warm_start
+from pipeline.results import gate_summary, mlmd, score_summary, tflite_summary, tuning_summary, warm_start
 
 
 class RecordCountMismatch(ProjectError):
@@ -50,6 +50,7 @@ class RunSummary:
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a class with no eval example
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
     tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/results/tuning_summary.py
+    score_writer: mlmd.NodeExecution | None = None  # run --score (pipeline/results/score_summary.py)
 
     @property
     def worst_slice(self) -> SliceMetric | None:
@@ -135,6 +136,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
     summary.pushed_path = mlmd.pushed_destination(pushed_model)
     if pushed_model is not None and not summary.pushed_path:
         summary.not_pushed_reason = mlmd.custom_property(pushed_model, "not_pushed_reason") or None
+    summary.score_writer = run.get(graph.SCORE_WRITER)
     return summary
 
 
@@ -145,6 +147,11 @@ def check_record_counts(summary: RunSummary) -> None:
             f"ExampleGen produced {sum(summary.split_counts.values())} examples "
             f"({summary.split_counts}) from {summary.num_input_examples} input examples; "
             "records were lost or duplicated. Re-run with --beam-mode in_memory and report this.")
+
+
+def check_scoring(summary: RunSummary) -> None:
+    """A file of the --score folder that could not be read: its paragraph, and exit code 2."""
+    score_summary.check_unreadable(score_summary.scores_uri(summary.score_writer))
 
 
 def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: float) -> str:
@@ -201,6 +208,9 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"Pushed: nothing, although blessed: {summary.not_pushed_reason}")
     else:
         lines.append(f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)")
+    scores = score_summary.line(summary.score_writer, summary.not_blessed_reasons)
+    if scores:
+        lines.append(scores)
     if summary.evaluation_uri:
         lines.append(f"Evaluation: {summary.evaluation_uri}")
     lines.append(f"Wall time: {wall_seconds:.1f} s")
