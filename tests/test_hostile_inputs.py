@@ -182,6 +182,11 @@ CASES = [
     # Data folders: a fifo as the data is refused unopened.
     Case("data-is-a-fifo", lambda t: _run(t, "--data", _fifo(t / "data.tfrecord")),
          ("{tmp}/data.tfrecord is neither a regular file nor a folder",), timeout=300),
+    # A text corpus of one word repeated: refused when the ExampleGen has counted it, before any training.
+    Case("text-corpus-of-one-word", lambda t: _run(t, "--model", "seq2seq", "--data",
+                                                   _file(t, "spam.txt", b"spam " * 50_000)),
+         ("Text source {tmp}/spam.txt has only 1 distinct word ('spam') in 50k words over 1 document",
+          "so no training was started"), timeout=300),
     # Strings that land in a Kubernetes manifest or a KFP package: refused before anything is compiled.
     Case("compile-empty-image", lambda t: _compile(t, "--image", ""),
          ("--image '' is empty (the image reference grammar of distribution/reference",), check=_nothing_compiled),
