@@ -182,6 +182,10 @@ CASES = [
     # Data folders: a fifo as the data is refused unopened.
     Case("data-is-a-fifo", lambda t: _run(t, "--data", _fifo(t / "data.tfrecord")),
          ("{tmp}/data.tfrecord is neither a regular file nor a folder",), timeout=300),
+    # Settings whose memory cannot fit: refused before the lock, the data or TensorFlow.
+    Case("batch-and-image-size-beyond-memory", lambda t: _run(t, "--batch-size", "65536", "--image-size", "2048"),
+         ("--batch-size: 65536 needs at least", "for one training batch of 2048x2048x3 images", "GiB available (",
+          "the estimate leaves out TensorFlow's own memory")),
     # A text corpus of one word repeated: refused when the ExampleGen has counted it, before any training.
     Case("text-corpus-of-one-word", lambda t: _run(t, "--model", "seq2seq", "--data",
                                                    _file(t, "spam.txt", b"spam " * 50_000)),

@@ -46,8 +46,10 @@ _QUALIFIED_NAME_PART = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 # apimachinery quantity.go: <signedNumber><suffix>
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 QUANTITY = re.compile(rf"(?P<number>{_NUMBER})(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
-_SUFFIX_SCALE = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-                 "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_SCALES: dict[str, int | str] = {"": 1, "m": "0.001", "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                                 "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+                                 "Ei": 2**60}
+_SUFFIX_SCALE = {suffix: Decimal(scale) for suffix, scale in _SCALES.items()}
 
 KFP_PIPELINE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 TFX_PIPELINE_NAME_MAX = 63
