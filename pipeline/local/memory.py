@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: RSS of one Beam SDK worker's imports (TensorFlow, TFX, Beam), rounded up from
 #: ``benchmarks/memory_factors.py``; a worker running a component holds more.
-WORKER_BYTES = 600 * 2**20
+WORKER_BYTES = 900 * 2**20
 CGROUP_MAX = "/sys/fs/cgroup/memory.max"
 CGROUP_CURRENT = "/sys/fs/cgroup/memory.current"
 
