@@ -25,7 +25,7 @@ from data import text_split
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
-from data.text_corpus import CorpusFacts, too_little_error
+from data.text_corpus import MIN_DISTINCT_WORDS, CorpusFacts, first_distinct, too_few_words_error, too_little_error
 from data.text_sources import FORMAT_VERSION, Corpus, plan_text_source  # noqa: F401  (re-exported)
 from data.text_sources import Document as _Document
 from data.tfrecords import SHARD_PATTERN
@@ -111,7 +111,9 @@ def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
     documents = corpus.documents
     facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed)
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
-    split = check_corpus(counts, {d.doc_id: len(d.words) for d in documents}, facts, settings, description)
+    distinct = first_distinct(word for d in documents for word in d.words)
+    split = check_corpus(counts, {d.doc_id: len(d.words) for d in documents}, facts, settings, description,
+                         distinct)
     split_counts = split.counts()
     return Conversion(
         examples=(),
@@ -138,11 +140,14 @@ _SPLITS = (text_split.TRAIN, text_split.EVAL)
 
 
 def check_corpus(window_counts: dict[str, int], word_counts: dict[str, int], facts: CorpusFacts,
-                 settings: dict, description: str) -> text_split.CorpusSplit:
+                 settings: dict, description: str, distinct_words: frozenset[str]) -> text_split.CorpusSplit:
     """The split of the usable documents, or the one paragraph saying why too little is left
-    (no usable document, or none long enough to hold text out for evaluation)."""
+    (no usable document, none long enough to hold text out for evaluation, or a handful of distinct
+    words: ``distinct_words`` holds up to ``MIN_DISTINCT_WORDS`` of them)."""
     if not window_counts:
         raise too_little_error(description, facts, settings, "no document is usable")
+    if len(distinct_words) < MIN_DISTINCT_WORDS:
+        raise too_few_words_error(description, facts, distinct_words)
     split = text_split.split_corpus(dict(sorted(window_counts.items())), text_split.gap_windows(**settings))
     counts = split.counts()
     if not counts[text_split.TRAIN] or not counts[text_split.EVAL]:

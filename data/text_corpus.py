@@ -28,6 +28,35 @@ REASONS = {
 }
 #: Names shown per reason in the summary line; data_facts.json and the report list them all.
 NAMES_SHOWN = 5
+#: Fewest distinct words a corpus may have. The text family is judged on top-5 next-word accuracy
+#: (models/seq2seq/baselines.py TOP_K): with fewer than twice that many words, any five guesses cover half
+#: the vocabulary or more, so the metric, the gate and the model say nothing. A file of one word repeated
+#: (a placeholder, a failed export) is the usual cause. A small cycle of a dozen words is still allowed:
+#: tests/test_e2e_default_gate.py trains on one on purpose.
+MIN_DISTINCT_WORDS = 10
+
+
+def first_distinct(words: Iterable[str], limit: int = MIN_DISTINCT_WORDS) -> frozenset[str]:
+    """Up to ``limit`` distinct words of ``words`` (bounded memory: only whether a corpus reaches the minimum
+    matters, and which few words it has when it does not)."""
+    seen: set[str] = set()
+    for word in words:
+        seen.add(word)
+        if len(seen) >= limit:
+            break
+    return frozenset(seen)
+
+
+def too_few_words_error(description: str, facts: CorpusFacts, distinct: frozenset[str]) -> DataError:
+    """The paragraph for a degenerate corpus: a handful of distinct words repeated."""
+    shown = ", ".join(repr(w[:40]) for w in sorted(distinct)) or "none"
+    return DataError(
+        f"{description[:1].upper()}{description[1:]} has only {len(distinct)} distinct word"
+        f"{'' if len(distinct) == 1 else 's'} ({shown}) in {_count(facts.words)} words over "
+        f"{_plural(facts.documents, 'document')}; a text model needs at least {MIN_DISTINCT_WORDS}: it is judged on "
+        "top-5 next-word accuracy, which a handful of words makes trivially high, so no training was started. "
+        "Check that --data names the documents you meant (a file of one repeated word is often a placeholder or "
+        "a failed export), or add real text.")
 
 
 @dataclasses.dataclass(frozen=True)

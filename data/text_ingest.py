@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from data import text, text_split, walk
 from data.errors import DataError
-from data.text_corpus import CorpusFacts, Guessed, Skip
+from data.text_corpus import CorpusFacts, Guessed, Skip, first_distinct
 from data.text_files import list_text_files
 from data.text_sources import Document, read_document
 
@@ -41,6 +41,7 @@ class Counted:
     words: int = 0
     skip: Skip | None = None
     guessed_encoding: str = ""
+    distinct: frozenset[str] = frozenset()  # up to text_corpus.MIN_DISTINCT_WORDS of its words
 
 
 def list_documents(root: str) -> tuple[list[DocumentRef], list[Skip]]:
@@ -79,7 +80,7 @@ def count(ref: DocumentRef, settings: dict) -> Counted:
         return Counted(ref.doc_id, skip=outcome)
     document, guessed = outcome
     return Counted(ref.doc_id, text.window_count(len(document.words), **settings), len(document.words),
-                   guessed_encoding=guessed)
+                   guessed_encoding=guessed, distinct=first_distinct(document.words))
 
 
 def decide_split(counted: list[Counted], listed_skips: list[Skip], settings: dict, description: str
@@ -89,8 +90,9 @@ def decide_split(counted: list[Counted], listed_skips: list[Skip], settings: dic
     facts = CorpusFacts(len(used), sum(c.words for c in used),
                         list(listed_skips) + [c.skip for c in counted if c.skip is not None],
                         [Guessed(c.doc_id, c.guessed_encoding) for c in used if c.guessed_encoding])
+    distinct = first_distinct(word for c in used for word in sorted(c.distinct))
     split = text.check_corpus({c.doc_id: c.windows for c in used}, {c.doc_id: c.words for c in used}, facts,
-                              settings, description)
+                              settings, description, distinct)
     return split, facts
 
 

@@ -68,9 +68,12 @@ def command_compile(args: argparse.Namespace) -> int:
         kfp_pipeline_root,
         readable_paths,
     )
+    from pipeline.kubeflow.k8s_grammar import check_image, check_kfp_pipeline_name
     from pipeline.kubeflow.platform import StepSettings
     from pipeline.kubeflow.storage import check_pipeline_root, check_s3_root
 
+    check_image(args.image)  # every string the package carries is checked before anything is prepared or written
+    check_kfp_pipeline_name(config.pipeline_name)
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
     check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
     settings = StepSettings(
@@ -204,7 +207,18 @@ def command_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_deploy_names(args: argparse.Namespace) -> None:
+    """The Kubernetes names deploy passes to the cluster, checked before logging in."""
+    from pipeline.kubeflow.k8s_grammar import check_dns_label, check_dns_subdomain
+
+    if args.namespace is not None:
+        check_dns_label(args.namespace, "--namespace", "namespace")
+    if getattr(args, "service_account", None) is not None:
+        check_dns_subdomain(args.service_account, "--service-account", "service account")
+
+
 def command_deploy(args: argparse.Namespace) -> int:
+    _check_deploy_names(args)
     if args.list_schedules or args.delete_schedule:
         return _schedules(args)
     if not args.package:

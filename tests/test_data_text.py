@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,41 @@ def test_output_is_deterministic(tmp_path):
     assert a.fingerprint == b.fingerprint and a.files == b.files
     for name in a.files:
         assert (Path(a.examples_dir) / name).read_bytes() == (Path(b.examples_dir) / name).read_bytes()
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("spam " * 6000, "has only 1 distinct word ('spam') in 12k words over 2 documents"),
+    ("the cat sat on the mat\n" * 1000, "has only 5 distinct words ('cat', 'mat', 'on', 'sat', 'the') in 12k words"),
+])
+def test_a_degenerate_corpus_is_refused_before_any_example_is_written(tmp_path, text, phrase):
+    """Both readers (the prepare step and the ExampleGen's split decision) refuse a handful of words repeated."""
+    from data.text_ingest import count, decide_split, list_documents
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (corpus / name).write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(phrase) + ".*needs at least 10: it is judged on top-5"):
+        prepare_text_dataset(corpus, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.gz"))
+    settings = {"context_words": 10, "target_words": 2, "stride": 3}
+    refs, skipped = list_documents(str(corpus))
+    with pytest.raises(DataError, match=re.escape(phrase)):
+        decide_split([count(ref, settings) for ref in refs], skipped, settings, "text source x")
+
+
+def test_ten_distinct_words_are_enough(tmp_path):
+    """The floor is ten distinct words, counted over the whole corpus (each file alone has fewer)."""
+    from data.text_ingest import count, decide_split, list_documents
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text(" ".join(f"w{i % 5}" for i in range(3000)), encoding="utf-8")
+    (corpus / "b.txt").write_text(" ".join(f"w{5 + i % 5}" for i in range(3000)), encoding="utf-8")
+    settings = {"context_words": 10, "target_words": 2, "stride": 3}
+    refs, skipped = list_documents(str(corpus))
+    split, facts = decide_split([count(ref, settings) for ref in refs], skipped, settings, "text source x")
+    assert facts.documents == 2 and sum(split.counts().values()) > 0
+    (corpus / "b.txt").write_text(" ".join(f"w{4 + i % 5}" for i in range(3000)), encoding="utf-8")  # 9 in all
+    with pytest.raises(DataError, match="has only 9 distinct words"):
+        decide_split([count(ref, settings) for ref in list_documents(str(corpus))[0]], [], settings, "text source x")

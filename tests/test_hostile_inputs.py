@@ -134,6 +134,21 @@ def _run(tmp: Path, *args: object) -> list[object]:
     return ["run", "--output", tmp / "out", "--train-steps", "2", *args]
 
 
+def _compile(tmp: Path, *args: object) -> list[object]:
+    return ["compile", "--pipeline-root", "gs://bucket/tfx", "--output", tmp / "out" / "package.yaml", *args]
+
+
+def _nothing_compiled(tmp: Path) -> None:
+    assert not (tmp / "out" / "package.yaml").exists()
+
+
+def _tfjob(tmp: Path, *args: object) -> list[object]:
+    return ["tfjob", "--output", tmp / "out", "--to", tmp / "out" / "tfjob.yaml", "--transformed-examples",
+            "gs://b/t", "--transform-graph", "gs://b/g", "--model-dir", "gs://b/m", *args]
+
+
+IMAGE = "registry.example.com/team/tfx-project:1.0"
+
 CASES = [
     # Serving directory: only plain ASCII int64 names are versions.
     Case("models-lists-odd-names-as-ignored", lambda t: ["models", "--serving-dir", _versions(t, "5", "²", "٣", "007")],
@@ -167,6 +182,34 @@ CASES = [
     # Data folders: a fifo as the data is refused unopened.
     Case("data-is-a-fifo", lambda t: _run(t, "--data", _fifo(t / "data.tfrecord")),
          ("{tmp}/data.tfrecord is neither a regular file nor a folder",), timeout=300),
+    # Settings whose memory cannot fit: refused before the lock, the data or TensorFlow.
+    Case("batch-and-image-size-beyond-memory", lambda t: _run(t, "--batch-size", "65536", "--image-size", "2048"),
+         ("--batch-size: 65536 needs at least", "for one training batch of 2048x2048x3 images", "GiB available (",
+          "the estimate leaves out TensorFlow's own memory")),
+    # A text corpus of one word repeated: refused when the ExampleGen has counted it, before any training.
+    Case("text-corpus-of-one-word", lambda t: _run(t, "--model", "seq2seq", "--data",
+                                                   _file(t, "spam.txt", b"spam " * 50_000)),
+         ("Text source {tmp}/spam.txt has only 1 distinct word ('spam') in 50k words over 1 document",
+          "so no training was started"), timeout=300),
+    # Strings that land in a Kubernetes manifest or a KFP package: refused before anything is compiled.
+    Case("compile-empty-image", lambda t: _compile(t, "--image", ""),
+         ("--image '' is empty (the image reference grammar of distribution/reference",), check=_nothing_compiled),
+    Case("compile-image-with-upper-case-and-space", lambda t: _compile(t, "--image", "Registry.io/Team/X:1 "),
+         ("--image 'Registry.io/Team/X:1 ' contains white space",), check=_nothing_compiled),
+    Case("compile-memory-not-a-quantity", lambda t: _compile(t, "--image", IMAGE, "--memory-request", "4GB"),
+         ("--memory-request '4GB' is not a Kubernetes quantity", "resource.Quantity"), check=_nothing_compiled),
+    Case("compile-secret-name-with-underscore", lambda t: _compile(t, "--image", IMAGE, "--secret-env",
+                                                                   "DB_PASSWORD=db_creds:password"),
+         ("'db_creds' is not a valid Kubernetes secret: it must be an RFC 1123 DNS subdomain",),
+         check=_nothing_compiled),
+    Case("compile-pipeline-name-kfp-refuses", lambda t: _compile(t, "--image", IMAGE, "--pipeline-name", "My_Pipe"),
+         ("--pipeline-name 'My_Pipe' is not a valid Kubeflow pipeline name", "e.g. my-pipe"),
+         check=_nothing_compiled),
+    Case("tfjob-namespace-not-a-dns-label", lambda t: _tfjob(t, "--image", IMAGE, "--namespace", "Team_A"),
+         ("--namespace 'Team_A' is not a valid Kubernetes namespace: it must be an RFC 1123 DNS label",)),
+    Case("deploy-namespace-not-a-dns-label", lambda t: ["deploy", "--host", "http://127.0.0.1:9", "--package",
+                                                        _file(t, "p.yaml"), "--namespace", "kubeflow user"],
+         ("--namespace 'kubeflow user' is not a valid Kubernetes namespace",)),
     # The one full run: every format read, everything left out named, the fifo never opened.
     Case("image-folder-of-every-format", lambda t: _run(t, "--data", _image_folder(t), "--image-size", "8",
                                                         "--min-accuracy", "0", "--gate-margin", "-1"),

@@ -155,3 +155,56 @@ def test_sigterm_stops_a_run_like_ctrl_c_and_no_run_leaves_temporary_files(tmp_p
     assert "was stopped by SIGTERM" in final.stderr, final.stderr[-3000:]
     assert len(serving_dir.list_versions(str(serving))) == 1
     assert sorted(os.listdir(private_tmp)) == before
+
+
+def _beam_workers_started(process, timeout=300):
+    """This run's descendants once a Beam SDK worker (multi_processing) is among them."""
+    import psutil
+
+    run = psutil.Process(process.pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        children = run.children(recursive=True)
+        commands = []
+        for child in children:
+            try:
+                commands.append(" ".join(child.cmdline()))
+            except psutil.Error:
+                commands.append("")
+        if any("sdk_worker_main" in c for c in commands):
+            return children
+        time.sleep(0.2)
+    raise AssertionError(f"no Beam SDK worker started in {timeout} s")
+
+
+def test_sigterm_under_multi_processing_beam_ends_its_workers(tmp_path):
+    """SIGTERM to the run alone (as `kill PID` sends it) while Beam's SDK worker processes run a
+    component: exit 143 within the bound, no worker left behind, lock released, nothing pushed,
+    and the next run says the last one was stopped. Before the fix the run hung in Beam's join of
+    the worker threads and the workers outlived it."""
+    import psutil
+
+    output = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "--output", str(output), "--beam-mode", "multi_processing",
+         "--beam-workers", "2", "--train-steps", "15"],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        workers = _beam_workers_started(process)
+        process.send_signal(signal.SIGTERM)
+        log = process.communicate(timeout=120)[0]  # a bound against the hang, not a speed assertion
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, log[-3000:]
+    assert "Stopped by SIGTERM." in log and "Traceback" not in log, log[-3000:]
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    left = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    for orphan in left:
+        orphan.kill()
+    assert not left, [" ".join(p.cmdline()) for p in left]
+    assert _lock_is_free(output)
+    assert not (output / "serving" / "cnn").exists() or os.listdir(output / "serving" / "cnn") == []
+
+    after = run_cli("run", "--output", output, "--data", tmp_path / "missing")  # fails fast, after the lock
+    assert "was stopped by SIGTERM" in after.stderr, after.stderr[-3000:]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+from pipeline.families.registry import BatchMemory, ModelFamily, TrainingDefaults, option, register
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -103,6 +103,25 @@ def curate_image_schema(schema: schema_pb2.Schema) -> None:
             feature.int_domain.min, feature.int_domain.max = 0, 255
 
 
+#: Growth of the Trainer's peak RSS per example over the formula's bytes: the largest factor
+#: ``benchmarks/memory_factors.py`` measured, rounded up.
+MEMORY_FACTOR = 5.0
+#: --image-size of image folders when left to the data (data/images/folder.py); the estimate's size then.
+FOLDER_IMAGE_SIZE = 32
+
+
+def bytes_per_example(image_size: int, channels: int, filters: int = 16, convs_per_block: int = 1,
+                      factor: float = MEMORY_FACTOR) -> float:
+    """float32 pixels and the first conv block's feature maps (later blocks are a quarter the area each)."""
+    return factor * 4 * image_size * image_size * (channels + filters * convs_per_block)
+
+
+def batch_memory(config: PipelineConfig) -> BatchMemory:
+    """With the image size left to the data, the folders' default: a lower bound for larger native images."""
+    size, channels = config.family_settings.image_size or FOLDER_IMAGE_SIZE, config.family_settings.channels or 3
+    return BatchMemory(bytes_per_example(size, channels), f"{size}x{size}x{channels} images", "--image-size")
+
+
 FAMILY = register(ModelFamily(
     name="cnn",
     description="image classifier",
@@ -136,6 +155,7 @@ FAMILY = register(ModelFamily(
     score_outputs=("classes", "probabilities"),   # models/cnn/export.py
     score_signature="score_examples",              # models/cnn/export.py: why not serving_default
     default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",
+    batch_memory=batch_memory,
     intended_use=("Classifying images like the training data (same source, size, colour mode and classes) into "
                   "one of the training classes; a demonstration of a gated, continuously trained TFX pipeline, "
                   "not a production classifier."),

@@ -71,6 +71,15 @@ class TrainingDefaults:
 
 
 @dataclasses.dataclass(frozen=True)
+class BatchMemory:
+    """What one example of a training batch needs (pipeline/local/memory.py compares the batch with the machine)."""
+
+    bytes_per_example: float
+    shape: str            # "32x32x3 images"
+    smaller: str          # the flag that shrinks an example: "--image-size"
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelFamily:
     """Everything the pipeline, CLI, summary, serving listing and report need of a family."""
 
@@ -123,6 +132,10 @@ class ModelFamily:
     score_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] | None = None
     score_outputs: tuple[str, str] = ("", "")
     score_signature: str = "serving_default"
+    # (config) -> the Trainer's memory per example of a batch (bytes), the example's shape in words, and the
+    # setting to lower when even one example does not fit; checked before a local run (pipeline/local/memory.py).
+    # None: no estimate.
+    batch_memory: Callable[[PipelineConfig], BatchMemory] | None = None
 
     def pusher_tflite_config(self) -> dict[str, str]:
         """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""

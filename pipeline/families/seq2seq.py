@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from pipeline.families.registry import ModelFamily, TrainingDefaults, option, register
+from pipeline.families.registry import BatchMemory, ModelFamily, TrainingDefaults, option, register
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -76,6 +76,25 @@ def curate_text_schema(schema: schema_pb2.Schema) -> None:
     keep_string_domains(schema, [text_features.POSITION])
 
 
+#: Growth of the Trainer's peak RSS per example over the formula's bytes: the largest factor
+#: ``benchmarks/memory_factors.py`` measured, rounded up.
+MEMORY_FACTOR = 6.0
+
+
+def bytes_per_example(context_tokens: int, target_tokens: int, vocab_size: int, units: int = 256,
+                      embedding_dim: int = 128, factor: float = MEMORY_FACTOR) -> float:
+    """float32 logits over the vocabulary (+ OOV) for each target token, and the embeddings and LSTM states."""
+    return factor * 4 * (target_tokens * (vocab_size + 1) + (context_tokens + target_tokens) * (units + embedding_dim))
+
+
+def batch_memory(config: PipelineConfig) -> BatchMemory:
+    settings = config.family_settings
+    # Token windows are twice the words, as Transform is configured (_transform_config).
+    return BatchMemory(bytes_per_example(2 * settings.context_words, 2 * settings.target_words, settings.vocab_size),
+                       f"{settings.context_words}+{settings.target_words}-word windows over a {settings.vocab_size}-"
+                       "token vocabulary", "--vocab-size")
+
+
 FAMILY = register(ModelFamily(
     name="seq2seq",
     description="text continuation",
@@ -108,6 +127,7 @@ FAMILY = register(ModelFamily(
     tuner_fn="models.seq2seq.tuning.tuner_fn",
     search_space="models.seq2seq.hparams.SEARCH_SPACE",
     default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
+    batch_memory=batch_memory,
     intended_use=("Suggesting the next words of prose like the training corpus (next-word ranking, short "
                   "continuations); a demonstration of a gated TFX pipeline for text, not a general language model."),
     known_limits=(

@@ -21,17 +21,23 @@ import logging
 import re
 
 from pipeline.kubeflow import bundled_store
+from pipeline.kubeflow.k8s_grammar import (
+    IMAGE_REFERENCE,
+    check_dns_subdomain,
+    check_image,
+    check_label_key,
+    check_label_value,
+    check_request_within_limit,
+    parse_quantity,
+)
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
 
 log = logging.getLogger("pipeline")
 
 TRAINER_TASK = "Trainer"
-_DIGEST = re.compile(r"(?P<name>[^@\s]+?)(?::(?P<tag>[\w][\w.-]{0,127}))?@(?P<digest>sha256:[0-9a-f]{64})")
 # KFP's own MinIO keeps its keys under these names (backend src/v2/config/env.go).
 S3_SECRET_KEYS = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")  # a Kubernetes object name
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_QUANTITY = re.compile(r"(\d+(\.\d+)?)(m|Ki|Mi|Gi|Ti|K|M|G|T)?")
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -61,6 +67,8 @@ class StepSettings:
         for name in ("cpu_request", "cpu_limit", "memory_request", "memory_limit", "trainer_cpu",
                      "trainer_memory"):
             _quantity(getattr(self, name), name.replace("_", "-"))
+        check_request_within_limit(self.cpu_request, self.cpu_limit, "--cpu-request", "--cpu-limit")
+        check_request_within_limit(self.memory_request, self.memory_limit, "--memory-request", "--memory-limit")
         if self.trainer_gpus < 0:
             raise KubeflowConfigError(f"--trainer-gpus {self.trainer_gpus}: a GPU count is 0 or more.")
         if self.s3_secret and not self.s3_endpoint and not self.bundled_store:
@@ -139,6 +147,8 @@ class StepSettings:
             if not sep or not label:
                 raise KubeflowConfigError(f"--node-selector {text!r} is not LABEL=VALUE, e.g. "
                                           "--node-selector cloud.google.com/gke-nodepool=highmem.")
+            check_label_key(label, "--node-selector", text)
+            check_label_value(value, "--node-selector", text)
             result[label] = value
         return result
 
@@ -151,6 +161,9 @@ class StepSettings:
                     f"--toleration {text!r} is not KEY[=VALUE]:EFFECT with EFFECT one of {', '.join(_EFFECTS)}, "
                     "e.g. --toleration nvidia.com/gpu=present:NoSchedule.")
             key, _, value, effect = match.groups()
+            check_label_key(key, "--toleration", text)
+            if value is not None:
+                check_label_value(value, "--toleration", text)
             toleration = {"key": key, "operator": "Equal" if value is not None else "Exists", "effect": effect}
             if value is not None:
                 toleration["value"] = value
@@ -159,8 +172,8 @@ class StepSettings:
 
 
 def _quantity(value: str | None, flag: str) -> None:
-    if value is not None and not _QUANTITY.fullmatch(value):
-        raise KubeflowConfigError(f"--{flag} {value!r} is not a Kubernetes quantity such as 500m, 2, 512Mi or 4G.")
+    if value is not None:
+        parse_quantity(value, f"--{flag}")
 
 
 def _step_name(step: str | None, flag: str, text: str, steps: set[str] | None) -> None:
@@ -176,13 +189,10 @@ def _step_name(step: str | None, flag: str, text: str, steps: set[str] | None) -
 def pinned_image(image: str) -> str:
     """``image`` as the package names it: ``NAME@sha256:DIGEST`` when a digest is given (the tag
     dropped), else as given, with a warning that KFP's cache cannot tell rebuilds of a tag apart."""
-    if "@" in image:
-        match = _DIGEST.fullmatch(image.strip())
-        if not match:
-            raise KubeflowConfigError(
-                f"--image {image!r}: an image pinned by digest is NAME[:TAG]@sha256:<64 hex digits>, e.g. "
-                "registry.example.com/team/tfx-project@sha256:3f5c...; `docker inspect --format "
-                "'{{index .RepoDigests 0}}' IMAGE` prints it after a push.")
+    image = check_image(image)
+    match = IMAGE_REFERENCE.fullmatch(image)
+    assert match is not None, image  # check_image read it
+    if match.group("digest"):
         if match.group("tag"):
             log.info("--image %s: the tag is dropped, the digest names the image (and KFP's cache key).", image)
         return f"{match.group('name')}@{match.group('digest')}"
@@ -193,27 +203,16 @@ def pinned_image(image: str) -> str:
 
 
 def _secret_name(name: str, flag: str, text: str) -> None:
-    if not name:
-        raise KubeflowConfigError(f"{flag} {text!r} names no secret: give the name of a Kubernetes secret in "
-                                  "the namespace the pipeline runs in (`kubectl get secrets -n NAMESPACE`).")
-    if not _NAME.fullmatch(name):
-        raise KubeflowConfigError(f"{flag} {text!r}: {name!r} is not a valid Kubernetes secret name (lower-case "
-                                  "letters, digits, '-' and '.').")
-
-
-_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    check_dns_subdomain(name, flag, "secret", text)
 
 
 def _cpu(value: str) -> float:
-    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+    return float(parse_quantity(value, "cpu"))  # StepSettings checked every quantity (_quantity)
 
 
 def _memory_gb(value: str) -> float:
     """ResourceSpec memory fields are in GB (10^9 bytes), as kfp's own compiler writes them."""
-    match = _QUANTITY.fullmatch(value)
-    assert match is not None, value  # StepSettings checked every quantity (_quantity)
-    number, _, unit = match.group(1, 2, 3)
-    return float(number) * _UNITS[unit or ""] / 1e9
+    return float(parse_quantity(value, "memory")) / 1e9
 
 
 def _resources(settings: StepSettings, task: str) -> dict:

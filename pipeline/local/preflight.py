@@ -62,7 +62,10 @@ def check_no_symlinks(output_dir: str) -> None:
 
 
 def check_run(config: PipelineConfig) -> None:
+    from pipeline.local.memory import check_memory
+
     check_free_space(config.output_dir)
+    check_memory(config)  # before anything is allocated: the batch and the Beam workers against free memory
     check_no_symlinks(config.output_dir)
     if config.strategy == "multi_worker":
         from models.common.multi_worker import read_tf_config

@@ -11,6 +11,13 @@ one ended, and ``report`` marks an evaluation that is not of the latest attempt.
 SIGTERM (``kill``, a container stop) stops a run the way Ctrl-C does: the running
 component is abandoned, a staged push is removed (``artifacts/serving_dir.py``), the lock is
 released and the outcome recorded.
+
+A stop signal also ends this process's child processes. Under ``--beam-mode multi_processing``
+Beam's SDK workers are ``sh -c python -m ...sdk_worker_main`` children, and on the way out Beam
+joins the thread that waits for each one (Beam 2.59 ``local_job_service.SubprocessSdkWorker.run``,
+``worker_handlers.SubprocessSdkWorkerHandler.stop_worker``); a worker busy with a bundle never
+exits by itself, so a SIGTERM sent to the run alone (a terminal's Ctrl-C reaches the whole
+process group, ``kill PID`` does not) hung there and the workers outlived the run.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import json
 import logging
 import os
 import signal
+import threading
 from collections.abc import Iterator
 
 from stackenv.errors import PathError, ProjectError, find_in_chain
@@ -60,9 +68,46 @@ class _Stop:
     name: str | None = None
 
 
+#: How long stopped child processes get to exit after SIGTERM before they are killed.
+CHILD_GRACE_S = 5.0
+
+
+def _drop_worker_exits(args) -> None:
+    """The thread hook while a stop ends the children: Beam's ``run_worker`` threads then raise
+    "Worker subprocess exited with return code -15", which is the stop itself, not news."""
+    if not (args.thread is not None and args.thread.name == "run_worker" and args.exc_type is RuntimeError):
+        threading.__excepthook__(args)
+
+
+def end_children(grace_s: float = CHILD_GRACE_S) -> None:
+    """SIGTERM to every descendant of this process, SIGKILL to those still there after ``grace_s``."""
+    import psutil
+
+    threading.excepthook = _drop_worker_exits
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
 def _raise_interrupt(signum, _frame) -> None:
     _Stop.name = signal.Signals(signum).name
+    end_children()
     raise KeyboardInterrupt(_Stop.name)
+
+
+def _interrupt(_signum, _frame) -> None:
+    """SIGINT: Ctrl-C as Python raises it, after this process's children are ended (see the module's note)."""
+    end_children()
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -74,10 +119,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     except ValueError:  # not the main thread
         yield
         return
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:  # a handler someone else set is left alone
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def stop_signal() -> str | None:

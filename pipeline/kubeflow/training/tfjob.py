@@ -35,6 +35,8 @@ from stackenv.errors import ConfigError
 
 import yaml
 
+from pipeline.kubeflow.k8s_grammar import check_dns_label, check_dns_subdomain, check_image, parse_quantity
+
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
 CONTAINER = "tensorflow"      # the operator's TFJobDefaultContainerName
@@ -76,8 +78,13 @@ class TFJobSettings:
             raise ConfigError("--name", f"{self.name!r} is not a valid TFJob name: the operator requires a DNS-1035 "
                               "label (lower-case letters, digits and '-', starting with a letter, at most 63), "
                               "e.g. cnn-trainer.")
-        if not self.image.strip():
-            raise ConfigError("--image", "is empty; pass the pipeline image built from kubeflow/Dockerfile.")
+        check_image(self.image)
+        check_dns_label(self.namespace, "--namespace", "namespace")
+        if self.service_account is not None:
+            check_dns_subdomain(self.service_account, "--service-account", "service account")
+        for flag, quantity in (("--cpu", self.cpu), ("--memory", self.memory)):
+            if quantity is not None:
+                parse_quantity(quantity, flag)
         uris = (("--transformed-examples", self.transformed_examples),
                 ("--transform-graph", self.transform_graph), ("--model-dir", self.model_dir))
         for flag, uri in uris:

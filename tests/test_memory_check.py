@@ -1,0 +1,62 @@
+"""Memory-hungry settings against the memory available (issue 30, pipeline/local/memory.py): refused
+before a run starts, one paragraph naming the flag, the estimate, the memory available and a value
+that fits."""
+import re
+
+from stackenv.errors import ConfigError
+
+import pytest
+
+from pipeline.config import PipelineConfig
+from pipeline.families import get_family
+from pipeline.local.memory import WORKER_BYTES, available_bytes, check_memory
+
+GIB = 2**30
+
+
+def _mem_available() -> int:
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("no MemAvailable in /proc/meminfo")
+
+
+def test_available_memory_is_at_most_what_the_kernel_says():
+    available, source = available_bytes()
+    assert 0 < available <= _mem_available() + 256 * 2**20, (available, source)
+
+
+def _refusal(config, available) -> str:
+    with pytest.raises(ConfigError) as error:
+        check_memory(config, (available, "test figure"))
+    message = str(error.value)
+    assert "\n" not in message and f"{available / GIB:.1f} GiB available (test figure)" in message
+    return message
+
+
+@pytest.mark.parametrize("model, settings, batch", [
+    ("cnn", {"image_size": 512, "channels": 3}, 4096),
+    ("seq2seq", {"vocab_size": 200_000}, 8192),
+])
+def test_a_batch_too_big_for_the_memory_is_refused_with_a_batch_that_fits(model, settings, batch):
+    config = PipelineConfig(model=model, family_settings=settings, batch_size=batch)
+    per_example = get_family(model).batch_memory(config).bytes_per_example
+    message = _refusal(config, GIB)
+    assert message.startswith(f"--batch-size: {batch} needs at least {batch * per_example / GIB:.1f} GiB")
+    fits = int(re.search(r"--batch-size (\d+) or less fits", message).group(1))
+    assert fits * per_example <= GIB < (fits + 1) * per_example
+    check_memory(PipelineConfig(model=model, family_settings=settings, batch_size=fits), (GIB, "test figure"))
+
+
+def test_an_example_too_big_for_the_memory_names_the_setting_that_shrinks_it():
+    config = PipelineConfig(model="cnn", family_settings={"image_size": 4096, "channels": 3}, batch_size=1)
+    assert "Even a batch of 1 does not fit: lower --image-size" in _refusal(config, GIB)
+
+
+def test_beam_workers_are_counted_in_multi_processing_only():
+    config = PipelineConfig(model="cnn", batch_size=8, beam_mode="multi_processing", beam_workers=64)
+    message = _refusal(config, 4 * GIB)
+    fits = int(re.search(r"--beam-workers (\d+) or fewer fits", message).group(1))
+    assert message.startswith("--beam-workers: 64 needs at least") and fits * WORKER_BYTES <= 4 * GIB
+    check_memory(PipelineConfig(model="cnn", batch_size=8, beam_mode="in_memory", beam_workers=64), (4 * GIB, "x"))
