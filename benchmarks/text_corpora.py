@@ -75,15 +75,16 @@ def build_corpus(name: str, pattern: str, root: Path) -> Path | None:
 
 
 def score_export(export_dir: str, eval_records: list[bytes], tables: ngram.NgramTables,
-                 batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """Per-window top-5 hit (0/1) of ``serving_default`` and of the bigram reference, labels as TFMA reads them.
+                 batch: int = 512) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-window top-5 hit (0/1) of ``serving_default`` and of the bigram reference, and whether the label is
+    the OOV id (a word the train split never held), labels as TFMA reads them.
 
     The reference's hits come from ``tables``' bigram distribution, the train counts' (it ranks
     exactly as baselines.py; its mean is printed beside ngram_baselines' to show it).
     """
     model = tf.saved_model.load(export_dir)
     serve, labels_fn = model.signatures["serving_default"], model.signatures["transform_features"]
-    hits, reference = [], []
+    hits, reference, unknown = [], [], []
     for start in range(0, len(eval_records), batch):
         chunk = tf.constant(eval_records[start:start + batch])
         probabilities = serve(examples=chunk)["probabilities"].numpy()
@@ -92,7 +93,8 @@ def score_export(export_dir: str, eval_records: list[bytes], tables: ngram.Ngram
         hits.extend(blend.hits(probabilities, labels).tolist())
         bigram = tables.probabilities(transformed[features.CONTEXT_XF])["bigram"].numpy()
         reference.extend(blend.hits(bigram, labels).tolist())
-    return np.asarray(hits, np.float64), np.asarray(reference, np.float64)
+        unknown.extend((labels >= tables.vocab_size - features.NUM_OOV_BUCKETS).tolist())
+    return np.asarray(hits, np.float64), np.asarray(reference, np.float64), np.asarray(unknown, bool)
 
 
 def trigram_top5(tables: ngram.NgramTables, eval_glob: str) -> float:
@@ -154,7 +156,7 @@ def run_corpus(name: str, folder: Path, args, root: Path) -> dict:
     vocab_size = (tft.TFTransformOutput(str(data / "transform")).vocabulary_size_by_name(features.VOCABULARY)
                   + features.NUM_OOV_BUCKETS)
     tables = ngram.NgramTables(ngram.fit_tables(ngram.read_events(train_glob, config["context_tokens"]), vocab_size))
-    hits, reference_hits = score_export(fn_args.serving_model_dir, splits["eval"], tables)
+    hits, reference_hits, unknown = score_export(fn_args.serving_model_dir, splits["eval"], tables)
     trigram = trigram_top5(tables, eval_glob)
     with open(run_dir / "serving" / "assets.extra" / "training.json") as handle:
         training = json.load(handle)
@@ -167,7 +169,8 @@ def run_corpus(name: str, folder: Path, args, root: Path) -> dict:
             "served": float(hits.mean()), "interval": intervals.wilson(float(hits.mean()), len(hits)),
             "bigram_from_export": float(reference_hits.mean()), "trigram": trigram,
             "gain": float((hits - reference_hits).mean()), "gain_interval": bootstrap(hits - reference_hits),
-            "network_holdout": net,
+            "oov_labels": float(unknown.mean()), "served_known": float(hits[~unknown].mean()),
+            "bigram_known": float(reference_hits[~unknown].mean()), "network_holdout": net,
             "weights": training["blend"]["weights"], "best_epoch": training["best_epoch"],
             "epochs_run": training["epochs_run"], "steps": steps, "seconds": seconds, "sample": generated,
             "repeated_trigrams": repeated_trigrams(generated)}
@@ -195,13 +198,15 @@ def main(argv=None) -> None:
         print(json.dumps(row), flush=True)
     print()
     print("| corpus | kind | words | train / eval windows | bigram top-5 | trigram top-5 | served top-5 [95% CI] "
-          "| served - bigram [95% CI, paired] | mix (net, interp., bigram, cache) | epochs (best/run) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+          "| served - bigram [95% CI, paired] | OOV labels | known words: served / bigram "
+          "| mix (net, interp., bigram, cache) | epochs (best/run) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in rows:
         w = r["weights"]
         print(f"| {r['corpus']} | {r['kind']} | {r['words']:,} | {r['train']:,} / {r['eval']:,} | {r['bigram']:.3f} | "
               f"{r['trigram']:.3f} | **{r['served']:.3f}** [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] | "
               f"{r['gain']:+.3f} [{r['gain_interval'][0]:+.3f}, {r['gain_interval'][1]:+.3f}] | "
+              f"{r['oov_labels']:.3f} | {r['served_known']:.3f} / {r['bigram_known']:.3f} | "
               f"{w['network']:.1f}, {w['interpolated']:.1f}, {w['bigram']:.1f}, {w.get('cache', 0.0):.1f} | "
               f"{r['best_epoch']}/{r['epochs_run']} |")
 

@@ -65,7 +65,8 @@ def test_image_held_out_loss_turning_up_is_overfitting_even_when_accuracies_are_
     record = _image_record(2, 4, accuracy=[0.8, 0.8, 0.8, 0.8], val_accuracy=[0.8, 0.8, 0.8, 0.8],
                            loss=[0.6, 0.5, 0.4, 0.3], val_loss=[0.6, 0.55, 0.62, 0.7])
     words = advice.diagnosis(record)
-    assert words.startswith("overfitting (the held-out loss was lowest at epoch 2 of 4, 0.550, and rose to 0.700"), words
+    assert words.startswith(
+        "overfitting (the held-out loss was lowest at epoch 2 of 4, 0.550, and rose to 0.700"), words
 
 
 def test_image_flat_curves_give_no_advice():

@@ -6,6 +6,7 @@ code under test.
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from models.seq2seq import blend, features, holdout, ngram
@@ -165,3 +166,14 @@ def test_the_bigram_distribution_ranks_exactly_as_the_reference_on_real_windows(
     assert hits == reference
     for row in p:
         assert len(set(np.sort(row)[-6:])) == 6  # the top 5 and the next are all distinct values
+
+
+def test_the_chance_of_a_new_word_goes_to_the_oov_id_and_unseen_ids_read_as_oov():
+    # Next words 3, 3, 4, 5: two of the four events are words seen once (Good-Turing: 2/4 new).
+    events = np.array([[0, 6, 3], [0, 6, 3], [0, 7, 4], [0, 8, 5]])
+    unigram = ngram.fit_tables(events, V)["unigram"]
+    assert unigram[V - 1] == pytest.approx(0.5, abs=1e-3)  # the OOV id is the last one
+    assert unigram.sum() == pytest.approx(1.0, abs=1e-5)
+    seen = np.zeros(V, bool)
+    seen[[3, 4]] = True
+    assert ngram.unseen_as_oov(np.array([[3, 5, 0], [4, 0, 0]]), seen).tolist() == [[3, V - 1, 0], [4, 0, 0]]

@@ -68,6 +68,21 @@ def read_events(patterns: str | Sequence[str], context_tokens: int) -> np.ndarra
     return np.concatenate(chunks) if chunks else np.zeros([0, 3], np.int64)
 
 
+def novel_word_share(unigram_counts: np.ndarray) -> float:
+    """Good-Turing's estimate of the chance that the next word is one never seen in training (Good 1953):
+    the share of events whose word was seen once. Such a word is out of the vocabulary when the model is
+    used (the vocabulary is the train text's), so its share goes to the OOV id."""
+    total = unigram_counts.sum()
+    return float((unigram_counts[:-features.NUM_OOV_BUCKETS] == 1).sum() / total) if total else 0.0
+
+
+def unseen_as_oov(ids: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """``ids`` with every id not in ``seen`` (a boolean mask over the vocabulary) replaced by the OOV id, PAD kept:
+    how text new to a count table reaches it when the model is used (cross-fitting, models/seq2seq/trainer.py)."""
+    oov = len(seen) - features.NUM_OOV_BUCKETS
+    return np.where(seen[ids] | (ids == features.PAD_ID), ids, oov)
+
+
 def _discount(counts: np.ndarray) -> float:
     n1, n2 = int((counts == 1).sum()), int((counts == 2).sum())
     return float(np.clip(n1 / (n1 + 2 * n2), 0.1, 0.9)) if n1 + n2 else 0.5
@@ -89,6 +104,9 @@ def fit_tables(events: np.ndarray, vocab_size: int) -> dict[str, np.ndarray]:
     p1 = (1 - UNIFORM_SHARE) * unigram_counts / total + UNIFORM_SHARE / V
     if not len(events):
         p1 = np.full(V, 1.0 / V)
+    novel = novel_word_share(unigram_counts)
+    p1 = (1 - novel) * p1
+    p1[V - features.NUM_OOV_BUCKETS:] += novel / features.NUM_OOV_BUCKETS
 
     # Bigrams (v, w): discounted mass per row and the row's back-off weight.
     pairs, pair_counts = np.unique(v * V + w, return_counts=True)
