@@ -19,6 +19,7 @@ Every variant must find the same documents (the reader skips none of the generat
 
     python benchmarks/bench_text_ingest.py                  # ~2,000 documents, ~20 MB of text
     python benchmarks/bench_text_ingest.py --documents 10000 --example-gen
+    python benchmarks/bench_text_ingest.py --words 10000000 --rounds 2 --example-gen   # issue 37's 10M words
     python benchmarks/bench_text_ingest.py --quick          # smoke only
 """
 from __future__ import annotations
@@ -49,6 +50,8 @@ DECOMPRESS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decomp
 def parse_args(argv=None):
     p = C.base_parser(__doc__)
     p.add_argument("--documents", type=int, default=2000)
+    p.add_argument("--words", type=int, default=None,
+                   help="generate documents until this many words instead (overrides --documents)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--example-gen", action="store_true", help="also time the TextExampleGen executor once")
     p.add_argument("--work-dir", default="/tmp/tfx-bench/text-ingest")
@@ -79,16 +82,22 @@ def _markup(words: list[str], suffix: str) -> str:
     return "\n".join(lines)
 
 
-def generate(folder: Path, documents: int) -> int:
-    marker = folder / f".complete-{documents}"
+def generate(folder: Path, documents: int, words_wanted: int | None = None) -> int:
+    """Write the corpus (``documents`` files, or as many as make ``words_wanted`` words); how many files."""
+    marker = folder / f".complete-{documents if words_wanted is None else f'{words_wanted}-words'}"
     if marker.exists():
-        return documents
+        return int(marker.read_text() or documents)
     from pydoc_data.topics import topics
 
     words = " ".join(topics[name] for name in sorted(topics)).split()
     rng = random.Random(0)
-    for i in range(documents):
+    written = 0
+    for i in range(documents if words_wanted is None else 10**9):
+        if words_wanted is not None and written >= words_wanted:
+            documents = i
+            break
         size = rng.randint(300, 3000)
+        written += size
         start = rng.randrange(0, len(words) - size)
         suffix = FORMATS[i % len(FORMATS)]
         text = _markup(words[start:start + size], suffix).encode("utf-8")
@@ -97,7 +106,7 @@ def generate(folder: Path, documents: int) -> int:
         path = folder / f"part-{i % 20:02d}" / f"doc-{i:06d}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    marker.touch()
+    marker.write_text(str(documents))
     return documents
 
 
@@ -150,7 +159,7 @@ def example_gen(folder: Path, out: Path) -> dict:
 def child(folder: str, out: str) -> dict:
     import stackenv  # noqa: F401
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
     from example_gen_helpers import run_example_gen
     from tfx.proto import example_gen_pb2
 
@@ -174,11 +183,12 @@ def main(argv=None) -> int:
     documents = 60 if args.quick else args.documents
     rounds = 1 if args.quick else args.rounds
     work = Path(args.work_dir)
-    folder = work / f"corpus-{documents}"
+    words_wanted = None if args.quick else args.words
+    folder = work / (f"corpus-{documents}" if words_wanted is None else f"corpus-{words_wanted}-words")
     machine = C.machine_info()
     C.print_header(NAME, machine, args.quick)
-    C.log(f"generating {documents} documents in {folder}")
-    generate(folder, documents)
+    C.log(f"generating {f'{words_wanted:,} words of' if words_wanted else documents} documents in {folder}")
+    documents = generate(folder, documents, words_wanted)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
     found: dict[str, tuple] = {}
     import data.text_sources  # noqa: F401 - imports (TensorFlow comes with data/) stay out of the timings

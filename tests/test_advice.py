@@ -34,3 +34,42 @@ def test_the_reference_warning_carries_the_diagnosis():
     [_, warning] = gate_summary.references_lines(payload, "Top-5 next-word accuracy", 0.29, training=record)
     assert "does not beat the best reference predictor (bigram 0.3900); overfitting" in warning
     assert "train longer" not in warning
+
+
+def _image_record(best, ran, accuracy, val_accuracy, loss, val_loss, stopped=False):
+    """An image model's record as models/common/regime.py writes it (Keras History keys)."""
+    return {"regime": "early_stopping", "best_epoch": best, "epochs_run": ran, "stopped_early": stopped,
+            "holdout_accuracy": val_accuracy[best - 1],
+            "curves": {"accuracy": accuracy, "val_accuracy": val_accuracy, "loss": loss, "val_loss": val_loss}}
+
+
+def test_image_overfitting_from_its_accuracy_curves():
+    record = _image_record(3, 6, accuracy=[0.5, 0.7, 0.8, 0.9, 0.95, 0.99], val_accuracy=[0.45, 0.6, 0.66, 0.65,
+                           0.64, 0.63], loss=[1.5, 0.9, 0.6, 0.4, 0.2, 0.1], val_loss=[1.6, 1.1, 1.0, 1.1, 1.3, 1.5],
+                           stopped=True)
+    words = advice.diagnosis(record)
+    assert words.startswith("overfitting (held-out best at epoch 3 of 6, 0.14 below the train score)"), words
+    assert "more data" in words
+
+
+def test_image_held_out_loss_still_falling_at_the_end_asks_for_more_epochs():
+    # The held-out accuracy plateaued (best at epoch 2), but its loss was still falling at the last epoch.
+    record = _image_record(2, 4, accuracy=[0.6, 0.7, 0.7, 0.7], val_accuracy=[0.6, 0.7, 0.7, 0.7],
+                           loss=[1.2, 1.0, 0.9, 0.85], val_loss=[1.3, 1.1, 1.0, 0.96])
+    words = advice.diagnosis(record)
+    assert words.startswith("underfitting (the held-out loss still fell at the last epoch, 4: 1.000 -> 0.960)"), words
+    assert "--epochs" in words
+
+
+def test_image_held_out_loss_turning_up_is_overfitting_even_when_accuracies_are_flat():
+    record = _image_record(2, 4, accuracy=[0.8, 0.8, 0.8, 0.8], val_accuracy=[0.8, 0.8, 0.8, 0.8],
+                           loss=[0.6, 0.5, 0.4, 0.3], val_loss=[0.6, 0.55, 0.62, 0.7])
+    words = advice.diagnosis(record)
+    assert words.startswith(
+        "overfitting (the held-out loss was lowest at epoch 2 of 4, 0.550, and rose to 0.700"), words
+
+
+def test_image_flat_curves_give_no_advice():
+    record = _image_record(2, 4, accuracy=[0.8, 0.8, 0.8, 0.8], val_accuracy=[0.8, 0.8, 0.8, 0.8],
+                           loss=[0.5, 0.5, 0.5, 0.5], val_loss=[0.5, 0.49, 0.5, 0.5])
+    assert advice.diagnosis(record) is None

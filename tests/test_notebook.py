@@ -7,6 +7,7 @@ import os
 
 import nbformat
 import pytest
+import scipy.stats
 import tensorflow_model_analysis as tfma
 from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
@@ -74,6 +75,11 @@ def test_notebook_shows_slices_and_tfma_values(executed, cnn_run_with_baseline):
     overall = dict(result.slicing_metrics)[()][""][""]
     accuracy = overall["sparse_categorical_accuracy"]["doubleValue"]
     assert f"sparse_categorical_accuracy overall: {accuracy:.4f}" in text
+    # Its 95% Wilson interval beside it, as scipy computes it from the hit count (an independent oracle).
+    count = int(overall["example_count"]["doubleValue"])
+    low, high = scipy.stats.binomtest(round(accuracy * count), count).proportion_ci(method="wilson")
+    assert f"sparse_categorical_accuracy overall: {accuracy:.4f} [95% CI {low:.4f}-{high:.4f}] on {count}" in text
+    assert "this model" in text and "95% CI low" in text  # the references table with its intervals
     assert f"{overall['sparse_categorical_accuracy_diff']['doubleValue']:.4f}" in text   # vs baseline
     assert "NOT blessed" in text and evaluation.uri in text
 

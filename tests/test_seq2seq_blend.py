@@ -6,6 +6,7 @@ code under test.
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from models.seq2seq import blend, features, holdout, ngram
@@ -100,13 +101,43 @@ def test_two_step_fit_takes_the_counts_mix_from_cross_fitting_and_the_network_sh
 
     crossed_labels, held_labels = rng.randint(0, V, 500), rng.randint(0, V, 200)
     noise = lambda n: rng.dirichlet(np.ones(V), size=n)  # noqa: E731
-    crossed = {"interpolated": noise(500), "bigram": onehot_like(crossed_labels, 1.0)}
-    on_holdout = {"interpolated": noise(200), "bigram": noise(200)}
+    crossed = {"interpolated": noise(500), "bigram": onehot_like(crossed_labels, 1.0), "cache": noise(500)}
+    on_holdout = {"interpolated": noise(200), "bigram": noise(200), "cache": noise(200)}
     weights, record = blend.fit_shares(crossed, crossed_labels, onehot_like(held_labels, 1.0), on_holdout,
                                        held_labels)
-    assert weights["network"] >= 0.5 and weights["interpolated"] == 0.0, weights  # counts: the bigram side
+    assert weights["network"] >= 0.5 and weights["interpolated"] == weights["cache"] == 0.0, weights
     assert record["cross_fitted_windows"] == 500 and record["mix"]["top5"] == 1.0
     assert abs(sum(weights.values()) - 1.0) < 1e-9
+
+
+def test_the_cache_gets_a_share_when_it_beats_the_bigram_on_cross_fitted_windows_and_none_when_it_ties():
+    rng = np.random.RandomState(2)
+    labels = rng.randint(0, V, 400)
+    sharp = np.full((400, V), 0.01)
+    sharp[np.arange(400), labels] = 1.0
+    sharp /= sharp.sum(axis=1, keepdims=True)
+    noise = rng.dirichlet(np.ones(V), size=400)
+    network = rng.dirichlet(np.ones(V), size=400)
+    weights, _ = blend.fit_shares({"interpolated": noise, "bigram": noise, "cache": sharp}, labels, network,
+                                  {"interpolated": noise, "bigram": noise, "cache": sharp}, labels)
+    assert weights["cache"] >= 0.5 and weights["network"] == 0.0, weights
+    # A cache exactly as good as the bigram is not worth leaving the reference's ranking for.
+    weights, _ = blend.fit_shares({"interpolated": noise, "bigram": noise, "cache": noise}, labels, network,
+                                  {"interpolated": noise, "bigram": noise, "cache": noise}, labels)
+    assert weights["bigram"] == 1.0, weights
+
+
+def test_the_cache_counts_the_windows_own_context_tokens_plus_one_unigram_pseudo_token():
+    contexts = np.array([[4, 5, 4, 0], [0, 0, 0, 0]])
+    tables = ngram.NgramTables(ngram.fit_tables(ngram.boundary_events(contexts, [6, 7]), V))
+    unigram = tables.tables["unigram"].numpy()
+    cache = tables.probabilities(tf.constant(contexts))["cache"].numpy()
+    # Row 0: tokens 4 (twice) and 5 of 3 real ones, plus one pseudo-token spread as the unigram: / 4.
+    expected = unigram / 4
+    expected[4] += 2 / 4
+    expected[5] += 1 / 4
+    np.testing.assert_allclose(cache[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(cache[1], unigram, rtol=1e-5)  # an empty context: the unigram alone
 
 
 def test_the_bigram_distribution_ranks_exactly_as_the_reference_on_real_windows(tmp_path):
@@ -135,3 +166,14 @@ def test_the_bigram_distribution_ranks_exactly_as_the_reference_on_real_windows(
     assert hits == reference
     for row in p:
         assert len(set(np.sort(row)[-6:])) == 6  # the top 5 and the next are all distinct values
+
+
+def test_the_chance_of_a_new_word_goes_to_the_oov_id_and_unseen_ids_read_as_oov():
+    # Next words 3, 3, 4, 5: two of the four events are words seen once (Good-Turing: 2/4 new).
+    events = np.array([[0, 6, 3], [0, 6, 3], [0, 7, 4], [0, 8, 5]])
+    unigram = ngram.fit_tables(events, V)["unigram"]
+    assert unigram[V - 1] == pytest.approx(0.5, abs=1e-3)  # the OOV id is the last one
+    assert unigram.sum() == pytest.approx(1.0, abs=1e-5)
+    seen = np.zeros(V, bool)
+    seen[[3, 4]] = True
+    assert ngram.unseen_as_oov(np.array([[3, 5, 0], [4, 0, 0]]), seen).tolist() == [[3, V - 1, 0], [4, 0, 0]]

@@ -41,6 +41,9 @@ class FitReport:
     holdout_accuracy: float | None
     class_weights: bool             # the kept model was trained with class weights
     class_weight_trials: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    #: Per epoch, as Keras' History: loss and accuracy on the fit part, ``val_`` ones on the held-out
+    #: part; what the summary's advice reads (pipeline/results/advice.py: overfitting or underfitting).
+    curves: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -114,7 +117,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
         validation = _dataset(*take(held_idx), batch_size, False, seed) if len(held_idx) else None
         if validation is None:
             stopper = None
-        model.fit(_dataset(x_fit, y_fit, batch_size, True, seed), epochs=epochs,
+        history = model.fit(_dataset(x_fit, y_fit, batch_size, True, seed), epochs=epochs,
                   steps_per_epoch=steps_per_epoch, validation_data=validation,
                   class_weight=balanced_class_weights(y_fit, num_classes) if weighted else None,
                   callbacks=[c for c in [stopper, steps, *(callbacks or [])] if c is not None], verbose=0)
@@ -126,7 +129,8 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
             best_epoch=(stopper.best_epoch + 1) if stopper else epochs,
             epochs_run=stopper.epochs_run if stopper else epochs,
             steps_per_epoch=steps_per_epoch, stopped_early=bool(stopper and stopper.stopped_early),
-            holdout_examples=int(len(held_idx)), holdout_accuracy=accuracy, class_weights=weighted)
+            holdout_examples=int(len(held_idx)), holdout_accuracy=accuracy, class_weights=weighted,
+            curves={key: [float(value) for value in values] for key, values in history.history.items()})
         trials["with_class_weights" if weighted else "without_class_weights"] = accuracy
         if log:
             log(f"{'with' if weighted else 'without'} class weights: best at step "

@@ -20,6 +20,11 @@ distributions come out of them, both proper (they sum to 1 over the vocabulary):
   reference's unigram order (count, then id), with a share ``eps(v)`` small enough that no
   other token passes a follower; the unigram order alone for a ``v`` never seen. So a mix
   that gives it all the weight scores what the reference scores, to the window.
+- ``cache``: the window's own context tokens by how often they occur in it (Kuhn and De Mori
+  1990's cache model), smoothed by one pseudo-token of the unigram distribution. A document repeats its
+  own words: on a 3,000-word license, a quarter of the next words are already in the 32
+  tokens before them, which no count table of a small corpus knows (benchmarks' "Text
+  corpora" table).
 
 :class:`NgramTables` holds the tables as non-trainable variables (CSR rows; trigram rows
 found by binary search over sorted ``u * V + v`` keys) and computes both for a batch in
@@ -63,6 +68,21 @@ def read_events(patterns: str | Sequence[str], context_tokens: int) -> np.ndarra
     return np.concatenate(chunks) if chunks else np.zeros([0, 3], np.int64)
 
 
+def novel_word_share(unigram_counts: np.ndarray) -> float:
+    """Good-Turing's estimate of the chance that the next word is one never seen in training (Good 1953):
+    the share of events whose word was seen once. Such a word is out of the vocabulary when the model is
+    used (the vocabulary is the train text's), so its share goes to the OOV id."""
+    total = unigram_counts.sum()
+    return float((unigram_counts[:-features.NUM_OOV_BUCKETS] == 1).sum() / total) if total else 0.0
+
+
+def unseen_as_oov(ids: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """``ids`` with every id not in ``seen`` (a boolean mask over the vocabulary) replaced by the OOV id, PAD kept:
+    how text new to a count table reaches it when the model is used (cross-fitting, models/seq2seq/trainer.py)."""
+    oov = len(seen) - features.NUM_OOV_BUCKETS
+    return np.where(seen[ids] | (ids == features.PAD_ID), ids, oov)
+
+
 def _discount(counts: np.ndarray) -> float:
     n1, n2 = int((counts == 1).sum()), int((counts == 2).sum())
     return float(np.clip(n1 / (n1 + 2 * n2), 0.1, 0.9)) if n1 + n2 else 0.5
@@ -84,6 +104,9 @@ def fit_tables(events: np.ndarray, vocab_size: int) -> dict[str, np.ndarray]:
     p1 = (1 - UNIFORM_SHARE) * unigram_counts / total + UNIFORM_SHARE / V
     if not len(events):
         p1 = np.full(V, 1.0 / V)
+    novel = novel_word_share(unigram_counts)
+    p1 = (1 - novel) * p1
+    p1[V - features.NUM_OOV_BUCKETS:] += novel / features.NUM_OOV_BUCKETS
 
     # Bigrams (v, w): discounted mass per row and the row's back-off weight.
     pairs, pair_counts = np.unique(v * V + w, return_counts=True)
@@ -139,7 +162,7 @@ class NgramTables(tf.Module):
                            for key, value in tables.items()}
 
     def probabilities(self, context_ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Right-padded ``[batch, Lc]`` ids -> ``{"interpolated", "bigram"}`` ``[batch, V]``."""
+        """Right-padded ``[batch, Lc]`` ids -> ``{"interpolated", "bigram", "cache"}`` ``[batch, V]``."""
         t = self.tables
         context_ids = tf.cast(context_ids, tf.int64)
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(context_ids, features.PAD_ID), tf.int64), axis=1)
@@ -165,7 +188,17 @@ class NgramTables(tf.Module):
         t_end = tf.where(found, tf.gather(t["trigram_splits"], row + 1), 0)
         gamma3 = tf.where(found, tf.gather(t["trigram_gamma"], row), 1.0)
         p3 = _scatter_rows(t_start, t_end, t["trigram_cols"], t["trigram_vals"], shape) + gamma3[:, None] * p2
-        return {"interpolated": p3, "bigram": mle}
+        return {"interpolated": p3, "bigram": mle, "cache": _cache(context_ids, shape, p1)}
+
+
+def _cache(context_ids: tf.Tensor, shape: tf.Tensor, unigram: tf.Tensor) -> tf.Tensor:
+    """Each row's real context tokens by their share of the row, with one pseudo-token spread as ``unigram``
+    (so no token gets probability 0, and an empty context gives the unigram distribution)."""
+    real = tf.not_equal(context_ids, features.PAD_ID)
+    rows = tf.broadcast_to(tf.range(tf.shape(context_ids, out_type=tf.int64)[0])[:, None], tf.shape(context_ids))
+    indices = tf.stack([tf.boolean_mask(rows, real), tf.boolean_mask(context_ids, real)], axis=1)
+    counts = tf.scatter_nd(indices, tf.ones(tf.shape(indices)[:1], tf.float32), shape)
+    return (counts + unigram) / (tf.reduce_sum(counts, axis=1, keepdims=True) + 1.0)
 
 
 def _last(context_ids: tf.Tensor, lengths: tf.Tensor, back: int) -> tf.Tensor:

@@ -71,19 +71,25 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
     """The mix of network and n-gram counts (models/seq2seq/blend.py): the counts' share cross-fitted on the
     fit windows (tables fitted on four fifths score the fifth), the network's share on the held-out windows
     (the counts from the fit windows only, as the network's training: the held-out windows are new to both).
+
+    Both scorings see text new to their tables as the eval split reaches the served model: a word the
+    tables' windows never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never
+    held is out of the vocabulary at eval time. Without this the fit would never see an unknown next word,
+    which is a sixth of the eval windows of a 3,000-word text.
     """
     holdout_events = ngram.read_events(holdout_file, context_tokens)
     fit_events = ngram.read_events(fit_file, context_tokens)
     if not len(holdout_events) or len(fit_events) < NGRAM_FOLDS:
         return blend.fit_weights({}, holdout_events[:, 2])
-    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
-    contexts = np.concatenate([tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy() for batch in
-                               tf.data.TFRecordDataset(holdout_file, compression_type="GZIP").batch(4096)])
-    keep = references.subsample(len(contexts), blend.MAX_FIT_WINDOWS, seed=0)
-    contexts, labels = contexts[keep], holdout_events[keep, 2]
+    keep = references.subsample(len(holdout_events), blend.MAX_FIT_WINDOWS, seed=0)
+    fold_of = np.arange(len(fit_events)) * NGRAM_FOLDS // len(fit_events)
+    tokens_in = _tokens_per_fold(fit_file, context_tokens, fit_events, fold_of, vocab_size)
+    seen = tokens_in.any(axis=0)
+    contexts = ngram.unseen_as_oov(_contexts(holdout_file, context_tokens, keep), seen)
+    labels = ngram.unseen_as_oov(holdout_events[keep, 2], seen)
     tables = ngram.NgramTables(ngram.fit_tables(fit_events, vocab_size))
     network: list[np.ndarray] = []
-    on_holdout: dict[str, list[np.ndarray]] = {"interpolated": [], "bigram": []}
+    on_holdout: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
     for start in range(0, len(contexts), 256):
         chunk = tf.constant(contexts[start:start + 256])
         network.append(tf.nn.softmax(model.next_token_logits(chunk)).numpy())
@@ -91,21 +97,50 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
             on_holdout[name].append(value.numpy())
     # Cross-fitting: contiguous folds (neighbouring windows share text, not events).
     scored = references.subsample(len(fit_events), MAX_NGRAM_FIT_WINDOWS, seed=1)
-    fold_of = np.arange(len(fit_events)) * NGRAM_FOLDS // len(fit_events)
-    crossed: dict[str, list[np.ndarray]] = {"interpolated": [], "bigram": []}
+    crossed: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
     crossed_labels = []
+    scored_contexts = _contexts(fit_file, context_tokens, scored)  # the cache reads the whole context
     for fold in range(NGRAM_FOLDS):
-        rows = scored[fold_of[scored] == fold]
+        in_fold = fold_of[scored] == fold
+        seen_without = np.delete(tokens_in, fold, axis=0).any(axis=0)
+        rows = scored[in_fold]
+        fold_contexts = ngram.unseen_as_oov(scored_contexts[in_fold], seen_without)
         fold_tables = ngram.NgramTables(ngram.fit_tables(fit_events[fold_of != fold], vocab_size))
         for start in range(0, len(rows), 256):
-            u, v, w = fit_events[rows[start:start + 256]].T
-            # The events' own (u, v) as a right-padded context (PAD first would read as an empty one).
-            pseudo = np.where(u[:, None] != features.PAD_ID, np.stack([u, v], 1), np.stack([v, u], 1))
-            for name, value in fold_tables.probabilities(tf.constant(pseudo)).items():
+            for name, value in fold_tables.probabilities(tf.constant(fold_contexts[start:start + 256])).items():
                 crossed[name].append(value.numpy())
-            crossed_labels.append(w)
+            crossed_labels.append(ngram.unseen_as_oov(fit_events[rows[start:start + 256], 2], seen_without))
     return blend.fit_shares({k: np.concatenate(v) for k, v in crossed.items()}, np.concatenate(crossed_labels),
                             np.concatenate(network), {k: np.concatenate(v) for k, v in on_holdout.items()}, labels)
+
+
+def _tokens_per_fold(path: str, context_tokens: int, events: np.ndarray, fold_of: np.ndarray,
+                     vocab_size: int) -> np.ndarray:
+    """``[folds, vocab_size]`` booleans: which token ids the windows of each fold hold (context or next token)."""
+    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
+    held = np.zeros([NGRAM_FOLDS, vocab_size], bool)
+    offset = 0
+    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(4096):
+        contexts = tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy()
+        folds = fold_of[offset:offset + len(contexts)]
+        held[np.repeat(folds, contexts.shape[1]), contexts.reshape(-1)] = True
+        offset += len(contexts)
+    held[fold_of, events[:, 2]] = True
+    held[:, features.PAD_ID] = False
+    return held
+
+
+def _contexts(path: str, context_tokens: int, rows: np.ndarray) -> np.ndarray:
+    """``[len(rows), context_tokens]`` context ids of the records at (sorted) indices ``rows`` of ``path``:
+    one pass, only those kept (a large corpus's contexts would not fit in memory)."""
+    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
+    kept, offset = [], 0
+    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(4096):
+        contexts = tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy()
+        wanted = rows[(rows >= offset) & (rows < offset + len(contexts))] - offset
+        kept.append(contexts[wanted])
+        offset += len(contexts)
+    return np.concatenate(kept) if kept else np.zeros([0, context_tokens], np.int64)
 
 
 def run_fn(fn_args: FnArgs) -> None:

@@ -1,19 +1,27 @@
 """What would help a model that was not blessed, read from its own training curves.
 
 Both families record how training went in ``assets.extra/training.json``: the epoch kept on
-held-out TRAIN examples, how many ran, and (the text family) the per-epoch curves on the fit
-and held-out parts. Two patterns call for opposite remedies, so the advice names the one the
-record shows instead of a fixed "train longer":
+held-out TRAIN examples, how many ran, and the per-epoch curves on the fit and held-out parts
+(Keras' History: the text family's next-token top-5, the image family's accuracy, and both
+losses). Two patterns call for opposite remedies, so the advice names the one the record
+shows instead of a fixed "train longer":
 
 - overfitting: the held-out score peaked before the last epoch while the fit score went on
-  rising (or the gap between them is wide) -> more data, or more regularisation;
-- underfitting: the held-out score was still rising at the last epoch -> more epochs, or a
-  bigger model.
+  rising (or the gap between them is wide), or the held-out loss turned up while the fit
+  loss kept falling -> more data, or more regularisation;
+- underfitting: the held-out score was still rising at the last epoch, or the held-out loss
+  still falling -> more epochs, or a bigger model.
 """
 from typing import Any
 
 #: Fit-minus-held-out gap of the key score above which a model has memorised its train data.
 WIDE_GAP = 0.15
+#: Held-out loss this much above its minimum (relative) at the last epoch: it has turned up.
+LOSS_TURNED_UP = 0.05
+
+_OVERFITTING = ("more data helps most (add text or images to --data); else more regularisation "
+                "(a --tune-trials search covers dropout) or a smaller model")
+_UNDERFITTING = "more epochs (--epochs) or a bigger model (a --tune-trials search covers the model size)"
 
 
 def _curve(curves: dict[str, list[float]], *names: str) -> list[float]:
@@ -34,12 +42,23 @@ def diagnosis(training: dict[str, Any] | None) -> str | None:
         if rising or training.get("stopped_early") or (gap is not None and gap > WIDE_GAP):
             held_words = f" (held-out best at epoch {best} of {ran}"
             held_words += f", {gap:.2f} below the train score)" if gap is not None else ")"
-            return ("overfitting" + held_words + ": more data helps most (add text or images to --data); "
-                    "else more regularisation (a --tune-trials search covers dropout) or a smaller model")
-    if best is not None and ran is not None and best == ran and not training.get("stopped_early"):
-        return (f"underfitting (the held-out score still rose at the last epoch, {ran}): more epochs "
-                "(--epochs) or a bigger model (a --tune-trials search covers the model size)")
+            return "overfitting" + held_words + ": " + _OVERFITTING
+    if best is not None and ran is not None and best == ran and not training.get("stopped_early") and ran > 1:
+        return f"underfitting (the held-out score still rose at the last epoch, {ran}): {_UNDERFITTING}"
     if gap is not None and gap > WIDE_GAP:
-        return (f"overfitting (the train score is {gap:.2f} above the held-out one): more data helps most; "
-                "else more regularisation or a smaller model")
+        return f"overfitting (the train score is {gap:.2f} above the held-out one): {_OVERFITTING}"
+    return _from_losses(curves.get("loss") or [], curves.get("val_loss") or [])
+
+
+def _from_losses(fit: list[float], held: list[float]) -> str | None:
+    """The same two patterns read from the losses, when the scores showed neither."""
+    if len(held) < 2 or len(fit) != len(held):
+        return None
+    low = min(range(len(held)), key=held.__getitem__)
+    if low < len(held) - 1 and held[-1] > held[low] * (1 + LOSS_TURNED_UP) and fit[-1] < fit[low]:
+        return (f"overfitting (the held-out loss was lowest at epoch {low + 1} of {len(held)}, {held[low]:.3f}, "
+                f"and rose to {held[-1]:.3f} while the train loss kept falling): {_OVERFITTING}")
+    if low == len(held) - 1 and held[-1] < held[-2]:
+        return (f"underfitting (the held-out loss still fell at the last epoch, {len(held)}: "
+                f"{held[-2]:.3f} -> {held[-1]:.3f}): {_UNDERFITTING}")
     return None
