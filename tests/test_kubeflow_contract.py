@@ -12,6 +12,7 @@ each store, the second comparing with the model the first pushed.
 """
 import json
 import os
+import subprocess
 from pydoc_data.topics import topics
 
 import pytest
@@ -147,6 +148,9 @@ CASES = [pytest.param(("cnn", "bundled", 1), id="cnn-bundled-1run"),
 @pytest.fixture(scope="module", params=CASES)
 def runs(request, store, tmp_path_factory):
     model, kind, count = request.param
+    # A case of its own on an empty store: the 1-run and 2-run cases of a store share its bucket, pipeline
+    # name and run ids, so the second would otherwise find the first one's pushed versions and artifacts.
+    s3_server.reset(store, BUNDLED_BUCKET, OTHER_BUCKET)
     tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}-{kind}")
     cluster, spec, platform, config = cluster_and_package(model, kind, tmp_path, store)
     produced, inputs, versions, disks = [], [], [], []
@@ -319,3 +323,29 @@ def test_kfp_contract_warm_start_from_the_served_model(runs):
         assert records[1] == {"requested": True, "source": base, "note": "weights restored"}
         served = f"{config.serving_model_dir}/{runs['versions'][0][0]}"
         assert _object(address, f"{base}/saved_model.pb") == _object(address, f"{served}/saved_model.pb")
+
+
+@pytest.mark.slow  # builds the image's environment (hundreds of packages; minutes) unless PIPELINE_IMAGE_ENV holds it
+def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(store, tmp_path_factory):
+    """Every step of a cnn run from a fresh environment built by kubeflow/Dockerfile's own COPY, ENV and RUN
+    lines (tests/support/image_env.py), importing the installed project and not this checkout: a package
+    missing from setup.py/constraints.txt or a file `pip install .` leaves out fails here as it would
+    on the cluster. PIPELINE_IMAGE_ENV names a folder to build in and reuse while its inputs are unchanged."""
+    from support import image_env
+
+    directory = os.environ.get("PIPELINE_IMAGE_ENV") or str(tmp_path_factory.mktemp("image-env"))
+    python, data = image_env.build(directory)
+    tmp_path = tmp_path_factory.mktemp("kfp-contract-image")
+    root = f"minio://{BUNDLED_BUCKET}/image-env"  # a prefix of its own: the store is shared with other cases
+    spec, platform, config, _ = compile_for_contract("cnn", tmp_path, root=root)
+    cluster = Cluster(str(tmp_path), services={"minio-service": (9000, store)},
+                      secrets={"mlpipeline-minio-artifact": s3_server.BUNDLED_KEYS}, image_python=python,
+                      image_paths={IMAGE_DATA_ROOT: os.path.join(data, "data")})
+    produced = cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"], platform=platform)
+    assert list(produced) == topological_tasks(spec)
+    assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1.0
+    assert len(_versions(store, config.serving_model_dir)) == 1
+    # The steps ran the installed copy: the image's site-packages, not this checkout.
+    located = subprocess.run([python, "-c", "import pipeline, sys; print(pipeline.__file__)"], cwd=str(tmp_path),
+                             capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, check=True)
+    assert located.stdout.startswith(directory) and "site-packages" in located.stdout, located.stdout

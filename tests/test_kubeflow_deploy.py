@@ -1069,11 +1069,12 @@ def test_a_backend_too_old_for_retries_is_refused(kfp_server: FakeKfp, package: 
         task["retryPolicy"] = {"maxRetryCount": 2}
     retried = tmp_path / "retried.yaml"
     retried.write_text(yaml.safe_dump(spec))
-    kfp_server.tag_name = "2.3.0"
+    # 2.4.0 has no retryStrategy; 2.4.1 got it (kubeflow/pipelines#11673 cherry-picked by #11716), as compile says
+    kfp_server.tag_name = "2.4.0"
     message = _deploy_error(kfp_server.url, str(retried))
-    assert "backend 2.3.0" in message and "needs backend 2.5.0 or later" in message and "retryPolicy" in message
+    assert "backend 2.4.0" in message and "needs backend 2.4.1 or later" in message and "retryPolicy" in message
     assert not kfp_server.sent("POST", "/pipelines/upload")
-    kfp_server.tag_name = "2.5.0"
+    kfp_server.tag_name = "2.4.1"
     assert deploy(kfp_server.url, str(retried)).pipeline_id
     kfp_server.tag_name = "2.3.0"
     assert deploy(kfp_server.url, str(package), pipeline_name="no-retries").pipeline_id  # nothing asked

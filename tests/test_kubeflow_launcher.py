@@ -227,10 +227,14 @@ def test_the_step_reads_s3_forms_and_hands_back_the_original_uris(tmp_path):
     written = {"artifacts": {"blessing": {"artifacts": [{
         "uri": "s3://mlpipeline/v2/artifacts/p/run/Evaluator/blessing",
         "metadata": {"current_model": "s3://mlpipeline/v2/artifacts/p/run/Trainer/model/Format-Serving",
-                     "baseline_model_uri": "s3://mlpipeline/serving/cnn/1"}}]}}}
+                     "baseline_model_uri": "s3://mlpipeline/serving/cnn/1",
+                     "elsewhere": "s3://other-bucket/x"}}]}}}
     (tmp_path / "out.json").write_text(json.dumps(written))
     assert bundled_store.restore_output_uris(str(tmp_path / "out.json"), executor_input)
     back = json.loads((tmp_path / "out.json").read_text())["artifacts"]["blessing"]["artifacts"][0]
     assert back["uri"] == f"{root}/Evaluator/blessing"
+    # The served model is no artifact of the run but an object of the same store: outside the step,
+    # s3://mlpipeline would be opened on AWS's endpoint, so it goes back as minio:// too.
     assert back["metadata"] == {"current_model": f"{root}/Trainer/model/Format-Serving",
-                                "baseline_model_uri": "s3://mlpipeline/serving/cnn/1"}  # not an artifact: stays
+                                "baseline_model_uri": "minio://mlpipeline/serving/cnn/1",
+                                "elsewhere": "s3://other-bucket/x"}

@@ -203,7 +203,7 @@ def test_multi_worker_pod_command_trains_and_the_chief_exports(generated: dict, 
     import sys
 
     from conftest import free_ports
-    from test_multi_worker import _write_split
+    from conftest import write_transformed_split as _write_split
 
     output, rows = cnn_transform
     examples = tmp_path / "transformed_examples"

@@ -8,6 +8,7 @@ derived in each TrainJob pod, a worker that dies, a missing runtime, and the Ist
 keeps a job Running forever unless the pods opt out.
 """
 import json
+import os
 
 import pytest
 from support.k8s_tfjob_api import TRAINJOB_SCHEMA, TFJobApiServer
@@ -199,3 +200,44 @@ def test_the_rbac_file_grants_both_kinds():
                for group in rule["apiGroups"] for resource in rule["resources"]}
     assert granted == {(TFJOB.group, TFJOB.plural): {"create", "get", "delete"},
                        (TRAINJOB.group, TRAINJOB.plural): {"create", "get", "delete"}}
+
+
+@pytest.mark.slow  # two real TensorFlow workers (MultiWorkerMirroredStrategy) on 2 cores
+@pytest.mark.timeout(1800)
+def test_a_trainjob_trains_a_real_model_in_two_worker_processes(transformed_digits, digits_examples, tmp_path):
+    """The launcher's TrainJob branch end to end: the manifest against the shipped ClusterTrainingRuntime, two
+    pods as processes with only what a plain Trainer v2 runtime gives them (``trainer.env``, plainml.go
+    EnforceMLPolicy, and the Indexed Job's ``JOB_COMPLETION_INDEX``; torch.go derives its node rank from the
+    same index), one TensorFlow cluster of both, and the chief's export a model that classifies digits."""
+    import numpy as np
+    import tensorflow as tf
+    from support.tf_serving_rest import predict
+
+    fn_args = _fn_args(tmp_path, workers=2, timeout_s=1200)
+    fn_args.train_files, fn_args.eval_files = transformed_digits["train_files"], transformed_digits["eval_files"]
+    fn_args.transform_graph_path = transformed_digits["transform_output"]
+    fn_args.train_steps = 40
+    (tmp_path / "pods").mkdir()
+    with TFJobApiServer(tmp_path / "pods", apis=("trainjob",), secrets=SECRETS) as server:
+        job = launch(fn_args, _api(server, tmp_path), TEMPLATE, poll_s=0.5)
+        (manifest,) = server.created
+        pods = server.jobs[("team", manifest["metadata"]["name"])]["pods"]
+        codes = {key: pod["process"].returncode for key, pod in pods.items()}
+        given = {key: pod["env"] for key, pod in pods.items()}
+        logs = {key: server.log(pod["name"]) for key, pod in pods.items()}
+    assert manifest["kind"] == "TrainJob" and manifest["spec"]["trainer"]["numNodes"] == 2
+    assert [c["type"] for c in job["status"]["conditions"] if c["status"] == "True"] == ["Complete"]
+    assert codes == {"node-0-0": 0, "node-0-1": 0}, {key: log[-3000:] for key, log in logs.items()}
+    assert given == {"node-0-0": {"JOB_COMPLETION_INDEX": "0"}, "node-0-1": {"JOB_COMPLETION_INDEX": "1"}}
+    for log in logs.values():  # both joined one TensorFlow cluster (a lone worker starts no coordination service)
+        assert "Coordination agent has successfully connected" in log, log[-3000:]
+    serving = fn_args.serving_model_dir
+    assert tf.io.gfile.exists(os.path.join(serving, "saved_model.pb"))
+    with open(os.path.join(serving, "assets.extra", "training.json")) as handle:
+        assert json.load(handle)["learning_rate"] == 3e-3  # the Trainer's settings reached the pods
+    model = tf.saved_model.load(serving)
+    held_out = digits_examples[300:500]
+    images = [np.asarray(r["image"], dtype=np.float32).reshape(8, 8, 1).tolist() for r in held_out]
+    answer = predict(model, {"signature_name": "predict_image", "instances": images})
+    accuracy = np.mean([p["classes"] == r["label"].decode() for p, r in zip(answer["predictions"], held_out)])
+    assert accuracy > 0.5, accuracy  # 10 classes: chance is 0.1

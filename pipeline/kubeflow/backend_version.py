@@ -9,7 +9,8 @@ What each feature needs, read from kubeflow/pipelines ``backend/src/v2``:
 
 - per-step retries (``PipelineTaskSpec.retryPolicy``): the Argo compiler turns it into the
   step's ``retryStrategy`` from 2.4.1 on (``compiler/argocompiler/container.go``
-  getTaskRetryStrategy; absent in 2.4.0), looking only at tasks of the root DAG
+  getTaskRetryStrategy, added by kubeflow/pipelines#11673 and cherry-picked into 2.4.1 by #11716;
+  2.4.0 and older have no retryStrategy at all), looking only at tasks of the root DAG
   (getTaskRetryPolicySpec reads ``spec.Root.GetDag().Tasks``): every task of this project's
   pipelines is one. Argo takes the backoff factor as an integer and the durations in seconds.
 """
@@ -21,9 +22,11 @@ from pipeline.kubeflow.storage import KubeflowConfigError
 
 #: What ``compile`` targets unless told: KFP 2.5.0, the backend of Kubeflow 1.10.
 DEFAULT_KFP_VERSION = "2.5.0"
-#: feature -> (first backend version that honours it, where that is in the backend's source)
+#: feature -> (first backend version that honours it, where that is in the backend's source);
+#: both ``compile --kfp-version`` and deploy's pre-flight (the backend's healthz version) check against it.
 FEATURES = {
-    "retries": ((2, 4, 1), "backend/src/v2/compiler/argocompiler/container.go getTaskRetryStrategy, from 2.4.1"),
+    "retries": ((2, 4, 1), "backend/src/v2/compiler/argocompiler/container.go getTaskRetryStrategy, from 2.4.1 "
+                             "(kubeflow/pipelines#11673, cherry-picked by #11716)"),
 }
 RETRY_BACKOFF = {"backoffDuration": "30s", "backoffFactor": 2.0, "backoffMaxDuration": "600s"}
 MAX_RETRIES = 10

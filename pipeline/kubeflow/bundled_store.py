@@ -119,19 +119,27 @@ def to_readable(executor_input: dict) -> dict:
 
 
 def restore_output_uris(output_file: str, executor_input: dict) -> bool:
-    """Rewrite the ExecutorOutput file's ``s3://`` forms of the run's ``minio://`` URIs back; False if none."""
+    """Rewrite the ExecutorOutput file's ``s3://`` forms of the run's bundled-store URIs back to
+    ``minio://``; False if none.
+
+    Artifact URIs must come back as they were given (the launcher checks the bucket prefix).
+    Metadata that names another object of the same bucket (the blessing's ``baseline_model_uri``,
+    the Pusher's ``pushed_destination`` under the serving dir) is restored too: outside the step
+    an ``s3://`` URI is opened through the ``kfp-launcher`` providers or AWS's default chain,
+    which on a stock install is not the bundled store, so only the ``minio://`` form names the
+    object that was written. Inside a bundled-store step every ``s3://`` URI is on that store
+    (its only endpoint), so the bucket alone decides.
+    """
     if not os.path.exists(output_file):
         return False
-    originals = [artifact["uri"] for side in ("inputs", "outputs")
-                 for artifacts in executor_input.get(side, {}).get("artifacts", {}).values()
-                 for artifact in artifacts.get("artifacts", []) if artifact.get("uri", "").startswith(SCHEME)]
-    # Longest first, so a URI is restored by its own prefix and not a shorter one's.
-    pairs = sorted(((readable_uri(uri), uri) for uri in originals), key=lambda pair: -len(pair[0]))
+    buckets = {artifact["uri"][len(SCHEME):].split("/", 1)[0] for side in ("inputs", "outputs")
+               for artifacts in executor_input.get(side, {}).get("artifacts", {}).values()
+               for artifact in artifacts.get("artifacts", []) if artifact.get("uri", "").startswith(SCHEME)}
+    prefixes = tuple(f"{S3_SCHEME}{bucket}/" for bucket in buckets)
 
     def restore(text: str) -> str:
-        for readable, original in pairs:
-            if text == readable or text.startswith(readable.rstrip("/") + "/"):
-                return original + text[len(readable):]
+        if text.startswith(prefixes) or text in {prefix.rstrip("/") for prefix in prefixes}:
+            return SCHEME + text[len(S3_SCHEME):]
         return text
 
     with open(output_file) as handle:

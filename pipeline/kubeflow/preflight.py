@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.kubeflow import backend_version as compile_targets
 from pipeline.kubeflow.connection import DeployError, pool_manager
 
 ENV_INFO_PATH = "/api/workgroup/env-info"
@@ -47,10 +48,11 @@ def _retries(spec: dict) -> bool:
     return any("retryPolicy" in task for task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).values())
 
 
+# The first version of each comes from the one table `compile --kfp-version` also checks against.
 FEATURES = (
-    Feature("per-step retries (retryPolicy)", (2, 5, 0), _retries,
+    Feature("per-step retries (retryPolicy)", compile_targets.FEATURES["retries"][0], _retries,
             "older backends ignore PipelineTaskSpec.retryPolicy, so a failed step would not be retried "
-            "(honoured from backend 2.4.1/2.5.0, root-DAG tasks only)"),
+            f"({compile_targets.FEATURES['retries'][1]}; root-DAG tasks only)"),
 )
 
 

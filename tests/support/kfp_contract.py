@@ -80,7 +80,8 @@ same code in 2.2-2.5; read it with ``git show 2.3.0:backend/src/v2/...``):
   successful run of a task with caching on records its key.
 
 Deviations, each because there is no cluster here: the image is this checkout (its
-command's ``python`` is this interpreter, its ENV lines are read from kubeflow/Dockerfile,
+command's ``python`` is this interpreter; or, with ``image_python``, an environment built
+from kubeflow/Dockerfile's own lines by tests/support/image_env.py; its ENV lines are read from kubeflow/Dockerfile,
 paths baked into the image are mapped by ``image_paths``); the pod's file system is a fresh
 directory per task (``/tmp`` and the launcher's ``/minio``, ``/s3``, ``/gcs`` under it); a
 Service's env names the address this machine reaches (not a cluster IP and the service
@@ -302,10 +303,13 @@ class Cluster:
                  env: Mapping[str, str] = (), timeout: int = 900, *, namespace: str = "kubeflow",
                  secrets: Mapping[str, Mapping[str, str]] = (), launcher_config: Mapping[str, str] | None = None,
                  services: Mapping[str, tuple[int, str]] = (), node_labels: Mapping[str, str] = (),
-                 node_allocatable: Mapping[str, str] = (), parallel: bool = True):
+                 node_allocatable: Mapping[str, str] = (), parallel: bool = True, image_python: str | None = None):
         """``secrets``: the namespace's secrets (name -> key -> value); ``launcher_config``: the data
         of its ``kfp-launcher`` ConfigMap (None: there is none); ``services``: the Services of the
-        ``kubeflow`` namespace, name -> (service port, the address that serves it here)."""
+        ``kubeflow`` namespace, name -> (service port, the address that serves it here);
+        ``image_python``: the interpreter of an environment built from kubeflow/Dockerfile's own lines
+        (tests/support/image_env.py): the steps' ``python``, importing the project from its
+        site-packages, not from this checkout (None: this interpreter, the checkout on PYTHONPATH)."""
         self.work_dir = work_dir
         self.allow_local_root = allow_local_root
         self.image_paths = dict(image_paths)
@@ -318,6 +322,7 @@ class Cluster:
         self.node_labels = {"kubernetes.io/os": "linux", **dict(node_labels)}
         self.node_allocatable = {"cpu": "16", "memory": "64Gi", **dict(node_allocatable)}
         self.parallel = parallel
+        self.image_python = image_python
         self.pod_disk: dict[str, int] = {}  # last run: task -> bytes the launcher downloaded to its pod
         self._lock = threading.Lock()
         self.artifacts: dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
@@ -610,14 +615,20 @@ class Cluster:
                 text = text.replace(placeholder, value)
             return text
 
-        command = [sys.executable if part == "python" else fill(part) for part in container["command"]]
+        python = self.image_python or sys.executable
+        command = [python if part == "python" else fill(part) for part in container["command"]]
         args = [fill(arg) for arg in container.get("args", [])]
         unresolved = [a for a in args if re.search(r"\{\{\$", a)]
         if unresolved:
             raise TaskFailed(task_name, f"placeholders this emulator does not resolve: {unresolved}")
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}  # not the dev shell's
-        env = {**base, **dockerfile_env(), **pod_env, "TMPDIR": pod_tmp,
-               "PYTHONPATH": REPO, "KFP_POD_NAME": f"{task_name.lower()}-pod", "KFP_POD_UID": str(uuid.uuid4())}
+        # The image's environment imports the installed project only: nothing of the dev venv or checkout.
+        code = ({"PATH": f"{os.path.dirname(python)}:{base.get('PATH', '')}"} if self.image_python
+                else {"PYTHONPATH": REPO})
+        if self.image_python:
+            base = {k: v for k, v in base.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        env = {**base, **dockerfile_env(), **pod_env, "TMPDIR": pod_tmp, **code,
+               "KFP_POD_NAME": f"{task_name.lower()}-pod", "KFP_POD_UID": str(uuid.uuid4())}
         result = subprocess.run([*command, *args], capture_output=True, text=True, timeout=self.timeout,
                                 cwd=pod_tmp, env=env)
         if result.returncode != 0:

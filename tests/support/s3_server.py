@@ -1,5 +1,6 @@
 """A real local S3 server (moto's, from PyPI) playing KFP's bundled store and other S3 endpoints."""
 import contextlib
+import urllib.request
 from collections.abc import Iterator
 
 import boto3
@@ -22,6 +23,21 @@ def s3_server(*buckets: str) -> Iterator[str]:
         yield address
     finally:
         server.stop()
+
+
+def reset(address: str, *buckets: str) -> None:
+    """Empty the store and create ``buckets``, so that one case sees no other case's objects (only
+    while no other test holds a server: it empties them all).
+
+    moto keeps one set of backends per process, shared by every server it starts there, so a
+    second server would not start empty; its ``/moto-api/reset`` endpoint (moto_api/_internal/
+    urls.py) drops them all.
+    """
+    request = urllib.request.Request(f"http://{address}/moto-api/reset", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    for bucket in buckets:
+        client(address).create_bucket(Bucket=bucket)
 
 
 def client(address: str):
