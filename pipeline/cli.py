@@ -284,15 +284,19 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 def command_models(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow.storage import register_filesystems
     from pipeline.serving_commands import list_models
 
+    register_filesystems(args.serving_dir)  # an s3:// serving base (a Kubeflow run's) needs tensorflow-io
     print("\n".join(list_models(args.serving_dir)))
     return 0
 
 
 def command_rollback(args: argparse.Namespace) -> int:
+    from pipeline.kubeflow.storage import register_filesystems
     from pipeline.serving_commands import rollback
 
+    register_filesystems(args.serving_dir)
     print(rollback(args.serving_dir))
     return 0
 

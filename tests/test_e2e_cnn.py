@@ -220,23 +220,68 @@ def test_second_run_is_served_from_cache(first_run):
     assert third.returncode == 0 and "Components: 0 ran, 9 cached" in third.stdout, third.stdout[-2000:]
 
 
-def test_new_model_is_gated_against_the_served_model(first_run):
-    """A retrained model is evaluated against the served one; failing the gate pushes nothing."""
+def _digits_clean_for_eval_noise_for_training(root, per_class: int = 30) -> set[str]:
+    """The digits as PNG folders, where each image the split sends to train is replaced by noise (its label
+    kept): a model trained on them has learnt nothing, and the eval images are the clean digits. The split is
+    computed with TFX's own partition function (tfx 1.16 base_example_gen_executor._PartitionFn: sha256 of the
+    example_id feature, 4 train buckets to 1 eval, as PipelineConfig's defaults), not with this project's code.
+    Returns the example ids of the clean (eval) images."""
+    from sklearn.datasets import load_digits
+    from tfx.components.example_gen.base_example_gen_executor import _PartitionFn
+    from tfx.proto import example_gen_pb2
+
+    split_config = example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)], partition_feature_name="example_id")
+    digits, rng, clean, taken = load_digits(), np.random.default_rng(11), set(), {}
+    for index, (image, target) in enumerate(zip(digits.images, digits.target)):
+        if taken.get(target, 0) == per_class:
+            continue
+        taken[target] = taken.get(target, 0) + 1
+        example_id = f"{target}/{index}.png"
+        record = tf.train.Example(features=tf.train.Features(feature={"example_id": tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[example_id.encode()]))}))
+        evaluated = _PartitionFn(record, 2, [4, 5], split_config) == 1
+        pixels = (image * 255 / 16).astype(np.uint8) if evaluated else rng.integers(0, 256, (8, 8), dtype=np.uint8)
+        (root / str(target)).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels, mode="L").save(root / example_id)
+        if evaluated:
+            clean.add(example_id)
+    return clean
+
+
+def test_candidate_far_below_the_served_model_is_refused_by_max_regression(first_run, tmp_path):
+    """A retrained model is evaluated against the served one, and --max-regression alone refuses it
+    (--gate-margin -1 and --min-accuracy 0 leave no other bar): on new data whose training images are noise,
+    the candidate is near chance while the served model still reads the clean eval digits. Nothing is pushed."""
     from pipeline.results.summary import slice_metrics
 
     config, _, _ = first_run
     served = _pushed_version_dir(config)
-    result = run_cli("run", "--model", "cnn", "--output", config.output_dir, "--train-steps", "20",
-                     "--seed", "7", "--min-accuracy", "0.999")
-    assert result.returncode == 0, result.stderr[-5000:]
+    clean = _digits_clean_for_eval_noise_for_training(tmp_path / "digits")
+    result = run_cli("run", "--model", "cnn", "--output", config.output_dir, "--data", tmp_path / "digits",
+                     "--image-size", "8", "--channels", "1", "--train-steps", "1", "--gate-margin", "-1",
+                     "--min-accuracy", "0", "--max-regression", "0.1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     run = _latest_run(config)
-    assert run[graph.TRAINER].state == "COMPLETE" and run[graph.EVALUATOR].state == "COMPLETE"
+    evaluated = {record.features.feature["example_id"].bytes_list.value[0].decode() for record in (
+        tf.train.Example.FromString(raw.numpy()) for raw in tf.data.TFRecordDataset(tf.io.gfile.glob(
+            run[graph.EXAMPLE_GEN].outputs["examples"][0].uri + "/Split-eval/*"), compression_type="GZIP"))}
+    assert evaluated == clean  # the premise: the eval split is exactly the clean digits
     uri = run[graph.EVALUATOR].outputs["evaluation"][0].uri
     assert slice_metrics(uri, "sparse_categorical_accuracy", model="baseline"), "served model not used as baseline"
     assert run[graph.EVALUATOR].outputs["blessing"][0].custom_properties["blessed"].int_value == 0
-    assert "Blessed: NO" in result.stdout
-    assert "sparse_categorical_accuracy (overall)" in result.stdout and "fails the minimum 0.999" in result.stdout
-    assert "Pushed: nothing" in result.stdout
+    out = result.stdout
+    candidate = float(re.search(r"^Accuracy \(overall\): (\d\.\d+)", out, re.MULTILINE).group(1))
+    baseline = float(re.search(r"^Served model \(baseline\) on the same data: (\d\.\d+)", out, re.MULTILINE).group(1))
+    assert candidate < baseline - 0.1, out[-3000:]
+    assert "Blessed: NO (accuracy >= 0.0000, at most 0.1 below the served model)" in out, out[-3000:]
+    reasons = re.findall(r"^  - (.+ fails .+)$", out, re.MULTILINE)  # (the advice lines follow, also "  - ")
+    assert len(reasons) == 1, reasons
+    diff = re.fullmatch(r"sparse_categorical_accuracy \(overall\) = (-\d\.\d+) fails the change limit vs\. the "
+                        r"served model \(-0\.1\)", reasons[0])
+    assert diff and float(diff.group(1)) == pytest.approx(candidate - baseline, abs=2e-4), reasons
+    assert f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)" in out
     assert _pushed_version_dir(config) == served
 
 

@@ -202,14 +202,13 @@ def test_multi_worker_pod_command_trains_and_the_chief_exports(generated: dict, 
     import subprocess
     import sys
 
-    from conftest import free_ports
-    from conftest import write_transformed_split as _write_split
+    from conftest import free_ports, write_transformed_split
 
     output, rows = cnn_transform
     examples = tmp_path / "transformed_examples"
     for split, part in (("train", rows[:240]), ("eval", rows[240:])):
         (examples / f"Split-{split}").mkdir(parents=True)
-        _write_split(part, examples / f"Split-{split}" / "data.gz")
+        write_transformed_split(part, examples / f"Split-{split}" / "data.gz")
     container = generated["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
     job = json.loads(container["args"][1])
     job.update(transformed_examples=str(examples), transform_graph=output._transform_output_dir,  # noqa: SLF001

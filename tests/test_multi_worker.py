@@ -54,7 +54,23 @@ def _finish(workers, timeout):
     return results
 
 
-@pytest.mark.slow  # two training processes on 2 cores
+def test_two_real_workers_train_a_few_steps_and_only_the_chief_exports(transformed_digits, tmp_path):
+    """The CI-sized run: two worker processes form the TF_CONFIG cluster and take four steps together
+    (each step is a collective all-reduce, so neither can finish alone); the chief alone writes a model.
+    The slow test below trains longer and checks the model's answers."""
+    import tensorflow as tf
+
+    workers = _start_workers(transformed_digits, tmp_path, train_steps=4, epochs=1)
+    results = _finish(workers, timeout=300)
+    for code, out, err in results:
+        assert code == 0, err[-4000:]
+        assert json.loads(out.strip().splitlines()[-1]) == {"done": True}
+    chief, other = tmp_path / "serving-0", tmp_path / "serving-1"
+    assert {"serving_default", "predict_image"} <= set(tf.saved_model.load(str(chief)).signatures)
+    assert not other.exists() or not any(other.iterdir()), list(other.rglob("*"))
+
+
+@pytest.mark.slow  # two training processes on 2 cores, 40 steps, and the model's answers checked
 def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_digits, digits_examples, tmp_path):
     import tensorflow as tf
     from support.tf_serving_rest import predict

@@ -1,0 +1,119 @@
+"""The serving directory on an object store (issue 36): the real Pusher publishes two versions to an
+``s3://`` base on a local S3 server (moto's, as KFP's bundled MinIO), then ``models`` and ``rollback``
+run through the CLI against it. What the bucket holds is read with boto3, not with the code under test.
+"""
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from conftest import PROJECT_ROOT, run_cli
+from support.s3_server import BUNDLED_KEYS, client, keys, s3_server
+
+from pipeline.kubeflow.storage import s3_environment
+
+BUCKET = "models"
+
+# The child pushes as a Kubeflow Pusher step does, through TFX's Pusher executor; tensorflow-io gives
+# tf.io.gfile its s3:// (pipeline/kubeflow/storage.py). It leaves with os._exit: tensorflow-io aborts
+# the interpreter at a normal exit (tests/test_kubeflow_storage.py).
+_PUSH_TWICE = """
+import json, os, sys
+import stackenv
+import tensorflow as tf
+import tensorflow_io
+from tfx.proto import pusher_pb2
+from tfx.types import standard_artifacts, standard_component_specs
+from tfx.utils import proto_utils
+from components import pusher
+
+work, base = sys.argv[1:3]
+
+class Scale(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = tf.Variable(3.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def apply(self, x):
+        return x * self.scale
+
+tf.saved_model.save(Scale(), os.path.join(work, "model", "Format-Serving"))
+destinations = []
+for push in ("first", "second"):
+    model = standard_artifacts.Model()
+    model.uri = os.path.join(work, "model")
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.uri = os.path.join(work, push, "blessing")
+    blessing.set_int_custom_property("blessed", 1)
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = os.path.join(work, push, "pushed")
+    destination = pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base))
+    pusher.Executor().Do(
+        {standard_component_specs.MODEL_KEY: [model], standard_component_specs.MODEL_BLESSING_KEY: [blessing]},
+        {standard_component_specs.PUSHED_MODEL_KEY: [pushed]},
+        {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination)})
+    destinations.append(pushed.get_string_custom_property("pushed_destination"))
+print(json.dumps(destinations), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.fixture
+def s3_env(tmp_path):
+    with s3_server(BUCKET) as address:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+        env.update(s3_environment(f"http://{address}", environ={}), AWS_ACCESS_KEY_ID=BUNDLED_KEYS["accesskey"],
+                   AWS_SECRET_ACCESS_KEY=BUNDLED_KEYS["secretkey"], PYTHONPATH=str(PROJECT_ROOT),
+                   TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
+        yield address, env
+
+
+def _files(address: str, prefix: str) -> dict[str, set[str]]:
+    """{top-level name under prefix: its object keys relative to that name}, from the S3 server itself."""
+    tree: dict[str, set[str]] = {}
+    for key in keys(address, BUCKET, prefix + "/"):
+        top, _, rest = key[len(prefix) + 1:].partition("/")
+        tree.setdefault(top, set()).add(rest)
+    return tree
+
+
+def test_rollback_on_an_object_store_moves_the_newest_version_aside(s3_env, tmp_path):
+    address, env = s3_env
+    # moto keeps one store per process, shared by every server a test starts: a folder of this test's own.
+    prefix = f"serving-{uuid.uuid4().hex[:8]}/cnn"
+    base = f"s3://{BUCKET}/{prefix}"
+    pushed = subprocess.run([sys.executable, "-c", _PUSH_TWICE, str(tmp_path), base], cwd=PROJECT_ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert pushed.returncode == 0, pushed.stderr[-3000:]
+    first_dir, second_dir = json.loads(pushed.stdout.strip().splitlines()[-1])
+    first, second = int(first_dir.rsplit("/", 1)[1]), int(second_dir.rsplit("/", 1)[1])
+    assert first_dir == f"{base}/{first}" and second_dir == f"{base}/{second}" and second > first
+
+    before = _files(address, prefix)
+    assert set(before) == {str(first), str(second)}, before  # no staging folder left behind
+    assert {"saved_model.pb", "push_info.json"} <= before[str(second)] and before[str(first)] == before[str(second)]
+    assert any(name.startswith("variables/") for name in before[str(second)])
+
+    listing = run_cli("models", "--serving-dir", base, env=env, timeout=300)
+    assert listing.returncode == 0, listing.stderr[-3000:]
+    lines = listing.stdout.splitlines()
+    assert lines[1].startswith(f"* {second} ") and lines[2].startswith(f"  {first} "), listing.stdout
+
+    rolled = run_cli("rollback", "--serving-dir", base, env=env, timeout=300)
+    assert rolled.returncode == 0, rolled.stderr[-3000:]
+    assert (f"Rolled back {base}: version {second} -> {first} is now served (moved {second} to "
+            f".rolled-back-{second};") in rolled.stdout, rolled.stdout
+
+    after = _files(address, prefix)
+    assert set(after) == {str(first), f".rolled-back-{second}"}, after  # TF Serving now serves `first`
+    assert after[str(first)] == before[str(first)] and after[f".rolled-back-{second}"] == before[str(second)]
+    info = client(address).get_object(Bucket=BUCKET, Key=f"{prefix}/{first}/push_info.json")["Body"].read()
+    assert json.loads(info)["version"] == first
+
+    listing = run_cli("models", "--serving-dir", base, env=env, timeout=300)
+    assert listing.returncode == 0, listing.stderr[-3000:]
+    versions = [line for line in listing.stdout.splitlines()[1:] if line[:2] in ("* ", "  ") and line[2:3].isdigit()]
+    assert versions and versions[0].startswith(f"* {first} ") and len(versions) == 1, listing.stdout
