@@ -113,39 +113,28 @@ def _computations_of(value_name: str):
 
 
 class _NextTokenMetric(tfma.metrics.Metric):
-    VALUE = ""
+    NAME = VALUE = ""
 
-    def __init__(self, name: str, k: int = 5):
-        super().__init__(metric_util.merge_per_key_computations(_computations_of(self.VALUE)), name=name, k=k)
+    def __init__(self, name: str = "", k: int = 5):
+        super().__init__(metric_util.merge_per_key_computations(_computations_of(self.VALUE)),
+                         name=name or self.NAME, k=k)
 
 
 class NextTokenAccuracy(_NextTokenMetric):
     """Top-1 accuracy (``sparse_categorical_accuracy``, the Keras metric's name and value)."""
-    VALUE = "top1"
-
-    def __init__(self, name: str = "sparse_categorical_accuracy", k: int = 5):
-        super().__init__(name, k)
+    NAME, VALUE = "sparse_categorical_accuracy", "top1"
 
 
 class NextTokenTopKAccuracy(_NextTokenMetric):
     """Top-k accuracy (``sparse_top_k_categorical_accuracy``)."""
-    VALUE = "topk"
-
-    def __init__(self, name: str = "sparse_top_k_categorical_accuracy", k: int = 5):
-        super().__init__(name, k)
+    NAME, VALUE = "sparse_top_k_categorical_accuracy", "topk"
 
 
 class NextTokenCrossEntropy(_NextTokenMetric):
     """Mean cross-entropy of the next token (``sparse_categorical_crossentropy``)."""
-    VALUE = "cross_entropy"
-
-    def __init__(self, name: str = "sparse_categorical_crossentropy", k: int = 5):
-        super().__init__(name, k)
+    NAME, VALUE = "sparse_categorical_crossentropy", "cross_entropy"
 
 
 class NextTokenPerplexity(_NextTokenMetric):
-    """``exp`` of the mean cross-entropy (``perplexity``, the Keras :class:`Perplexity`'s value)."""
-    VALUE = "perplexity"
-
-    def __init__(self, name: str = "perplexity", k: int = 5):
-        super().__init__(name, k)
+    """``exp`` of the mean cross-entropy (``perplexity``)."""
+    NAME, VALUE = "perplexity", "perplexity"
