@@ -60,3 +60,21 @@ def test_beam_workers_are_counted_in_multi_processing_only():
     fits = int(re.search(r"--beam-workers (\d+) or fewer fits", message).group(1))
     assert message.startswith("--beam-workers: 64 needs at least") and fits * WORKER_BYTES <= 4 * GIB
     check_memory(PipelineConfig(model="cnn", batch_size=8, beam_mode="in_memory", beam_workers=64), (4 * GIB, "x"))
+
+
+def test_a_cgroup_full_of_page_cache_still_has_room(tmp_path, monkeypatch):
+    """cgroup v2 counts the page cache in memory.current; its inactive part is reclaimed before an
+    OOM kill (the kubelet's working set = usage - inactive_file), so a container whose cache filled
+    the limit is not refused every run. Files as the kernel writes them (Documentation/admin-guide/cgroup-v2.rst)."""
+    from pipeline.local import memory
+
+    limit, anonymous, cache = 24 * GIB, 2 * GIB, 22 * GIB - 4096
+    stat = f"anon {anonymous}\nfile {cache}\nactive_file 0\ninactive_file {cache}\n"
+    for name, text in {"memory.max": f"{limit}\n", "memory.current": f"{anonymous + cache}\n",
+                       "memory.stat": stat}.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(memory, "CGROUP_MAX", str(tmp_path / "memory.max"))
+    monkeypatch.setattr(memory, "CGROUP_CURRENT", str(tmp_path / "memory.current"))
+    monkeypatch.setattr(memory, "CGROUP_STAT", str(tmp_path / "memory.stat"))
+    available, source = memory.available_bytes()
+    assert available == min(limit - anonymous, available) and available > GIB, (available, source)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 WORKER_BYTES = 900 * 2**20
 CGROUP_MAX = "/sys/fs/cgroup/memory.max"
 CGROUP_CURRENT = "/sys/fs/cgroup/memory.current"
+CGROUP_STAT = "/sys/fs/cgroup/memory.stat"
 
 
 def available_bytes() -> tuple[int, str]:
@@ -44,10 +45,16 @@ def available_bytes() -> tuple[int, str]:
             limit = handle.read().strip()
         with open(CGROUP_CURRENT) as handle:
             current = int(handle.read().strip())
+        with open(CGROUP_STAT) as handle:
+            stat = dict(line.split() for line in handle if line.strip())
+        reclaimable = int(stat.get("inactive_file", 0))
     except (OSError, ValueError):
         return available, source
-    if limit.isdigit() and int(limit) - current < available:
-        available, source = max(0, int(limit) - current), f"the cgroup limit {CGROUP_MAX}"
+    # memory.current counts the page cache too; the kernel drops its inactive part before it
+    # OOM-kills, so the working set is current minus inactive_file (as Kubernetes' kubelet counts it).
+    working_set = max(0, current - reclaimable)
+    if limit.isdigit() and int(limit) - working_set < available:
+        available, source = max(0, int(limit) - working_set), f"the cgroup limit {CGROUP_MAX}"
     return available, source
 
 
