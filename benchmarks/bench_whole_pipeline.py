@@ -74,7 +74,7 @@ def _write_images(job: tuple[str, int, int, int, int]) -> int:
 
 def generate_images(folder: Path, count: int, size: int) -> Path:
     """``count`` PNGs, deterministic (seeded per image), written by every core."""
-    marker = folder / f".complete-{count}-{size}"
+    marker = folder.parent / f".{folder.name}.complete"   # beside it: the run would list it as a skipped file
     if marker.exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -125,13 +125,15 @@ def component_rows(output_dir: Path, pipeline_name: str) -> list[dict]:
         if node.node_id == EXAMPLE_GEN:
             row["out"] = counts["examples"] = count_records(mlmd.first_uri(node.outputs, "examples"))
         elif node.node_id == STATISTICS_GEN:
-            row["in"] = sum(split_counts_from_statistics(mlmd.first_uri(node.outputs, "statistics")).values())
+            splits = split_counts_from_statistics(mlmd.first_uri(node.outputs, "statistics"))
+            row["in"], counts["eval"] = sum(splits.values()), splits.get("eval")
         elif node.node_id == TRANSFORM:
             row["in"] = counts.get("examples")
             row["out"] = count_records(mlmd.first_uri(node.outputs, "transformed_examples"))
         elif node.node_id == EVALUATOR:
             overall = tfma_results.overall_metrics(mlmd.first_uri(node.outputs, "evaluation"))
             row["in"] = int(overall.get("example_count", 0))
+            row["eval_split"] = counts.get("eval")
         rows.append(row)
     return rows
 
@@ -168,12 +170,11 @@ def print_results(results: list[dict], inputs: dict[str, int]) -> None:
                      ""))
         C.print_table(["component", "state", "seconds", "records in", "records out", "records/s"], rows,
                       title=f"{r['data']}, Beam {r['mode']}: peak RSS {r['peak_rss_gib']} GiB")
-        ins = [c["in"] for c in r["components"] if c.get("in") is not None]
-        outs = [c["out"] for c in r["components"] if c.get("out") is not None]
-        counts = set(ins + outs)
-        print(f"records in = out across components: {'yes' if len(counts) == 1 else 'NO ' + str(sorted(counts))}"
-              if r["data"] == "images" else
-              f"windows: {sorted(counts)} (an ExampleGen's windows are the count every later step must see)")
+        whole = {c[k] for c in r["components"] if "eval_split" not in c for k in ("in", "out") if c.get(k) is not None}
+        evaluated = [(c["in"], c["eval_split"]) for c in r["components"] if "eval_split" in c]
+        print(f"records in = out (ExampleGen, StatisticsGen, Transform): {'yes' if len(whole) == 1 else 'NO'} "
+              f"{sorted(whole)}; Evaluator examples = eval split: "
+              + ", ".join(f"{'yes' if a == b else 'NO'} ({a:,} / {b:,})" for a, b in evaluated))
 
 
 def main(argv=None) -> int:
