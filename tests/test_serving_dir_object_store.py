@@ -11,6 +11,7 @@ import uuid
 import pytest
 from conftest import PROJECT_ROOT, run_cli
 from support.s3_server import BUNDLED_KEYS, client, keys, s3_server
+from support.tiny_saved_model import save_tiny_saved_model
 
 from pipeline.kubeflow.storage import s3_environment
 
@@ -22,25 +23,13 @@ BUCKET = "models"
 _PUSH_TWICE = """
 import json, os, sys
 import stackenv
-import tensorflow as tf
 import tensorflow_io
 from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 from components import pusher
 
-work, base = sys.argv[1:3]
-
-class Scale(tf.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = tf.Variable(3.0)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
-    def apply(self, x):
-        return x * self.scale
-
-tf.saved_model.save(Scale(), os.path.join(work, "model", "Format-Serving"))
+work, base = sys.argv[1:3]   # work/model/Format-Serving: the model the Trainer would have written
 destinations = []
 for push in ("first", "second"):
     model = standard_artifacts.Model()
@@ -85,6 +74,7 @@ def test_rollback_on_an_object_store_moves_the_newest_version_aside(s3_env, tmp_
     # moto keeps one store per process, shared by every server a test starts: a folder of this test's own.
     prefix = f"serving-{uuid.uuid4().hex[:8]}/cnn"
     base = f"s3://{BUCKET}/{prefix}"
+    save_tiny_saved_model(str(tmp_path / "model" / "Format-Serving"))
     pushed = subprocess.run([sys.executable, "-c", _PUSH_TWICE, str(tmp_path), base], cwd=PROJECT_ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert pushed.returncode == 0, pushed.stderr[-3000:]

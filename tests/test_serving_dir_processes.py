@@ -13,6 +13,7 @@ import time
 import pytest
 import tensorflow as tf
 from conftest import PROJECT_ROOT, run_cli
+from support.tiny_saved_model import save_tiny_saved_model
 
 from artifacts import serving_dir
 
@@ -43,21 +44,9 @@ for i in range(count):
 """
 
 
-class _Scale(tf.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = tf.Variable(3.0)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
-    def apply(self, x):
-        return x * self.scale
-
-
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("model") / "saved"
-    tf.saved_model.save(_Scale(), str(path))
-    return str(path)
+    return save_tiny_saved_model(str(tmp_path_factory.mktemp("model") / "saved"))
 
 
 def _publisher(model, base, name, count, go, pause=0.0):
