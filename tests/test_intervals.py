@@ -45,3 +45,4 @@ def test_the_report_shows_each_reference_and_the_model_with_its_interval():
     assert frame["95% CI low"].notna().all()
     assert _interval({"accuracy": 0.5, "example_count": 100.0}, "accuracy")["low"] == pytest.approx(0.40383, abs=1e-4)
     assert _interval({"accuracy": 0.5}, "accuracy") is None
+

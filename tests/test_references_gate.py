@@ -6,6 +6,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
+from artifacts import tfma_results
 from components import reference_gate
 from models.cnn.evaluation import ACCURACY, eval_config
 from models.common import references
@@ -75,6 +76,8 @@ def test_a_perfect_reference_asks_for_a_perfect_score_not_more(tmp_path):
         "Gate: accuracy >= 1.0000 (logistic_regression 1.0000 + margin 0.0100, capped at the metric's maximum; "
         "floor 0.0) -> passed (1.0000)"]
     assert "-> FAILED (0.9900)" in gate_summary.gate_lines(gate, 0.99, "Accuracy")[0]
+    # One error in 200,000: refused, and the value says why instead of reading "1.0000".
+    assert gate_summary.gate_lines(gate, 199_999 / 200_000, "Accuracy", 200_000)[0].endswith("-> FAILED (0.99999)")
 
 
 def test_a_higher_floor_wins_and_a_model_without_references_keeps_its_config(tmp_path):
@@ -225,3 +228,13 @@ def test_the_text_training_line_shows_the_served_mix():
     assert gate_summary.training_line(text).endswith(
         "-> mix 0.2800; the served model ranks as the bigram reference itself: nothing else beat it beyond the "
         "noise of the held-out train windows, so it can tie the reference but not beat it")
+
+
+@pytest.mark.parametrize("value,bound,shown", [
+    (0.4952, 0.4148, "0.4952"),            # far apart: the usual four decimals
+    (199_999 / 200_000, 1.0, "0.99999"),   # one error in 200,000 against a perfect reference
+    (0.41479, 0.4148, "0.41479"),
+    (1.0, 1.0, "1.0000"),                  # equal: nothing to tell apart
+])
+def test_a_value_is_shown_with_the_decimals_that_tell_it_from_its_bound(value, bound, shown):
+    assert tfma_results.apart(value, bound) == shown

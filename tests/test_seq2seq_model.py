@@ -451,6 +451,36 @@ def test_export_carries_tf_serving_warmup_requests_that_run(trained, loaded):
     assert warmup.replay_warmup_requests(loaded, trained[2]) == 2
 
 
+def _functions_in(export_dir):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    with open(f"{export_dir}/saved_model.pb", "rb") as handle:
+        proto.ParseFromString(handle.read())
+    return len(proto.meta_graphs[0].graph_def.library.function)
+
+
+def test_export_keeps_signatures_not_keras_layer_traces_and_warm_starts(trained, s2s_transform, tmp_path):
+    """Every load rebuilds every function the SavedModel holds (each Evaluator, ``predict``); the
+    export leaves out the per-layer traces Keras adds to ``tf.saved_model.save``, and the variables
+    checkpoint that warm start reads still restores every weight."""
+    from models.common.warm_start import WarmStarter, write_record
+
+    model, _, export_dir = trained
+    traced = str(tmp_path / "traced")
+    tf.saved_model.save(model, traced)   # what Keras saves of the same model with its layer traces
+    assert _functions_in(export_dir) < _functions_in(traced) / 2
+    identity = {"family": "seq2seq"}
+    write_record(export_dir, identity, WarmStarter(False, None, identity).decision)
+    tf.keras.utils.set_random_seed(9)
+    warm = WarmStarter(True, export_dir, identity, lambda _: None)
+    restored = warm.build(lambda: build_seq2seq(model.vocab_size, CONTEXT_TOKENS, TARGET_TOKENS,
+                                                embedding_dim=16, units=32, dropout=0.0))
+    assert warm.decision.source == export_dir
+    assert all(np.array_equal(a, b) for a, b in zip(restored.get_weights(), model.get_weights()))
+    assert len(restored.get_weights()) == len(model.get_weights())
+
+
 def test_learning_rate_schedule_choice():
     cosine = build_seq2seq(VOCAB_SIZE, CONTEXT_TOKENS, TARGET_TOKENS, learning_rate=0.01, embedding_dim=4, units=4,
                            lr_schedule="cosine", total_steps=100)

@@ -64,7 +64,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         served = outputs(transformed)
         return {"probabilities": served["probabilities"], "classes": tf.expand_dims(served["classes"], -1)}
 
-    tf.saved_model.save(model, export_dir, signatures={
+    signatures.save_serving_model(model, export_dir, {
         "serving_default": signatures.examples_signature(model, raw_spec, outputs),
         SCORE_SIGNATURE: signatures.examples_signature(model, raw_spec, score_outputs),
         PREDICT_IMAGE_SIGNATURE: predict_image,

@@ -101,7 +101,7 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
             "top_k_probabilities": top.values,
         }
 
-    tf.saved_model.save(model, export_dir, signatures={
+    signatures.save_serving_model(model, export_dir, {
         "serving_default": signatures.examples_signature(model, raw_spec, next_token_outputs),
         "transform_features": signatures.transform_features_signature(model, tf_transform_output),
         GENERATE_SIGNATURE: _generate_function(model, names, raw_spec[features.CONTEXT].shape),

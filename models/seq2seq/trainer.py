@@ -204,6 +204,8 @@ def run_fn(fn_args: FnArgs) -> None:
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
     history = settings.fit(model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
                  validate_every_epoch=True, callbacks=(stopper,))
+    # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
+    log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
     weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens)
     log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
              blend_record.get("mix"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from artifacts import tfma_results
 from components.reference_gate import read_gate
 from models.common import intervals, references
 from pipeline.results import advice
@@ -134,7 +135,7 @@ def outcome_words(overall: float, count: float | None, threshold: float) -> str:
                  if bounds and bounds[0] < threshold else "")
         return f"passed ({overall:.4f}{close})"
     if verdict == intervals.FAILED:
-        return f"FAILED ({overall:.4f})"
+        return f"FAILED ({tfma_results.apart(overall, threshold)})"
     low, high = bounds or (0.0, 1.0)  # INCONCLUSIVE implies an interval
     return (f"NOT ENOUGH EVIDENCE ({overall:.4f}, 95% interval {low:.4f}-{high:.4f} on "
             f"{count:.0f} eval examples contains the threshold)")
