@@ -173,8 +173,10 @@ def command_predict(args: argparse.Namespace) -> int:
         raise ConfigError("--quantization", f"chooses a TFLite model, so it needs --tflite (got --quantization "
                                             f"{args.quantization} alone); add --tflite, or leave --quantization "
                                             "out to use the SavedModel.")
+    from pipeline.kubeflow.storage import register_filesystems
     from pipeline.predict import predict_files
 
+    register_filesystems(args.model_dir)  # a model on an s3:// serving base (a Kubeflow run's)
     tflite = (args.quantization or "float16") if args.tflite else None
     for line in predict_files(args.model_dir, args.images, tflite=tflite):
         print(line)
@@ -196,7 +198,10 @@ def command_generate(args: argparse.Namespace) -> int:
         raise ConfigError("generate PROMPT", f"prompt {empty[0]} of {len(args.prompts)} is empty; the model "
                                              "continues text, so give it at least one word, e.g. generate "
                                              "--model-dir DIR 'the list'.")
+    from pipeline.kubeflow.storage import register_filesystems
     from pipeline.predict import generate_text  # TensorFlow loads only once the options are valid
+
+    register_filesystems(args.model_dir)
 
     stop_at = " ".join(dict.fromkeys(args.stop_at.split() + (SENTENCE_END if args.sentence else [])))
     for prompt, continuation in zip(args.prompts, generate_text(

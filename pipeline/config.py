@@ -19,8 +19,9 @@ BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # Below this many examples, multi_processing's worker start-up per Beam component costs
 # more than the parallelism gains (benchmarks/README.md, bench_beam).
 AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
-# On 2 cores multi_processing was slower than in_memory even at 100k examples (same
-# reference), so auto only picks it on machines with more cores than that.
+# On 2 cores multi_processing was slower than in_memory at 100k examples, and at 1M it was
+# faster but needed far more memory than a 2-core laptop tends to have (docs/benchmarks.md,
+# "The whole pipeline at 1,000,000 images"), so auto only picks it on machines with more cores.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
 # Far above any batch that trains well here; what one batch needs in memory is checked on top of it.
 MAX_BATCH_SIZE = 1 << 16

@@ -1,6 +1,7 @@
 """The serving directory on an object store (issue 36): the real Pusher publishes two versions to an
-``s3://`` base on a local S3 server (moto's, as KFP's bundled MinIO), then ``models`` and ``rollback``
-run through the CLI against it. What the bucket holds is read with boto3, not with the code under test.
+``s3://`` base on a local S3 server (moto's, as KFP's bundled MinIO), then ``models``, ``rollback``,
+``predict`` and ``generate`` run through the CLI against it. What the bucket holds is read with boto3,
+not with the code under test.
 """
 import json
 import os
@@ -107,3 +108,15 @@ def test_rollback_on_an_object_store_moves_the_newest_version_aside(s3_env, tmp_
     assert listing.returncode == 0, listing.stderr[-3000:]
     versions = [line for line in listing.stdout.splitlines()[1:] if line[:2] in ("* ", "  ") and line[2:3].isdigit()]
     assert versions and versions[0].startswith(f"* {first} ") and len(versions) == 1, listing.stdout
+
+    # predict and generate read the served version from the bucket too: the tiny model has neither
+    # family's signature, so each names what it found there (before tensorflow-io was loaded for them,
+    # both stopped at "File system scheme 's3' not implemented").
+    image = tmp_path / "digit.png"
+    from PIL import Image
+
+    Image.new("L", (8, 8), 128).save(image)
+    for command in (("predict", "--model-dir", base, str(image)), ("generate", "--model-dir", base, "the list")):
+        answer = run_cli(*command, env=env, timeout=300)
+        assert answer.returncode != 0 and f"{base}/{first} has no '" in answer.stderr, answer.stderr[-3000:]
+        assert "signature; it has [" in answer.stderr and "not implemented" not in answer.stderr, answer.stderr[-3000:]

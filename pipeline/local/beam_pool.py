@@ -64,18 +64,13 @@ def external_pool_address(beam_args: list[str]) -> str | None:
     """The pool address of an ``EXTERNAL`` environment that this process's runner will use
     (``--job_endpoint=embed``), else None: with a remote job server (Flink, Spark) the pool
     is that cluster's sidecar, reachable from its task managers, not necessarily from here."""
-    values = {}
-    args = list(beam_args)
-    for i, arg in enumerate(args):
-        if not arg.startswith("--"):
-            continue
-        name, has_value, value = arg[2:].partition("=")
-        if not has_value and i + 1 < len(args) and not args[i + 1].startswith("--"):
-            value = args[i + 1]
-        values[name.replace("-", "_")] = value
-    if values.get("environment_type", "").upper() != "EXTERNAL" or values.get("job_endpoint") != "embed":
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    # Beam's own parser, as stackenv.compat.workers_share_this_environment reads the same args.
+    options = PipelineOptions(flags=list(beam_args)).get_all_options()
+    if str(options.get("environment_type") or "").upper() != "EXTERNAL" or options.get("job_endpoint") != "embed":
         return None
-    return values.get("environment_config", "")
+    return options.get("environment_config") or ""
 
 
 def check_pool(address: str, connect_timeout: float = CONNECT_TIMEOUT_S,
