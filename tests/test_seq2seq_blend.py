@@ -91,6 +91,24 @@ def test_held_out_blocks_are_fenced_by_unused_windows():
     assert (holdout.labels(30) == holdout.FIT).all()  # too short: nothing held out
 
 
+def test_split_files_writes_each_window_where_its_label_says_in_order(tmp_path):
+    """Records across two input files and more than one read batch (holdout._BATCH) land in fit.gz or
+    holdout.gz, in file order, as ``labels`` assigns them; gap windows in neither."""
+    count = holdout._BATCH + 1500
+    records = [f"window-{i}".encode() for i in range(count)]
+    for part, chunk in enumerate((records[:3000], records[3000:])):
+        with tf.io.TFRecordWriter(str(tmp_path / f"train-{part}.gz"), options="GZIP") as writer:
+            for record in chunk:
+                writer.write(record)
+    fit, held, counts = holdout.split_files(str(tmp_path / "train-*.gz"), str(tmp_path / "split"))
+    labels = holdout.labels(count)
+    read = [list(tf.data.TFRecordDataset(path, "GZIP").as_numpy_iterator()) for path in (fit, held)]
+    assert read[0] == [records[i] for i in np.flatnonzero(labels == holdout.FIT)]
+    assert read[1] == [records[i] for i in np.flatnonzero(labels == holdout.HOLDOUT)]
+    assert counts == {"fit": len(read[0]), "holdout": len(read[1]), "gap": count - len(read[0]) - len(read[1])}
+    assert counts["holdout"] > 0 and counts["gap"] > 0
+
+
 def test_two_step_fit_takes_the_counts_mix_from_cross_fitting_and_the_network_share_from_the_holdout():
     rng = np.random.RandomState(1)
 

@@ -11,56 +11,78 @@ model's: a model that does not beat them has learned nothing a frequency table w
 
 Ties are broken by the smaller token id, so results are deterministic.
 """
-import collections
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from data.tfrecords import read_examples
+import numpy as np
+import tensorflow as tf
+
+from data.tfrecords import list_files
 from models.seq2seq import features
 
 TOP_K = 5
 Patterns = str | Sequence[str]  # a glob, or a list of them (TFX fn_args files)
+_BATCH = 8192
 
 
 def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> dict[str, float]:
     """``{"unigram_top5", "bigram_top5", "eval_examples"}`` for TFRecord globs (GZIP if .gz).
 
-    A pattern may be a list of globs, as TFX's ``fn_args.train_files``.
+    A pattern may be a list of globs, as TFX's ``fn_args.train_files``. Counted with numpy on
+    batch-parsed windows: a Python loop over each parsed ``tf.train.Example`` was the Trainer's
+    largest fixed cost on a large corpus (docs/benchmarks.md, "The whole pipeline on 10M words").
     """
-    unigram: collections.Counter = collections.Counter()
-    bigram: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    for last, next_token in _pairs(train_pattern):
-        unigram[next_token] += 1
-        bigram[last][next_token] += 1
-    unigram_guess = _top(unigram)
-    bigram_guess = {last: _top(counts, fallback=unigram_guess) for last, counts in bigram.items()}
-    total = unigram_hits = bigram_hits = 0
-    for last, next_token in _pairs(eval_pattern):
-        total += 1
-        unigram_hits += next_token in unigram_guess
-        bigram_hits += next_token in bigram_guess.get(last, unigram_guess)
+    train_last, train_next = _pairs(train_pattern)
+    eval_last, eval_next = _pairs(eval_pattern)
+    total = len(eval_next)
+    if not total:
+        return {"unigram_top5": 0.0, "bigram_top5": 0.0, "eval_examples": 0}
+    width = int(max(train_last.max(initial=0), train_next.max(initial=0), eval_last.max(initial=0),
+                    eval_next.max(initial=0))) + 1
+    unigram_guess = _top(train_next)
+    pairs, counts = np.unique(train_last * width + train_next, return_counts=True)
+    lasts, nexts = pairs // width, pairs % width
+    order = np.lexsort((nexts, -counts, lasts))   # per last token: most frequent first, ties by smaller id
+    lasts, nexts = lasts[order], nexts[order]
+    starts = np.flatnonzero(np.r_[True, lasts[1:] != lasts[:-1]])
+    guess_keys = []
+    for begin, end in zip(starts, np.r_[starts[1:], len(lasts)]):
+        best = [int(t) for t in nexts[begin:min(end, begin + TOP_K)]]
+        best += [t for t in unigram_guess if t not in best][:TOP_K - len(best)]
+        guess_keys.extend(int(lasts[begin]) * width + t for t in best)
+    seen_last = np.isin(eval_last, lasts[starts])
+    unigram_hit = np.isin(eval_next, unigram_guess)
+    bigram_hit = np.where(seen_last, np.isin(eval_last * width + eval_next, guess_keys), unigram_hit)
     return {
-        "unigram_top5": unigram_hits / total if total else 0.0,
-        "bigram_top5": bigram_hits / total if total else 0.0,
+        "unigram_top5": float(unigram_hit.mean()),
+        "bigram_top5": float(bigram_hit.mean()),
         "eval_examples": total,
     }
 
 
-def _pairs(patterns: Patterns) -> Iterable[tuple[int, int]]:
-    """(last non-pad context id, next token id) per transformed example."""
+def _pairs(patterns: Patterns) -> tuple[np.ndarray, np.ndarray]:
+    """(last non-pad context id, next token id) of every transformed example, as two int64 arrays."""
+    spec = {features.CONTEXT_XF: tf.io.VarLenFeature(tf.int64),
+            features.NEXT_TOKEN_XF: tf.io.FixedLenFeature([], tf.int64)}
+    lasts, nexts = [np.zeros([0], np.int64)], [np.zeros([0], np.int64)]
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
-        yield from _file_pairs(pattern)
+        for path in list_files(pattern):
+            compression = "GZIP" if path.lower().endswith(".gz") else ""
+            for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH):
+                parsed = tf.io.parse_example(batch, spec)
+                context = tf.sparse.to_dense(parsed[features.CONTEXT_XF], features.PAD_ID).numpy()
+                real = context != features.PAD_ID
+                # The last non-pad id (PAD when the context is all padding).
+                last_index = context.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1) if context.shape[1] else None
+                rows = np.arange(len(context))
+                last = (np.where(real.any(axis=1), context[rows, last_index], features.PAD_ID)
+                        if last_index is not None else np.full(len(context), features.PAD_ID, np.int64))
+                lasts.append(last.astype(np.int64))
+                nexts.append(parsed[features.NEXT_TOKEN_XF].numpy().astype(np.int64))
+    return np.concatenate(lasts), np.concatenate(nexts)
 
 
-def _file_pairs(pattern: str) -> Iterable[tuple[int, int]]:
-    for example in read_examples(pattern):
-        feature = example.features.feature
-        context = [t for t in feature[features.CONTEXT_XF].int64_list.value
-                   if t != features.PAD_ID]
-        yield (context[-1] if context else features.PAD_ID,
-               feature[features.NEXT_TOKEN_XF].int64_list.value[0])
-
-
-def _top(counts: collections.Counter, fallback: Sequence[int] = ()) -> list[int]:
-    """The TOP_K most frequent ids, topped up from ``fallback`` when fewer were seen."""
-    best = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_K]]
-    return best + [t for t in fallback if t not in best][:TOP_K - len(best)]
+def _top(next_ids: np.ndarray) -> list[int]:
+    """The TOP_K most frequent ids (ties by the smaller id); fewer when fewer were seen."""
+    counts = np.bincount(next_ids) if len(next_ids) else np.zeros([0], np.int64)
+    seen = np.flatnonzero(counts)
+    return [int(t) for t in seen[np.lexsort((seen, -counts[seen]))][:TOP_K]]

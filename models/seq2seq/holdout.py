@@ -22,6 +22,7 @@ GAP = 4                  # windows dropped on each side of a held-out block
 SMALL_CORPUS = 5000      # train windows below which ``SMALL_FRACTION`` is held out
 SMALL_FRACTION, FRACTION = 0.2, 0.1
 MAX_HOLDOUT = 20_000     # held-out windows at most (plenty to compare a few models)
+_BATCH = 4096
 
 
 def labels(count: int) -> np.ndarray:
@@ -44,16 +45,22 @@ def split_files(patterns: str | Sequence[str], out_dir: str) -> tuple[str, str, 
     """Write the train records as ``fit.gz`` and ``holdout.gz`` under ``out_dir``; with counts."""
     files = sorted(f for p in ([patterns] if isinstance(patterns, str) else patterns) for f in tf.io.gfile.glob(p))
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    count = int(records.reduce(np.int64(0), lambda n, _: n + 1))
+    # Read in batches: tf.data hands over one record per Python step at ~100 µs each (``reduce``,
+    # ``as_numpy_iterator``), minutes of the Trainer's start on millions of windows
+    # (docs/benchmarks.md, "The whole pipeline on 10M words"); a batch of records costs about the same.
+    count = sum(len(batch) for batch in records.batch(_BATCH).as_numpy_iterator())
     label = labels(count)
     tf.io.gfile.makedirs(out_dir)
     paths = {FIT: os.path.join(out_dir, "fit.gz"), HOLDOUT: os.path.join(out_dir, "holdout.gz")}
     writers = {key: tf.io.TFRecordWriter(path, options="GZIP") for key, path in paths.items()}
     try:
-        for index, record in enumerate(records.as_numpy_iterator()):
-            writer = writers.get(int(label[index]))
-            if writer is not None:
-                writer.write(record)
+        start = 0
+        for batch in records.batch(_BATCH).as_numpy_iterator():
+            for record, key in zip(batch, label[start:start + len(batch)].tolist()):
+                writer = writers.get(key)
+                if writer is not None:
+                    writer.write(record)
+            start += len(batch)
     finally:
         for writer in writers.values():
             writer.close()
