@@ -44,7 +44,7 @@ def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> dict[str
     order = np.lexsort((nexts, -counts, lasts))   # per last token: most frequent first, ties by smaller id
     lasts, nexts = lasts[order], nexts[order]
     starts = np.flatnonzero(np.r_[True, lasts[1:] != lasts[:-1]])
-    guess_keys = []
+    guess_keys: list[int] = []
     for begin, end in zip(starts, np.r_[starts[1:], len(lasts)]):
         best = [int(t) for t in nexts[begin:min(end, begin + TOP_K)]]
         best += [t for t in unigram_guess if t not in best][:TOP_K - len(best)]
