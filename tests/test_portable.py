@@ -7,6 +7,7 @@ run in bounded time with the paragraph naming --environment_config.
 """
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,21 @@ def _portable_args(port):
             "--beam-arg=--environment_type=EXTERNAL", f"--beam-arg=--environment_config=localhost:{port}"]
 
 
+def _wait_until_listening(pool: subprocess.Popen, port: int, timeout: float = 120) -> None:
+    """Beam asks the pool for a worker once and fails at a refused connection, so a job started
+    before the pool listens fails (it did, on a loaded machine): wait for the port, bounded."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pool.poll() is not None:
+            pytest.fail(f"beam-pool exited with {pool.returncode} before listening: {pool.stdout.read()[-3000:]}")
+        try:
+            socket.create_connection(("localhost", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"beam-pool did not listen on port {port} within {timeout:.0f} s")
+
+
 @pytest.fixture
 def project_pool():
     """`python -m pipeline beam-pool` with a PATH that has no virtualenv on it."""
@@ -30,6 +46,7 @@ def project_pool():
     pool = subprocess.Popen([sys.executable, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=PROJECT_ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        _wait_until_listening(pool, port)
         yield port
     finally:
         pool.kill()
