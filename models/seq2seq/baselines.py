@@ -69,16 +69,18 @@ def _pairs(patterns: Patterns) -> tuple[np.ndarray, np.ndarray]:
             compression = "GZIP" if path.lower().endswith(".gz") else ""
             for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH):
                 parsed = tf.io.parse_example(batch, spec)
-                context = tf.sparse.to_dense(parsed[features.CONTEXT_XF], features.PAD_ID).numpy()
-                real = context != features.PAD_ID
-                # The last non-pad id (PAD when the context is all padding).
-                last_index = context.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1) if context.shape[1] else None
-                rows = np.arange(len(context))
-                last = (np.where(real.any(axis=1), context[rows, last_index], features.PAD_ID)
-                        if last_index is not None else np.full(len(context), features.PAD_ID, np.int64))
-                lasts.append(last.astype(np.int64))
+                lasts.append(_last_real(tf.sparse.to_dense(parsed[features.CONTEXT_XF], features.PAD_ID).numpy()))
                 nexts.append(parsed[features.NEXT_TOKEN_XF].numpy().astype(np.int64))
     return np.concatenate(lasts), np.concatenate(nexts)
+
+
+def _last_real(context: np.ndarray) -> np.ndarray:
+    """The last non-pad id of each row (PAD for a row of padding only)."""
+    if not context.shape[1]:
+        return np.full(len(context), features.PAD_ID, np.int64)
+    real = context != features.PAD_ID
+    last = context.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1)
+    return np.where(real.any(axis=1), context[np.arange(len(context)), last], features.PAD_ID).astype(np.int64)
 
 
 def _top(next_ids: np.ndarray) -> list[int]:
