@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from data.tfrecords import list_files
-from models.seq2seq import features
+from models.seq2seq import features, ngram
 
 TOP_K = 5
 Patterns = str | Sequence[str]  # a glob, or a list of them (TFX fn_args files)
@@ -69,18 +69,13 @@ def _pairs(patterns: Patterns) -> tuple[np.ndarray, np.ndarray]:
             compression = "GZIP" if path.lower().endswith(".gz") else ""
             for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH):
                 parsed = tf.io.parse_example(batch, spec)
-                lasts.append(_last_real(tf.sparse.to_dense(parsed[features.CONTEXT_XF], features.PAD_ID).numpy()))
-                nexts.append(parsed[features.NEXT_TOKEN_XF].numpy().astype(np.int64))
+                context = tf.sparse.to_dense(parsed[features.CONTEXT_XF], features.PAD_ID).numpy()
+                # One more PAD column: a batch of empty contexts still has a (PAD) last id.
+                padded = np.pad(context, [(0, 0), (0, 1)])
+                events = ngram.boundary_events(padded, parsed[features.NEXT_TOKEN_XF].numpy())
+                lasts.append(events[:, 1])
+                nexts.append(events[:, 2])
     return np.concatenate(lasts), np.concatenate(nexts)
-
-
-def _last_real(context: np.ndarray) -> np.ndarray:
-    """The last non-pad id of each row (PAD for a row of padding only)."""
-    if not context.shape[1]:
-        return np.full(len(context), features.PAD_ID, np.int64)
-    real = context != features.PAD_ID
-    last = context.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1)
-    return np.where(real.any(axis=1), context[np.arange(len(context)), last], features.PAD_ID).astype(np.int64)
 
 
 def _top(next_ids: np.ndarray) -> list[int]:
