@@ -37,8 +37,12 @@ setup(
         # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
         # nbclassic + ipywidgets 7.6 (whose front end is widgetsnbextension 3.5): the only front end
         # TFMA 0.47's views draw in (`make notebook-classic`); 3.6's widget base cannot build them.
+        # ipykernel 6: 7.x (7.3 here; 7.4 needs Python 3.11) sends shell replies raw on the socket its
+        # ZMQStream reads, which can lose the wake-up for a request arriving meanwhile; with Jupyter
+        # Server's connection nudge, a notebook's first cells then never run (ipython/ipykernel#1554).
+        # Seen in CI in both front ends and reproduced here (docs/development.md, "ipykernel stays at 6").
         "notebook": ["jupyterlab", "notebook", "nbclassic", "ipywidgets>=7.6,<7.7", "widgetsnbextension>=3.5,<3.6",
-                     "ipykernel", "nbclient", "nbformat", "nbconvert", "plotly>=5.24,<6"],
+                     "ipykernel>=6.29,<7", "nbclient", "nbformat", "nbconvert", "plotly>=5.24,<6"],
         # The documentation site (`make docs`, built strictly by a test): MkDocs with the Material theme.
         "docs": ["mkdocs>=1.6,<1.7", "mkdocs-material>=9.7,<9.8"],
     },

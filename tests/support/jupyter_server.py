@@ -171,6 +171,10 @@ def run_all_cells(page, server: Server, front_end: str, run_all: str, progress: 
             page.evaluate(resume)
             since = time.monotonic()
         time.sleep(2)
+    # An idle kernel that answered no cell is what ipykernel 7's lost shell wake-up looks like
+    # (ipython/ipykernel#1554; setup.py pins ipykernel 6 for it).
+    never_started = ("; the idle kernel answered none of them: check that ipykernel is 6.x "
+                     "(scripts/kernel_first_cells_check.py)" if state and state["idle"] and not state["done"] else "")
     raise TimeoutError(f"The notebook's cells did not finish in {front_end} within {timeout} s: {state} "
-                       f"(resumed after {resumed} cells)\n"
+                       f"(resumed after {resumed} cells){never_started}\n"
                        f"Jupyter's log ({server.log}), last lines:\n{server.log.read_text()[-4000:]}")
