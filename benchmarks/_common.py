@@ -430,10 +430,14 @@ class PeakChildrenRss:
         with PeakChildrenRss() as memory:
             subprocess.run(...)
         memory.peak_gib
+        memory.peak_gib_between(start, end)   # epoch seconds: one component's share of the run
+
+    Every sample is kept with its time, so a peak can be laid on what ran then.
     """
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval, self.peak_bytes = interval, 0
+        self.samples: list[tuple[float, int]] = []   # (time.time(), bytes)
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -449,6 +453,7 @@ class PeakChildrenRss:
                 except psutil.Error:
                     pass  # exited between the listing and the read
             self.peak_bytes = max(self.peak_bytes, total)
+            self.samples.append((time.time(), total))
             self._done.wait(self.interval)
 
     def __enter__(self) -> PeakChildrenRss:
@@ -466,6 +471,11 @@ class PeakChildrenRss:
     @property
     def peak_gib(self) -> float:
         return self.peak_bytes / 2**30
+
+    def peak_gib_between(self, start: float, end: float) -> float | None:
+        """The peak of the samples taken from ``start`` to ``end`` (epoch seconds); None if none was."""
+        inside = [total for at, total in self.samples if start <= at <= end]
+        return max(inside) / 2**30 if inside else None
 
 
 def shell_command(cmd: Sequence[str]) -> str:

@@ -13,7 +13,8 @@ Two data sets, each run once through the real CLI (``python -m pipeline run``, o
 Per component, from the run's ML Metadata (not from logs): seconds; records in and out, counted
 in the artifacts themselves (the ExampleGen's and Transform's TFRecords, StatisticsGen's
 per-split counts, the Evaluator's ``example_count``), so a component that drops examples shows
-up as a difference; and the run's peak resident memory summed over every process it started.
+up as a difference; and the run's peak resident memory summed over every process it started, overall
+and while each component ran (sampled every 0.5 s, laid on MLMD's start and end times).
 
 ``--beam-mode`` runs each data set once per mode given (``in_memory,multi_processing``), so the
 two Beam settings stand side by side in one table.
@@ -109,8 +110,9 @@ def count_records(uri: str) -> int:
     return int(dataset.reduce(0, lambda n, _: n + 1))
 
 
-def component_rows(output_dir: Path, pipeline_name: str) -> list[dict]:
-    """Seconds and records in/out of every node of the latest run, from MLMD and the artifacts."""
+def component_rows(output_dir: Path, pipeline_name: str, memory: C.PeakChildrenRss | None = None) -> list[dict]:
+    """Seconds and records in/out of every node of the latest run, from MLMD and the artifacts; with
+    ``memory``, the run's peak RSS while the node ran (MLMD's start and end times)."""
     from artifacts import tfma_results
     from pipeline.graph import EVALUATOR, EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM
     from pipeline.results import mlmd
@@ -122,6 +124,10 @@ def component_rows(output_dir: Path, pipeline_name: str) -> list[dict]:
     rows = []
     for node in sorted(run.values(), key=lambda n: n.execution.id):
         row: dict = {"node": node.node_id, "state": node.state, "seconds": round(node.seconds, 1)}
+        if memory is not None:
+            peak = memory.peak_gib_between(node.execution.create_time_since_epoch / 1000,
+                                           node.execution.last_update_time_since_epoch / 1000)
+            row["peak_rss_gib"] = None if peak is None else round(peak, 2)
         if node.node_id == EXAMPLE_GEN:
             row["out"] = counts["examples"] = count_records(mlmd.first_uri(node.outputs, "examples"))
         elif node.node_id == STATISTICS_GEN:
@@ -154,7 +160,7 @@ def run_once(data_name: str, data: Path, mode: str, work: Path, args) -> dict:
               "returncode": out["returncode"], "peak_rss_gib": round(memory.peak_gib, 2),
               "summary": out["stdout"].strip().splitlines()[-25:]}
     try:
-        result["components"] = component_rows(output, f"{model}-pipeline")
+        result["components"] = component_rows(output, f"{model}-pipeline", memory)
     except Exception as error:  # noqa: BLE001 - a failed run still reports its wall time
         result["components"], result["mlmd_error"] = [], f"{type(error).__name__}: {error}"
     return result
@@ -164,11 +170,12 @@ def print_results(results: list[dict], inputs: dict[str, int]) -> None:
     for r in results:
         unit = "files" if r["data"] == "images" else "words"
         rows = [(c["node"], c["state"], c["seconds"], c.get("in", ""), c.get("out", ""),
-                 C.fmt(c.get("out", c.get("in", 0)) / c["seconds"]) if c["seconds"] and c.get("out", c.get("in")) else "")
+                 C.fmt(c.get("out", c.get("in", 0)) / c["seconds"]) if c["seconds"] and c.get("out", c.get("in")) else "",
+                 "" if c.get("peak_rss_gib") is None else c["peak_rss_gib"])
                 for c in r["components"]]
         rows.append(("whole run (wall)", f"exit {r['returncode']}", r["wall_s"], f"{inputs[r['data']]:,} {unit}", "",
-                     ""))
-        C.print_table(["component", "state", "seconds", "records in", "records out", "records/s"], rows,
+                     "", r["peak_rss_gib"]))
+        C.print_table(["component", "state", "seconds", "records in", "records out", "records/s", "peak RSS GiB"], rows,
                       title=f"{r['data']}, Beam {r['mode']}: peak RSS {r['peak_rss_gib']} GiB")
         whole = {c[k] for c in r["components"] if "eval_split" not in c for k in ("in", "out") if c.get(k) is not None}
         evaluated = [(c["in"], c["eval_split"]) for c in r["components"] if "eval_split" in c]
