@@ -436,7 +436,7 @@ class PeakChildrenRss:
     """
 
     def __init__(self, interval: float = 0.2) -> None:
-        self.interval, self.peak_bytes = interval, 0
+        self.interval = interval
         self.samples: list[tuple[float, int]] = []   # (time.time(), bytes)
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -452,7 +452,6 @@ class PeakChildrenRss:
                     total += child.memory_info().rss
                 except psutil.Error:
                     pass  # exited between the listing and the read
-            self.peak_bytes = max(self.peak_bytes, total)
             self.samples.append((time.time(), total))
             self._done.wait(self.interval)
 
@@ -470,7 +469,7 @@ class PeakChildrenRss:
 
     @property
     def peak_gib(self) -> float:
-        return self.peak_bytes / 2**30
+        return max((total for _, total in self.samples), default=0) / 2**30
 
     def peak_gib_between(self, start: float, end: float) -> float | None:
         """The peak of the samples taken from ``start`` to ``end`` (epoch seconds); None if none was."""

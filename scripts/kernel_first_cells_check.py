@@ -1,4 +1,4 @@
-"""Does a fresh notebook connection's Run All get every answer? A Jupyter Server on a free port, then
+"""Does a fresh notebook connection's Run All get every answer? The browser tests' JupyterLab, then
 ``--runs`` kernels in turn, each sent the metrics notebook's code cells over the kernel websocket the
 moment its ``kernel_info_reply`` arrives, as a front end's Run All does; counts the kernels whose
 replies never all come (within ``--wait`` s).
@@ -15,8 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,10 @@ from tornado.websocket import websocket_connect
 
 PROJECT = Path(__file__).resolve().parent.parent
 NOTEBOOK = PROJECT / "notebooks" / "inspect_metrics.ipynb"
+# The server the browser tests start (JupyterLab on a free port, with a token), so the check meets
+# the kernels as those tests do.
+sys.path.insert(0, str(PROJECT / "tests"))
+from support.jupyter_server import jupyter_lab  # noqa: E402
 
 
 def _message(msg_type: str, content: dict, session: str) -> str:
@@ -36,31 +38,6 @@ def _message(msg_type: str, content: dict, session: str) -> str:
               "version": "5.3", "date": ""}
     return json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content,
                        "channel": "shell", "buffers": []})
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _start_server(env: dict, runtime: str) -> tuple[subprocess.Popen, str, str]:
-    port, token = _free_port(), secrets.token_hex(8)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "server", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={NOTEBOOK.parent}"],
-        env={**env, "JUPYTER_RUNTIME_DIR": runtime}, stdout=open(Path(runtime) / "server.log", "w"),
-        stderr=subprocess.STDOUT)
-    base = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://{base}/api/status?token={token}", timeout=2)
-            return server, base, token
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise SystemExit(f"Jupyter Server did not answer on {base} within 120 s (its log: {runtime}/server.log)")
 
 
 async def _one_kernel(base: str, token: str, cells: list[str], wait: float) -> int:
@@ -102,23 +79,22 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=180, help="seconds for a kernel's replies")
     parser.add_argument("--pythonpath", default="", help="put first on the kernels' PYTHONPATH")
     args = parser.parse_args()
+    if not os.path.isdir(args.output):
+        parser.error(f"--output {args.output} is no folder: pass a pipeline run's --output (the notebook reads its "
+                     "evaluation), e.g. output/ after `make run`")
     cells = ["".join(cell["source"]) for cell in json.loads(NOTEBOOK.read_text())["cells"]
              if cell["cell_type"] == "code"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (args.pythonpath, str(PROJECT)) if p),
            "METRICS_OUTPUT_DIR": os.path.abspath(args.output), "TF_CPP_MIN_LOG_LEVEL": "3"}
     version = subprocess.run([sys.executable, "-c", "import ipykernel; print(ipykernel.__version__)"], env=env,
                              capture_output=True, text=True, check=True).stdout.strip()
-    with tempfile.TemporaryDirectory() as runtime:
-        server, base, token = _start_server(env, runtime)
-        try:
-            stuck = 0
-            for run in range(args.runs):
-                answered = asyncio.run(_one_kernel(base, token, cells, args.wait))
-                stuck += answered < len(cells)
-                print(f"kernel {run + 1}/{args.runs}: {answered}/{len(cells)} cells answered", flush=True)
-        finally:
-            server.terminate()
-            server.wait(30)
+    with tempfile.TemporaryDirectory() as scratch, jupyter_lab(NOTEBOOK, Path(scratch) / "root", env) as server:
+        base = server.url.removeprefix("http://").rstrip("/")
+        stuck = 0
+        for run in range(args.runs):
+            answered = asyncio.run(_one_kernel(base, server.token, cells, args.wait))
+            stuck += answered < len(cells)
+            print(f"kernel {run + 1}/{args.runs}: {answered}/{len(cells)} cells answered", flush=True)
     print(f"ipykernel {version}: {stuck} of {args.runs} kernels left cells unanswered")
     sys.exit(1 if stuck else 0)
 
