@@ -61,6 +61,7 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    from pipeline.kubeflow.backend_version import untested_warning
     from pipeline.kubeflow.compile import (
         check_backend_options,
         compile_pipeline,
@@ -84,6 +85,9 @@ def command_compile(args: argparse.Namespace) -> int:
         image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret,
         env=args.env)
     check_backend_options(args.retries, args.kfp_version)
+    untested = untested_warning(args.kfp_version, "--kfp-version")
+    if untested:
+        log.warning("%s", untested)
     dataset = dataset_for_cluster(readable_paths(config), _prepare)
     package = compile_pipeline(config, dataset, args.image, args.package, settings, retries=args.retries,
                                kfp_version=args.kfp_version)

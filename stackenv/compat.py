@@ -457,6 +457,46 @@ def restore_artifact_types_in_argv(argv: list[str]) -> list[str]:
     return argv
 
 
+# Output names KFP's own launcher manages, never declared by a component (kubeflow/pipelines backend).
+LAUNCHER_MANAGED_TYPE_PREFIX = "system."
+
+
+def drop_launcher_managed_outputs(executor_input: dict[str, Any]) -> list[str]:
+    """Remove from ``executor_input`` the outputs KFP's driver adds and its launcher fills itself.
+
+    From backend 2.5.0 the driver adds an ``executor-logs`` output of type ``system.Artifact`` to
+    every task when ``--publish_logs`` is ``"true"``, its default (kubeflow/pipelines
+    backend/src/v2/driver/driver.go provisionOutputs, :2025-2038@2.5.0, :755-767@2.17.0;
+    cmd/driver/main.go:85@2.5.0, :102@2.17.0; added by kubeflow/pipelines#11809). The launcher tees
+    the container's stdout into that artifact's local path and uploads it itself
+    (component/launcher_v2.go getLogWriter :632 and uploadOutputArtifacts :802@2.17.0, which
+    ignores what the ExecutorOutput says of it), but it also leaves the output in ``{{$}}``, where TFX
+    1.16's entrypoint looks up a class for every output type
+    (``kubeflow_v2_entrypoint_utils._retrieve_class_path``) and fails with ``ImportError: Could not
+    import system.Artifact``. A TFX component declares only TFX artifact types (``tfx.*`` titles
+    or a class path), never KFP's ``system.*`` ones, so every output typed ``system.*`` is one the
+    launcher manages. Returns the names removed (in place).
+    """
+    outputs = executor_input.get("outputs", {}).get("artifacts", {})
+    dropped = []
+    for name, artifact_list in list(outputs.items()):
+        kinds = [artifact.get("type") or {} for artifact in artifact_list.get("artifacts", [])]
+        titles = [kind.get("schemaTitle") or _instance_schema_title(kind.get("instanceSchema") or "")
+                  for kind in kinds]
+        if titles and all(title.startswith(LAUNCHER_MANAGED_TYPE_PREFIX) for title in titles):
+            del outputs[name]
+            dropped.append(name)
+    return dropped
+
+
+def _instance_schema_title(instance_schema: str) -> str:
+    """The ``title:`` line of an instanceSchema YAML ("" without one)."""
+    for line in instance_schema.splitlines():
+        if line.startswith("title:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
 def with_default_pipeline_root(pipeline_job: dict[str, Any], pipeline_root: str) -> dict[str, Any]:
     """The PipelineSpec to write, with the pipeline root recorded in it.
 

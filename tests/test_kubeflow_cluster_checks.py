@@ -270,3 +270,25 @@ def test_cli_skip_cluster_checks_and_upload_only_read_nothing(kfp_server, bundle
         code, _, err = _cli("--host", kfp_server.url, "--package", package)  # an upload starts no pod
         assert code == 0, err
         assert api.reads == reads and len(kfp_server.runs) == 1
+
+
+def test_a_root_the_profiles_own_keys_cannot_write_is_refused(kfp_server, tmp_path, monkeypatch) -> None:
+    """KFP 2.15+ profile namespaces: the kfp-launcher root the profile controller writes says the keys are the
+    profile's own, allowed under private-artifacts/<ns>/, private/<ns>/, shared/, artifacts/ only
+    (pipelines-profile-controller/sync.py:181 and :353-373@2.15.0)."""
+    owned = {"metadata": PROFILE_CONTROLLER,
+             "data": {"defaultPipelineRoot": "minio://mlpipeline/private-artifacts/team-a/v2/artifacts"}}
+    outside, _ = _compile(tmp_path / "outside", "minio://mlpipeline/tfx")
+    inside, _ = _compile(tmp_path / "inside", "minio://mlpipeline/private-artifacts/team-a/tfx")
+    with _cluster(tmp_path, monkeypatch, secrets={("team-a", "mlpipeline-minio-artifact"): BUNDLED_SECRET},
+                  configmaps={("team-a", "kfp-launcher"): owned}) as api:
+        message = _refused(kfp_server, outside, namespace="team-a")
+        assert "minio://mlpipeline/private-artifacts/team-a/v2/artifacts" in message
+        assert "mlpipeline/private-artifacts/team-a/, mlpipeline/private/team-a/, mlpipeline/shared/" in message
+        assert "--pipeline-root minio://mlpipeline/private-artifacts/team-a/tfx" in message
+        assert "/api/v1/namespaces/team-a/configmaps/kfp-launcher" in api.reads
+        assert deploy(kfp_server.url, str(inside), run=True, namespace="team-a", timeout=5).run_id
+        # MinIO installs (up to 2.14) write no such root: the store's own keys, any key of the bucket
+        api.configmaps[("team-a", "kfp-launcher")] = {"data": {"defaultPipelineRoot": "minio://mlpipeline/v2/artifacts"}}
+        assert deploy(kfp_server.url, str(outside), run=True, namespace="team-a", timeout=5,
+                      pipeline_name="on-minio").run_id

@@ -10,15 +10,19 @@ MLMD id as name. In the default suite one small run per family (cnn on the bundl
 seq2seq on an s3:// root with its own endpoint); behind ``slow``, two runs of each family on
 each store, the second comparing with the model the first pushed.
 """
+import contextlib
 import json
 import os
+import re
 import subprocess
+from collections.abc import Mapping
 from pydoc_data.topics import topics
 
 import pytest
 import yaml
 from support import s3_server
-from support.kfp_contract import Cluster, TaskFailed, topological_tasks
+from support.kfp_backends import BACKENDS, NEWEST, PROFILE_NAMESPACE, STANDALONE_NAMESPACE, Backend
+from support.kfp_contract import EXECUTOR_LOGS, Cluster, TaskFailed, topological_tasks
 
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
@@ -87,10 +91,10 @@ def store():
         yield address
 
 
-def _upload_corpus(address: str, local: str, bucket: str) -> str:
+def _upload_corpus(address: str, local: str, bucket: str, prefix: str = "") -> str:
     for name in sorted(os.listdir(local)):
-        s3_server.client(address).upload_file(os.path.join(local, name), bucket, f"corpus/{name}")
-    return "corpus"
+        s3_server.client(address).upload_file(os.path.join(local, name), bucket, f"{prefix}corpus/{name}")
+    return f"{prefix}corpus"
 
 
 # Each package is compiled with --warm-start (a second run's Trainer starts from the first run's pushed model).
@@ -102,27 +106,34 @@ RUN_PARAMETERS = ({"epochs": 2, "learning_rate": 0.002, "gate_margin": -0.99, "m
                    "max_regression": 0.9}, {})
 
 
-def cluster_and_package(model: str, kind: str, tmp_path, address: str) -> tuple:
-    """(cluster, spec, platform, config) for a stock standalone KFP with its store (``bundled``), or a
-    store elsewhere whose endpoint the package and the launcher's ConfigMap name (``s3``)."""
-    root = ROOTS[kind]
+def cluster_and_package(model: str, kind: str, tmp_path, address: str, backend: Backend = NEWEST,
+                        namespace: str = STANDALONE_NAMESPACE, keys: Mapping[str, str] = s3_server.BUNDLED_KEYS
+                        ) -> tuple:
+    """(cluster, spec, platform, config) for a stock KFP of ``backend``'s version with its store (``bundled``),
+    or a store elsewhere whose endpoint the package and the launcher's ConfigMap name (``s3``). In a profile
+    ``namespace`` (multi-user) the root is one the profile may write (docs/kubeflow/multi-user.md), the
+    namespace's ``kfp-launcher`` and ``mlpipeline-minio-artifact`` are the profile controller's, with ``keys``."""
+    root = ROOTS[kind] if namespace == STANDALONE_NAMESPACE else f"minio://{BUNDLED_BUCKET}/private-artifacts/{namespace}"
     bucket = BUNDLED_BUCKET if kind == "bundled" else OTHER_BUCKET
     data = None
     if model == "seq2seq":  # the corpus in the store, as a user's data would be
-        folder = _upload_corpus(address, _small_corpus(tmp_path / "corpus"), bucket)
+        folder = _upload_corpus(address, _small_corpus(tmp_path / "corpus"), bucket,
+                                "" if namespace == STANDALONE_NAMESPACE else f"shared/{namespace}/")
         data = f"{root.split('://')[0]}://{bucket}/{folder}"
     if kind == "bundled":
         spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, data=data,
                                                           warm_start=True)
-        cluster = Cluster(str(tmp_path), services={"minio-service": (9000, address)},
-                          secrets={"mlpipeline-minio-artifact": s3_server.BUNDLED_KEYS})
+        profile_root = backend.profile_pipeline_root(namespace)
+        cluster = Cluster(str(tmp_path), store_address=address, backend=backend, namespace=namespace,
+                          secrets={"mlpipeline-minio-artifact": dict(keys)},
+                          launcher_config=({"defaultPipelineRoot": profile_root} if profile_root else None))
     else:
         endpoint = f"http://{address}"
         settings = StepSettings(s3_endpoint=endpoint, s3_secret=OTHER_SECRET)
         spec, platform, config, _ = compile_for_contract(model, tmp_path, root=root, settings=settings, data=data,
                                                           warm_start=True)
         configmap = launcher_configmap(kfp_pipeline_root(config), endpoint, OTHER_SECRET)
-        cluster = Cluster(str(tmp_path), secrets={OTHER_SECRET: s3_server.BUNDLED_KEYS},
+        cluster = Cluster(str(tmp_path), secrets={OTHER_SECRET: s3_server.BUNDLED_KEYS}, backend=backend,
                           launcher_config=configmap["data"])
     return cluster, spec, platform, config
 
@@ -139,42 +150,80 @@ def _bytes_under(address: str, uri: str) -> int:
     return sum(item["Size"] for page in pages for item in page.get("Contents", []))
 
 
-CASES = [pytest.param(("cnn", "bundled", 1), id="cnn-bundled-1run"),
-         pytest.param(("seq2seq", "s3", 1), id="seq2seq-s3-1run"),
-         *[pytest.param((model, kind, 2), id=f"{model}-{kind}-2runs", marks=pytest.mark.slow)
-           for model in ("cnn", "seq2seq") for kind in ("bundled", "s3")]]
+MULTI_USER = PROFILE_NAMESPACE
+
+
+def _case(model: str, kind: str, runs: int, version: str, namespace: str = STANDALONE_NAMESPACE, slow: bool = True):
+    where = "standalone" if namespace == STANDALONE_NAMESPACE else "multi-user"
+    return pytest.param((model, kind, runs, version, namespace), id=f"{model}-{kind}-{version}-{where}-{runs}run",
+                        marks=[pytest.mark.slow] if slow else [])
+
+
+# In the default suite (CI): the newest backend standalone, and Kubeflow 1.11's multi-user SeaweedFS (profile
+# namespace without the store's Service env, per-profile keys the store polices). Behind `slow`: each tested
+# backend (pipeline/kubeflow/backend_version.py TESTED_VERSIONS) standalone and multi-user, and two runs of each
+# family on each store, the second comparing with the model the first pushed.
+CASES = [_case("cnn", "bundled", 1, NEWEST.tag, slow=False),
+         _case("seq2seq", "bundled", 1, "2.15.0", MULTI_USER, slow=False),
+         *[_case("cnn", "bundled", 1, version, namespace) for version in BACKENDS
+           for namespace in (STANDALONE_NAMESPACE, MULTI_USER)
+           if (version, namespace) not in ((NEWEST.tag, STANDALONE_NAMESPACE), ("2.15.0", MULTI_USER))],
+         *[_case("seq2seq", "bundled", 1, version) for version in BACKENDS],
+         _case("seq2seq", "s3", 1, NEWEST.tag),
+         *[_case(model, kind, 2, NEWEST.tag) for model in ("cnn", "seq2seq") for kind in ("bundled", "s3")]]
 
 
 @pytest.fixture(scope="module", params=CASES)
 def runs(request, store, tmp_path_factory):
-    model, kind, count = request.param
-    # A case of its own on an empty store: the 1-run and 2-run cases of a store share its bucket, pipeline
-    # name and run ids, so the second would otherwise find the first one's pushed versions and artifacts.
-    s3_server.reset(store, BUNDLED_BUCKET, OTHER_BUCKET)
-    tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}-{kind}")
-    cluster, spec, platform, config = cluster_and_package(model, kind, tmp_path, store)
-    produced, inputs, versions, disks = [], [], [], []
-    for index in range(count):
-        # deploy sends the package's root with the run; the emulated backend never reads the package's own
-        produced.append(cluster.run(spec, run_id=f"run-{index + 1}", runtime_root=spec["defaultPipelineRoot"],
-                                    platform=platform, parameters=RUN_PARAMETERS[index]))
-        inputs.append(cluster.executor_inputs)
-        disks.append(dict(cluster.pod_disk))
-        versions.append(_versions(store, config.serving_model_dir))
-    print(f"\n{model} on {kind}: bytes the launcher put on each pod's disk (run 1): {json.dumps(disks[0])}")
-    return dict(model=model, kind=kind, spec=spec, platform=platform, config=config, runs=produced,
-                inputs=inputs, versions=versions, disks=disks, address=store)
+    model, kind, count, version, namespace = request.param
+    backend = BACKENDS[version]
+    tmp_path = tmp_path_factory.mktemp(f"kfp-contract-{model}-{kind}-{version}-{namespace}")
+    with contextlib.ExitStack() as stack:
+        address, keys = store, s3_server.BUNDLED_KEYS
+        if backend.allowed_prefixes(namespace):  # the profile's own keys, policed by the store
+            address, all_keys = stack.enter_context(s3_server.policed_s3_server(
+                BUNDLED_BUCKET, {namespace: backend.allowed_prefixes(namespace)}))
+            keys = all_keys[namespace]
+        else:
+            # A case of its own on an empty store: cases of a store share its bucket, pipeline name and run
+            # ids, so a later one would otherwise find an earlier one's pushed versions and artifacts.
+            s3_server.reset(store, BUNDLED_BUCKET, OTHER_BUCKET)
+        cluster, spec, platform, config = cluster_and_package(model, kind, tmp_path, address, backend, namespace, keys)
+        produced, inputs, versions, disks = [], [], [], []
+        for index in range(count):
+            # deploy sends the package's root with the run; the emulated backend never reads the package's own
+            produced.append(cluster.run(spec, run_id=f"run-{index + 1}", runtime_root=spec["defaultPipelineRoot"],
+                                        platform=platform, parameters=RUN_PARAMETERS[index]))
+            inputs.append(cluster.executor_inputs)
+            disks.append(dict(cluster.pod_disk))
+            versions.append(_versions(address, config.serving_model_dir))
+        print(f"\n{model} on {kind}, KFP {version} in {namespace}: bytes the launcher put on each pod's disk (run 1): "
+              f"{json.dumps(disks[0])}")
+        yield dict(model=model, kind=kind, spec=spec, platform=platform, config=config, runs=produced,
+                   inputs=inputs, versions=versions, disks=disks, address=address, backend=backend,
+                   namespace=namespace)
+
+
+def output_uri_pattern(backend: Backend, run_root: str, task: str, key: str) -> str:
+    """The URI the backend's driver provisions for a task's output, as a regex (kfp_backends.py)."""
+    salt = "/[0-9a-f-]{36}" if backend.output_uri_salt else ""
+    logs = "-0" if key == EXECUTOR_LOGS and backend.logs_retry_suffix else ""
+    return f"{re.escape(run_root)}/{re.escape(task)}{salt}/{re.escape(key)}{logs}"
 
 
 def test_kfp_contract_every_step_runs_and_pushes(runs):
-    spec, address = runs["spec"], runs["address"]
-    root = ROOTS[runs["kind"]]
+    spec, address, backend = runs["spec"], runs["address"], runs["backend"]
     for index, produced in enumerate(runs["runs"]):
         assert list(produced) == topological_tasks(spec)
         assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1.0
+        run_root = f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/run-{index + 1}"
         for task, outputs in produced.items():  # as MLMD records them: under the run, in the root's scheme
+            assert (EXECUTOR_LOGS in outputs) == backend.executor_logs
             for key, artifact in outputs.items():
-                assert artifact["uri"] == f"{root}/tfx/{spec['pipelineInfo']['name']}/run-{index + 1}/{task}/{key}"
+                assert re.fullmatch(output_uri_pattern(backend, run_root, task, key), artifact["uri"]), artifact
+        if backend.executor_logs:  # the launcher's log of the step, uploaded beside its outputs
+            log = _object(address, produced["Trainer"][EXECUTOR_LOGS]["uri"]).decode()
+            assert "Starting executor" in log or "Trainer" in log, log[-2000:]
         model = produced["Trainer"]["model"]["uri"].split("://", 1)[1]
         bucket, prefix = model.split("/", 1)
         assert f"{prefix}/Format-Serving/saved_model.pb" in s3_server.keys(address, bucket, prefix + "/")
@@ -197,11 +246,14 @@ def test_kfp_contract_package_gives_the_steps_their_store(runs):
         "executors"].values() for entry in config["secretAsEnv"]}
     envs = [{e["name"] for e in executor["container"].get("env", [])}
             for executor in spec["deploymentSpec"]["executors"].values()]
-    assert spec["defaultPipelineRoot"] == f"{ROOTS[kind]}/tfx"
+    root = ROOTS[kind] if runs["namespace"] == STANDALONE_NAMESPACE else \
+        f"minio://{BUNDLED_BUCKET}/private-artifacts/{runs['namespace']}"
+    assert spec["defaultPipelineRoot"] == f"{root}/tfx"
     if kind == "bundled":  # the install's secret; the endpoint is found in the pod (no cluster name baked in)
         assert secrets == {"mlpipeline-minio-artifact"} and not any("S3_ENDPOINT" in env for env in envs)
         # the graph's own paths (serving dir) as the steps' TensorFlow reads them
-        assert readable_paths(runs["config"]).serving_model_dir.startswith(f"s3://{BUNDLED_BUCKET}/v2/serving/")
+        assert readable_paths(runs["config"]).serving_model_dir.startswith(root.replace("minio://", "s3://")
+                                                                           + "/serving/")
     else:
         assert secrets == {OTHER_SECRET} and all("S3_ENDPOINT" in env for env in envs)
 
@@ -217,9 +269,14 @@ def test_kfp_contract_inputs_are_what_the_backend_passes(runs):
     assert sorted(json.loads(examples["metadata"]["split_names"])) == ["eval", "train"]
     assert examples["metadata"]["display_name"] == "transformed_examples"
     model_out = trainer["outputs"]["artifacts"]["model"]["artifacts"][0]
-    assert model_out["uri"] == f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/{run_id}/Trainer/model"
-    assert "name" not in model_out
-    assert trainer["outputs"]["outputFile"].endswith("/kfp_outputs/output_metadata.json")
+    backend, run_root = runs["backend"], f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/{run_id}"
+    assert re.fullmatch(output_uri_pattern(backend, run_root, "Trainer", "model"), model_out["uri"])
+    assert model_out.get("name") == ("model" if backend.task_root_outputs else None)
+    # 2.15+: the output file in the task root's local path (the launcher's /minio/... folder of the run)
+    expected_file = (f"/minio/{model_out['uri'].split('://', 1)[1].rsplit('/', 1)[0]}/output_metadata.json"
+                     if backend.task_root_outputs else "/kfp_outputs/output_metadata.json")
+    assert trainer["outputs"]["outputFile"].endswith(expected_file), trainer["outputs"]["outputFile"]
+    assert (EXECUTOR_LOGS in trainer["outputs"]["artifacts"]) == backend.executor_logs
 
 
 def test_kfp_contract_second_run_compared_with_the_served_model(runs):
@@ -338,7 +395,7 @@ def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(s
     tmp_path = tmp_path_factory.mktemp("kfp-contract-image")
     root = f"minio://{BUNDLED_BUCKET}/image-env"  # a prefix of its own: the store is shared with other cases
     spec, platform, config, _ = compile_for_contract("cnn", tmp_path, root=root)
-    cluster = Cluster(str(tmp_path), services={"minio-service": (9000, store)},
+    cluster = Cluster(str(tmp_path), store_address=store,
                       secrets={"mlpipeline-minio-artifact": s3_server.BUNDLED_KEYS}, image_python=python,
                       image_paths={IMAGE_DATA_ROOT: os.path.join(data, "data")})
     produced = cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"], platform=platform)

@@ -1118,3 +1118,38 @@ def test_runtime_parameters_reach_the_run_and_the_schedule(kfp_server: FakeKfp, 
         with pytest.raises(ProjectError):
             deploy(kfp_server.url, str(typed), run=True, parameters=[bad])
     assert len(kfp_server.requests) == sent
+
+
+def test_a_multi_user_seaweedfs_root_the_profile_cannot_write_is_refused(kfp_server: FakeKfp, package: Path,
+                                                                        tmp_path: Path) -> None:
+    """KFP 2.15+ multi-user gives each profile keys of its own, allowed only under private-artifacts/<ns>/,
+    private/<ns>/, shared/ and artifacts/ of mlpipeline (pipelines-profile-controller/sync.py:353-373@2.15.0)."""
+    def rooted(root: str) -> str:
+        path = tmp_path / f"{abs(hash(root))}.yaml"
+        path.write_text(package.read_text().replace(PACKAGE_ROOT, root))
+        return str(path)
+
+    _multi_user(kfp_server, "token").tokens = {"t": USER}
+    kfp_server.tag_name = "2.15.0"
+    message = _deploy_error(kfp_server.url, rooted("minio://mlpipeline/tfx"), run=True, existing_token="t",
+                            cluster_checks=False)
+    assert f"mlpipeline/private-artifacts/{PROFILE}/" in message and "mlpipeline/shared/" in message
+    assert f"--pipeline-root minio://mlpipeline/private-artifacts/{PROFILE}/tfx" in message
+    assert not kfp_server.sent("POST", "/pipelines/upload")
+    # a package under the profile's prefix runs; on 2.5.0 (MinIO, the store's keys everywhere) any root does
+    assert deploy(kfp_server.url, rooted(f"minio://mlpipeline/private-artifacts/{PROFILE}/tfx"), run=True,
+                  existing_token="t", cluster_checks=False).run_id
+    kfp_server.tag_name = "2.5.0"
+    assert deploy(kfp_server.url, rooted("minio://mlpipeline/tfx"), run=True, existing_token="t",
+                  cluster_checks=False, pipeline_name="on-minio").run_id
+
+
+def test_a_backend_newer_than_the_tested_ones_is_a_warning(kfp_server: FakeKfp, package: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    from pipeline.kubeflow.backend_version import TESTED_VERSIONS
+
+    kfp_server.tag_name = "2.99.0"
+    with caplog.at_level("WARNING"):
+        assert deploy(kfp_server.url, str(package)).pipeline_id  # the upload proceeds
+    assert f"KFP backend 2.99.0, newer than the versions this project is tested against ({TESTED_VERSIONS[0]}" \
+        in caplog.text

@@ -8,6 +8,7 @@ the endpoint a step finds, and the URIs it hands back.
 """
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -19,17 +20,18 @@ from pipeline.kubeflow.launcher_config import launcher_configmap
 from pipeline.kubeflow.storage import KubeflowConfigError
 
 BUCKET = "mlpipeline"
+SALTED = "{root}/{task}/[0-9a-f-]{{36}}/{key}"  # driver.go provisionOutputs from 2.4.0: a uuid per execution
 BUNDLED_SECRET = {"mlpipeline-minio-artifact": BUNDLED_KEYS}
 SCHEMA = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
 # A step that writes 1000 bytes as its output artifact through S3 (as TFX does on the bundled store),
 # records what it sees of its environment, and reports `report` in its ExecutorOutput file.
 PRODUCER = """
 import json, os, sys, boto3
+from pipeline.kubeflow.bundled_store import endpoint as bundled_endpoint
 executor_input = json.loads(sys.argv[1])
 uri = executor_input["outputs"]["artifacts"]["out"]["artifacts"][0]["uri"]
 bucket, key = uri.split("://", 1)[1].split("/", 1)
-endpoint = os.environ.get("S3_ENDPOINT") or "http://%s:%s" % (os.environ["MINIO_SERVICE_SERVICE_HOST"],
-                                                             os.environ["MINIO_SERVICE_SERVICE_PORT"])
+endpoint = os.environ.get("S3_ENDPOINT") or bundled_endpoint()
 boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").put_object(
     Bucket=bucket, Key=key + "/data.txt", Body=b"x" * 1000)
 seen = executor_input["outputs"]["parameters"]["seen"]["outputFile"]
@@ -85,9 +87,8 @@ def store():
 
 
 def bundled_cluster(tmp_path, store, **kwargs) -> Cluster:
-    """A standalone KFP: the store is the Service minio-service of the kubeflow namespace."""
-    return Cluster(str(tmp_path), services={"minio-service": (9000, store)},
-                   **{"secrets": BUNDLED_SECRET, **kwargs})
+    """A standalone KFP of the newest tested version: the store is its Service in the kubeflow namespace."""
+    return Cluster(str(tmp_path), store_address=store, **{"secrets": BUNDLED_SECRET, **kwargs})
 
 
 def bundled_keys_env() -> dict:
@@ -101,11 +102,13 @@ def test_bundled_store_inputs_are_downloaded_to_the_pod(tmp_path, store):
     cluster = bundled_cluster(tmp_path, store)
     produced = cluster.run(two_tasks(), run_id="r1", runtime_root="minio://mlpipeline/v2/artifacts",
                            platform=bundled_keys_env())
-    assert produced["A"]["out"]["uri"] == "minio://mlpipeline/v2/artifacts/tiny/r1/A/out"
-    assert keys(store, BUCKET, "v2/artifacts/tiny/r1/A/out/") == ["v2/artifacts/tiny/r1/A/out/data.txt"]
+    out = produced["A"]["out"]["uri"]
+    assert re.fullmatch(SALTED.format(root="minio://mlpipeline/v2/artifacts/tiny/r1", task="A", key="out"), out)
+    key = out.split("://", 1)[1].split("/", 1)[1]
+    assert keys(store, BUCKET, key + "/") == [key + "/data.txt"]
     assert cluster.pod_disk == {"A": 0, "B": 1000}  # every input on the consumer's disk
     pod = next(p for p in os.listdir(tmp_path) if p.startswith("pod-B-"))
-    assert os.path.getsize(tmp_path / pod / "minio/mlpipeline/v2/artifacts/tiny/r1/A/out/data.txt") == 1000
+    assert os.path.getsize(tmp_path / pod / f"minio/mlpipeline/{key}/data.txt") == 1000
 
 
 def test_output_uri_outside_the_runs_bucket_fails_the_step(tmp_path, store):
@@ -136,7 +139,7 @@ def test_the_run_root_is_the_runs_never_the_packages(tmp_path, store):
     cluster = bundled_cluster(tmp_path, store)
     cluster.run(two_tasks(root="s3://elsewhere/tfx"), run_id="r2", platform=bundled_keys_env())
     out = cluster.executor_inputs["A"]["outputs"]["artifacts"]["out"]["artifacts"][0]["uri"]
-    assert out == "minio://mlpipeline/v2/artifacts/tiny/r2/A/out"
+    assert re.fullmatch(SALTED.format(root="minio://mlpipeline/v2/artifacts/tiny/r2", task="A", key="out"), out)
 
 
 def test_s3_root_on_another_endpoint_needs_the_launchers_providers_config(tmp_path, store):
@@ -148,12 +151,14 @@ def test_s3_root_on_another_endpoint_needs_the_launchers_providers_config(tmp_pa
         {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"},
         {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}])
     spec = two_tasks(producer_env={"S3_ENDPOINT": endpoint})
-    with pytest.raises(TaskFailed, match="B: .*lookup s3.amazonaws.com: no such host"):
+    # From 2.5.0 the first step's launcher already fails, uploading its log (executor-logs) to AWS.
+    with pytest.raises(TaskFailed, match="A: .*lookup s3.amazonaws.com: no such host"):
         Cluster(str(tmp_path), secrets=secrets).run(spec, runtime_root=root, platform=step)
     configmap = launcher_configmap(root, endpoint, "store-keys")
     cluster = Cluster(str(tmp_path), secrets=secrets, launcher_config=configmap["data"])
     produced = cluster.run(spec, run_id="r3", runtime_root=root, platform=step)
-    assert produced["A"]["out"]["uri"] == "s3://team-bucket/tfx/tiny/r3/A/out" and cluster.pod_disk["B"] == 1000
+    assert re.fullmatch(SALTED.format(root="s3://team-bucket/tfx/tiny/r3", task="A", key="out"),
+                        produced["A"]["out"]["uri"]) and cluster.pod_disk["B"] == 1000
     assert yaml.safe_load(configmap["data"]["providers"])["s3"]["default"]["disableSSL"] is True
 
 
@@ -191,28 +196,56 @@ def test_independent_steps_run_at_the_same_time(tmp_path, store):
 # --------------------------------------------------------------------------- the step's side
 
 
-@pytest.mark.parametrize("environ, resolvable, expected", [
-    ({"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"}, (), "http://10.0.0.7:9000"),
-    ({"SEAWEEDFS_SERVICE_HOST": "10.0.0.8", "SEAWEEDFS_SERVICE_PORT_HTTP_S3_COMPAT": "9000",
-      "MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"}, (), "http://10.0.0.8:9000"),
-    ({}, ("minio-service.kubeflow",), "http://minio-service.kubeflow:9000"),
-    ({}, ("minio-service.kubeflow", "seaweedfs.kubeflow"), "http://seaweedfs.kubeflow:9000"),
+def _reachable(*addresses: str):
+    """A cluster's answers to the step's connection attempts: these ``name:port`` accept, others refuse."""
+    def reach(address: str) -> str:
+        if address not in addresses:
+            raise ConnectionRefusedError(f"{address}: connection refused")
+        return f"10.0.0.{addresses.index(address) + 7}:{address.rsplit(':', 1)[1]}"
+    return reach
+
+
+@pytest.mark.parametrize("version, environ, expected", [
+    # standalone (kubeflow namespace): the Services' env
+    ("2.3.0", {"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"},
+     "http://10.0.0.7:9000"),
+    ("2.17.0", {"SEAWEEDFS_SERVICE_HOST": "10.0.0.8", "SEAWEEDFS_SERVICE_PORT": "8111",
+                "SEAWEEDFS_SERVICE_PORT_HTTP_S3_COMPAT": "9000"}, "http://10.0.0.8:9000"),
+    # a profile namespace (multi-user): no env; what each version's Services answer
+    ("2.5.0", {}, "minio-service"),
+    ("2.15.0", {}, "minio-service"),  # was seaweedfs.kubeflow:9000, a port the 2.15 Service does not have
+    ("2.17.0", {}, "seaweedfs"),
 ])
-def test_the_step_finds_the_bundled_store(environ, resolvable, expected):
-    def resolve(name):
-        if name not in resolvable:
-            raise OSError(f"unknown host {name}")
-    assert bundled_store.endpoint(environ, resolve=resolve) == expected
+def test_the_step_finds_the_bundled_store_of_each_version(version, environ, expected):
+    from support.kfp_backends import BACKENDS
+
+    answering = [f"{name}.kubeflow:{port}" for name, ports in BACKENDS[version].services("x:1").items()
+                 for _, port, address in ports if address and port == 9000]
+    found = bundled_store.endpoint(environ, reach=_reachable(*answering))
+    if expected.startswith("http"):
+        assert found == expected
+    else:  # the address the Service's name resolved to, on the port the launcher of that version uses
+        assert found == f"http://10.0.0.{answering.index(f'{expected}.kubeflow:9000') + 7}:9000"
+        assert BACKENDS[version].launcher_store_endpoint({}) == f"{expected}.kubeflow:9000"
 
 
 def test_no_bundled_store_is_a_paragraph():
-    def resolve(name):
-        raise OSError(name)
-    with pytest.raises(KubeflowConfigError, match="neither seaweedfs.kubeflow:9000 .* resolves") as caught:
-        bundled_store.endpoint({}, resolve=resolve)
+    with pytest.raises(KubeflowConfigError, match="reaches none of its Services: seaweedfs.kubeflow:9000") as caught:
+        bundled_store.endpoint({}, reach=_reachable())
     assert "--s3-endpoint" in str(caught.value) and "\n" not in str(caught.value)
     with pytest.raises(KubeflowConfigError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is not set"):
         bundled_store.configure_environment({"S3_ENDPOINT": "http://10.0.0.7:9000"})
+
+
+def test_the_launchers_own_outputs_never_reach_tfx():
+    """KFP 2.5+ adds ``executor-logs`` (system.Artifact) to every task; TFX 1.16 cannot import that type."""
+    from stackenv.compat import drop_launcher_managed_outputs
+
+    executor_input = {"outputs": {"artifacts": {
+        "examples": {"artifacts": [{"type": {"instanceSchema": "title: tfx.Examples\ntype: object\n"}}]},
+        "executor-logs": {"artifacts": [{"name": "executor-logs", "type": {"schemaTitle": "system.Artifact"}}]}}}}
+    assert drop_launcher_managed_outputs(executor_input) == ["executor-logs"]
+    assert list(executor_input["outputs"]["artifacts"]) == ["examples"]
 
 
 def test_the_step_reads_s3_forms_and_hands_back_the_original_uris(tmp_path):

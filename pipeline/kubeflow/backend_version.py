@@ -20,8 +20,11 @@ import re
 
 from pipeline.kubeflow.storage import KubeflowConfigError
 
-#: What ``compile`` targets unless told: KFP 2.5.0, the backend of Kubeflow 1.10.
-DEFAULT_KFP_VERSION = "2.5.0"
+#: The backends the contract tests emulate, each from its own source (tests/support/kfp_backends.py,
+#: docs/kubeflow/internals.md): Kubeflow 1.9's, 1.10's, 1.11's and the newest tag.
+TESTED_VERSIONS = ("2.3.0", "2.5.0", "2.15.0", "2.17.0")
+#: What ``compile`` targets unless told: the newest tested backend.
+DEFAULT_KFP_VERSION = TESTED_VERSIONS[-1]
 #: feature -> (first backend version that honours it, where that is in the backend's source);
 #: both ``compile --kfp-version`` and deploy's pre-flight (the backend's healthz version) check against it.
 FEATURES = {
@@ -71,3 +74,17 @@ def add_retries(spec: dict, retries: int, version: str) -> dict:
     for task in spec["root"]["dag"]["tasks"].values():
         task["retryPolicy"] = {"maxRetryCount": retries, **RETRY_BACKOFF}
     return spec
+
+
+def untested_warning(version: tuple[int, int, int] | str, where: str) -> str | None:
+    """A sentence for a backend outside the tested range (the package may still run); None inside it."""
+    parsed = parse_version(version) if isinstance(version, str) else version
+    oldest, newest = parse_version(TESTED_VERSIONS[0]), parse_version(TESTED_VERSIONS[-1])
+    if oldest <= parsed <= newest:
+        return None
+    shown = ".".join(map(str, parsed))
+    side = "newer than" if parsed > newest else "older than"
+    return (f"{where} is KFP backend {shown}, {side} the versions this project is tested against "
+            f"({', '.join(TESTED_VERSIONS)}: docs/kubeflow/internals.md lists what each changes for a step). "
+            "The run proceeds; if a step fails at its start, compare what that backend passes a step with the "
+            "audit there.")

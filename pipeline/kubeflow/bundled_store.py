@@ -33,19 +33,29 @@ import os
 import socket
 from collections.abc import Callable, Mapping, MutableMapping
 
-from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
+from pipeline.kubeflow.storage import KubeflowConfigError, register_filesystems, s3_environment
 
 SCHEME, S3_SCHEME = "minio://", "s3://"
 # Set by `compile` in every step's env on the bundled store: also steps with no minio:// URI in their
 # arguments (the input-resolution step, a TFJob's pods) need the endpoint for the s3:// data and serving paths.
 MARKER, MARKER_VALUE = "PIPELINE_OBJECT_STORE", "kfp-bundled"
 SECRET = "mlpipeline-minio-artifact"  # config/env.go minioArtifactSecretName
-# The store's Service, newest first: (DNS name in the kubeflow namespace, the env Kubernetes sets in
-# pods of that namespace for its host and port, the KFP versions whose launcher uses it).
+# The store's S3 port, newest install first: (the Service's DNS name and port in the kubeflow namespace,
+# the env Kubernetes sets for it in pods of that namespace (host, port), the KFP versions whose launcher
+# uses it, where). Kubernetes sets <SERVICE>_SERVICE_PORT_<PORT NAME> for each named port.
 SERVICES = (
+    # 2.16+: only the seaweedfs Service, S3 on its port 9000 (named http-s3-compat); the launcher's default
+    # endpoint (objectstore/config.go:29@2.16.0; third-party/seaweedfs/base/seaweedfs/seaweedfs-service.yaml@2.16.0).
     ("seaweedfs.kubeflow:9000", "SEAWEEDFS_SERVICE_HOST", "SEAWEEDFS_SERVICE_PORT_HTTP_S3_COMPAT", "2.16+"),
+    # up to 2.15: minio-service:9000, in 2.15 an alias of SeaweedFS's 8333 (the seaweedfs Service has no 9000
+    # there: third-party/seaweedfs/base/seaweedfs/{minio-service,seaweedfs-service}.yaml@2.15.0), which the 2.15
+    # launcher always uses (objectstore/config.go:29@2.15.0) and 2.3-2.14 outside the kubeflow namespace
+    # (objectstore/config.go MinioDefaultEndpoint :164-178@2.3.0).
     ("minio-service.kubeflow:9000", "MINIO_SERVICE_SERVICE_HOST", "MINIO_SERVICE_SERVICE_PORT", "2.0-2.15"),
 )
+#: How long one candidate Service may take to accept a connection (a ClusterIP port that the Service
+#: does not define may drop packets rather than refuse them).
+CONNECT_TIMEOUT_S = 3.0
 
 
 def readable_uri(uri: str) -> str:
@@ -57,33 +67,53 @@ def uses_bundled_store(text: str, environ: Mapping[str, str] | None = None) -> b
     return SCHEME in text or (os.environ if environ is None else environ).get(MARKER) == MARKER_VALUE
 
 
-def endpoint(environ: Mapping[str, str] | None = None,
-             resolve: Callable[[str], object] = socket.gethostbyname) -> str:
-    """The bundled store's S3 endpoint URL as the launcher of this cluster's KFP reaches it.
+def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
+    """``host:port`` as the address that accepted a TCP connection (``ip:port``); OSError if none did.
 
-    In the ``kubeflow`` namespace (standalone KFP) Kubernetes sets each Service's host and
-    port in the pod's environment (what the 2.3-2.14 launcher reads too:
-    ``objectstore/config.go`` MinioDefaultEndpoint); elsewhere (a profile namespace) the
-    Service's DNS name. SeaweedFS first: a 2.16+ launcher uses it even where an old
-    ``minio-service`` was left behind.
+    The resolved address, not the name, goes to TensorFlow: a Service's ClusterIP is as stable as
+    the Service, and it is the address the probe proved reachable.
+    """
+    host, port = address.rsplit(":", 1)
+    failure: OSError = OSError(f"{address}: no address")
+    for family, kind, proto, _, sockaddr in socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM):
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.settimeout(timeout)
+                probe.connect(sockaddr)
+        except OSError as error:
+            failure = error
+            continue
+        ip, reached_port = str(sockaddr[0]), int(sockaddr[1])
+        return f"[{ip}]:{reached_port}" if ":" in ip else f"{ip}:{reached_port}"
+    raise failure
+
+
+def endpoint(environ: Mapping[str, str] | None = None, reach: Callable[[str], str] = connect) -> str:
+    """The bundled store's S3 endpoint URL, as the launcher of this cluster's KFP reaches it.
+
+    In the ``kubeflow`` namespace (standalone KFP) Kubernetes sets each Service's host and port in
+    the pod's environment; in a profile namespace (multi-user) it sets none, since it does so only
+    for Services of the pod's own namespace, and the step tries each Service's port in turn: on
+    2.16+ SeaweedFS's 9000 answers (also where an old ``minio-service`` was left behind), on 2.15
+    the ``seaweedfs`` Service has no 9000 and the ``minio-service`` alias answers, before 2.15
+    there is no ``seaweedfs`` at all. Each try is bounded (``CONNECT_TIMEOUT_S``).
     """
     environ = os.environ if environ is None else environ
     for _, host_var, port_var, _ in SERVICES:
         if environ.get(host_var) and environ.get(port_var):
             return f"http://{environ[host_var]}:{environ[port_var]}"
-    for address, _, _, _ in SERVICES:
+    tried = []
+    for address, _, _, versions in SERVICES:
         try:
-            resolve(address.split(":")[0])
-        except OSError:
-            continue
-        return f"http://{address}"
-    names = " or ".join(f"{address} (KFP {versions})" for address, _, _, versions in SERVICES)
+            return f"http://{reach(address)}"
+        except OSError as error:
+            tried.append(f"{address} (KFP {versions}): {error}")
     raise KubeflowConfigError(
-        f"This step's artifacts are on KFP's bundled object store (minio://), but neither {names} "
-        "resolves from the pod, so TensorFlow cannot reach it. If the store runs elsewhere, compile "
-        "with --s3-endpoint http://HOST:PORT (and --s3-secret if its keys are not in "
-        f"{SECRET}); otherwise check that the KFP install's object store is running "
-        "(`kubectl -n kubeflow get svc`).")
+        "This step's artifacts are on KFP's bundled object store (minio://), but the pod reaches none of its "
+        f"Services: {'; '.join(tried)}. If the store runs elsewhere, compile with --s3-endpoint http://HOST:PORT "
+        f"(and --s3-secret if its keys are not in {SECRET}); otherwise check that the KFP install's object "
+        "store is running (`kubectl -n kubeflow get svc,pods`) and that no NetworkPolicy blocks this namespace "
+        "(KFP 2.15's SeaweedFS policy admits only some namespaces; fixed in 2.16).")
 
 
 def configure_environment(environ: MutableMapping[str, str] | None = None, **kwargs) -> str:
@@ -101,6 +131,15 @@ def configure_environment(environ: MutableMapping[str, str] | None = None, **kwa
             "compile --pipeline-root minio://...` (it adds the secret), and check that the secret exists "
             "in that namespace (`kubectl get secret mlpipeline-minio-artifact -n NAMESPACE`).")
     return url
+
+
+def prepare_pod_storage(text: str, environ: MutableMapping[str, str] | None = None) -> None:
+    """What a pod that is not a KFP step (a TFJob/TrainJob replica, a tuner worker) needs before it
+    touches ``text``'s URIs: the bundled store's endpoint where the package marks it, and
+    tensorflow-io's s3:// filesystem, as the steps get them (pipeline/kubeflow/entrypoint.py)."""
+    if uses_bundled_store(text, environ):
+        configure_environment(environ)
+    register_filesystems(text)
 
 
 def _map_strings(value, change: Callable[[str], str]):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -40,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.kubeflow import profile_store
 from pipeline.kubeflow.connection import DeployError
 from pipeline.kubeflow.launcher_config import NAME as LAUNCHER_CONFIGMAP
 from pipeline.kubeflow.launcher_config import SESSION_FIELDS, launcher_configmap_path, s3_session
@@ -73,9 +75,11 @@ class ClusterNeeds:
     training_job: bool
     s3_root: str | None
     launcher_manifest: str
+    #: the store URIs of a run on KFP's bundled store (its root, serving dir, data), as text; "" for another root
+    bundled_store_text: str = ""
 
     def __bool__(self) -> bool:
-        return bool(self.secrets or self.training_job or self.s3_root)
+        return bool(self.secrets or self.training_job or self.s3_root or self.bundled_store_text)
 
     def describe(self) -> str:
         parts = [f"the secret{'s' if len(self.secrets) > 1 else ''} "
@@ -84,6 +88,8 @@ class ClusterNeeds:
             parts.append("the TFJob or TrainJob the Trainer/Tuner step creates")
         if self.s3_root:
             parts.append(f"the {LAUNCHER_CONFIGMAP} providers entry for {self.s3_root}")
+        if self.bundled_store_text:
+            parts.append(f"the prefixes the {LAUNCHER_CONFIGMAP} root of a profile allows")
         return "; ".join(parts)
 
 
@@ -112,7 +118,8 @@ def read_needs(package_path: str, root: str | None) -> ClusterNeeds:
         training_job=any(env.get("name") == TEMPLATE_ENV for container in containers
                          for env in container.get("env") or []),
         s3_root=root if root and root.startswith("s3://") else None,
-        launcher_manifest=launcher_configmap_path(package_path))
+        launcher_manifest=launcher_configmap_path(package_path),
+        bundled_store_text=json.dumps([root, spec]) if root and root.startswith("minio://") else "")
 
 
 class Unavailable(Exception):
@@ -189,7 +196,7 @@ def check_cluster(package_path: str, root: str | None, namespace: str, *, timeou
     try:
         with open_cluster(namespace, timeout, environ, service_account_dir) as cluster:
             problems = [*secret_problems(cluster, needs), *training_job_problems(cluster, needs),
-                        *launcher_problems(cluster, needs)]
+                        *launcher_problems(cluster, needs), *profile_root_problems(cluster, needs)]
     except Unavailable as why:
         log.warning("Cluster-side pre-flight checks skipped: %s. They check %s in namespace %s; KFP starts the run "
                     "without them, and anything missing shows only in its pods (`kubectl get pods -n %s`). Point "
@@ -268,6 +275,24 @@ def training_job_problems(cluster: Cluster, needs: ClusterNeeds) -> list[str]:
 
 
 # --------------------------------------------------------------------------- kfp-launcher
+
+
+def profile_root_problems(cluster: Cluster, needs: ClusterNeeds) -> list[str]:
+    """A bundled-store run outside what the profile's own keys allow (pipeline/kubeflow/profile_store.py), read
+    from the namespace's ``kfp-launcher`` ``defaultPipelineRoot`` (the 2.15+ profile controller's sets it there)."""
+    if not needs.bundled_store_text:
+        return []
+    configmap = cluster.read(f"ConfigMap {LAUNCHER_CONFIGMAP}", cluster.core.read_namespaced_config_map,
+                             LAUNCHER_CONFIGMAP, cluster.namespace)
+    if configmap is UNCHECKED or configmap is None:
+        return []
+    root = (configmap.data or {}).get("defaultPipelineRoot")
+    if not profile_store.per_profile_root(root, cluster.namespace):
+        return []
+    install = (f"The {LAUNCHER_CONFIGMAP} of namespace {cluster.namespace!r} at {cluster.server} has the root {root}, "
+               "which KFP's profile controller writes for a profile with keys of its own")
+    problem = profile_store.problem(needs.bundled_store_text, cluster.namespace, install)
+    return [problem] if problem else []
 
 
 def launcher_problems(cluster: Cluster, needs: ClusterNeeds) -> list[str]:

@@ -36,7 +36,13 @@ from pipeline.kubeflow.connection import (
 from pipeline.kubeflow.fresh_data import override_caching
 from pipeline.kubeflow.login import Credentials
 from pipeline.kubeflow.login import credentials as login
-from pipeline.kubeflow.preflight import check_backend, check_namespace_access, profiles, resolve_namespace
+from pipeline.kubeflow.preflight import (
+    check_backend,
+    check_namespace_access,
+    check_profile_root,
+    profiles,
+    resolve_namespace,
+)
 from pipeline.kubeflow.runtime_parameters import parse_assignments
 from pipeline.kubeflow.schedule import check_cron, create_schedule
 from pipeline.kubeflow.storage import DEFAULT_KFP_ROOT, KubeflowConfigError, check_pipeline_root
@@ -289,7 +295,7 @@ def deploy(host: str, package_path: str, pipeline_name: str | None = None,
     host = normalize_host(host)
     creds = credentials or login(host, existing_token=existing_token, cookies=cookies, timeout=timeout)
     session = _open_session(host, spec, creds, namespace, needed=starts, timeout=timeout, api_timeout=api_timeout,
-                            client_factory=client_factory)
+                            client_factory=client_factory, root=root)
     if cluster_checks and starts:
         check_cluster(package_path, root, session.run_namespace, timeout=timeout)
     result = _upload(session, package_path, name, version_name=version_name, description=description,
@@ -326,7 +332,8 @@ class _Session:
 
 
 def _open_session(host: str, spec: dict, creds: Credentials, namespace: str | None, *, needed: bool,
-                  timeout: float, api_timeout: float, client_factory: Callable[..., Any]) -> _Session:
+                  timeout: float, api_timeout: float, client_factory: Callable[..., Any],
+                  root: str | None = None) -> _Session:
     """Connect, with the checks only the server's answers allow, before anything is uploaded.
 
     The bounded health check comes first (kfp's own retries for minutes); its answer names the backend's
@@ -339,6 +346,8 @@ def _open_session(host: str, spec: dict, creds: Credentials, namespace: str | No
     multi_user = bool(health.get("multi_user"))
     namespace = resolve_namespace(host, namespace, multi_user, token=creds.token, cookies=creds.cookies,
                                   verify=creds.verify, timeout=timeout, needed=needed)
+    if needed:  # a run or schedule writes under its root: what the profile's keys may touch
+        check_profile_root(health, spec, namespace, root)
     client = connect(host, namespace=namespace, token=creds.token, cookies=creds.cookies, timeout=timeout,
                      api_timeout=api_timeout, client_factory=client_factory, verify=creds.verify)
     if multi_user and namespace and profiles(host, creds.token, creds.cookies, creds.verify, timeout) is None:

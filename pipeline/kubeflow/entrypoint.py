@@ -3,7 +3,8 @@
 ``pipeline/kubeflow/compile.py`` sets it as the V2 runner's ``default_commands``, so a KFP
 pod runs ``python -m pipeline.kubeflow.entrypoint <TFX's own arguments>``. It applies the
 work-arounds of ``stackenv/compat.py`` to the arguments the KFP launcher passes
-(``{{$}}`` replaced by the ExecutorInput JSON), registers the filesystems the step's URIs
+(``{{$}}`` replaced by the ExecutorInput JSON), drops the outputs KFP's launcher manages
+itself (``executor-logs`` from backend 2.5.0, ``stackenv/compat.py``), registers the filesystems the step's URIs
 need (pipeline/kubeflow/storage.py), and then runs TFX's ``kubeflow_v2_run_executor``
 exactly as ``python -m`` would, so TFX's flag parsing, executor dispatch and ExecutorOutput
 writing stay untouched.
@@ -30,6 +31,7 @@ import sys
 from stackenv.compat import (
     INVOCATION_FLAG,
     TFX_ENTRYPOINT_MODULE,
+    drop_launcher_managed_outputs,
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
     skip_tfx_sdist_for_local_beam,
@@ -79,7 +81,8 @@ def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
             at, text = (at, arg[len(INVOCATION_FLAG) + 1:]) if inline else (at + 1, args[at + 1])
             original = json.loads(text)
             executor_input = json.loads(text)
-            changed = apply_resolved_input(executor_input)
+            changed = bool(drop_launcher_managed_outputs(executor_input))  # KFP 2.5+: executor-logs
+            changed = apply_resolved_input(executor_input) or changed
             changed = apply_run_settings(executor_input) or changed
             if bundled_store.uses_bundled_store(text):
                 bundled_store.configure_environment()

@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from pipeline.kubeflow import backend_version as compile_targets
+from pipeline.kubeflow import profile_store
 from pipeline.kubeflow.connection import DeployError, pool_manager
+
+log = logging.getLogger(__name__)
 
 ENV_INFO_PATH = "/api/workgroup/env-info"
 
@@ -67,6 +71,9 @@ def check_backend(health: dict, spec: dict, host: str) -> None:
     version = backend_version(health)
     if version is None:
         return
+    untested = compile_targets.untested_warning(version, f"Kubeflow Pipelines at {host}")
+    if untested:
+        log.warning("%s", untested)
     for feature in FEATURES:
         if feature.asked(spec) and version < feature.since:
             since = ".".join(map(str, feature.since))
@@ -156,3 +163,15 @@ def check_namespace_access(client: Any, host: str, namespace: str) -> None:
         if isinstance(cause, kfp_server_api.ApiException) and cause.status == 403:
             raise DeployError(no_profile(host, namespace, None) + f" The API answered: {error}") from cause
         raise
+
+
+def check_profile_root(health: dict, spec: dict, namespace: str | None, root: str | None) -> None:
+    """Refuse a run whose root, serving dir or data on the bundled store lie outside what the profile's
+    keys may touch: multi-user KFP 2.15+ on SeaweedFS (pipeline/kubeflow/profile_store.py)."""
+    version = backend_version(health)
+    if not health.get("multi_user") or not namespace or version is None or version < profile_store.PROFILE_KEYS_SINCE:
+        return
+    problem = profile_store.problem(json.dumps(spec) + json.dumps(root or ""), namespace,
+                                    f"Kubeflow Pipelines {'.'.join(map(str, version))} is multi-user on SeaweedFS")
+    if problem:
+        raise DeployError(problem)

@@ -106,9 +106,11 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from support import kfp_launcher
+from support.kfp_backends import NEWEST, STANDALONE_NAMESPACE, Backend
 from support.kfp_launcher import LauncherError, Pod
 
-KFP_BACKEND_TAG = "2.3.0"
+KFP_BACKEND_TAG = "2.3.0"  # the tag the rules above were read at; kfp_backends.py has what later tags change
+EXECUTOR_LOGS = "executor-logs"  # driver.go provisionOutputs, 2.5.0+
 DEFAULT_PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"      # config/env.go
 OUTPUT_METADATA_FILEPATH = "/tmp/kfp_outputs/output_metadata.json"  # component/launcher_v2.go
 OUTPUT_PARAMETERS_DIR = "/tmp/kfp/outputs"  # driver/driver.go provisionOutputs
@@ -296,6 +298,35 @@ def _from_mlmd_value(kind_value):
     return float(value) if kind in ("int", "double") else value
 
 
+_CLUSTER_DNS = """# Written by tests/support/kfp_contract.py: Kubernetes' cluster DNS for this pod's Python.
+import json, socket
+_NAMES = json.loads({names!r})
+_getaddrinfo = socket.getaddrinfo
+
+
+def _cluster_getaddrinfo(host, port, *args, **kwargs):
+    if isinstance(host, str) and any(key.startswith(host + ":") for key in _NAMES):
+        target = _NAMES.get(f"{{host}}:{{port}}")
+        # A Service's port that is not defined, or that no server here plays: nothing answers there.
+        host, port = target.rsplit(":", 1) if target else ("127.0.0.1", 9)
+    return _getaddrinfo(host, int(port) if isinstance(port, str) and port.isdigit() else port, *args, **kwargs)
+
+
+socket.getaddrinfo = _cluster_getaddrinfo
+"""
+
+
+def cluster_dns(pod_root: str, names: Mapping[str, str]) -> str:
+    """A folder whose ``sitecustomize.py`` makes the pod's Python resolve the cluster's Service names
+    (``names``: ``service.kubeflow:port`` -> the address this machine reaches). The one part of a pod
+    this machine's resolver cannot play: the step's Python finds the store's Service by name."""
+    folder = os.path.join(pod_root, "cluster-dns")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as handle:
+        handle.write(_CLUSTER_DNS.format(names=json.dumps(dict(names))))
+    return folder
+
+
 class Cluster:
     """The MLMD store and object store of one KFP installation, across runs."""
 
@@ -303,13 +334,17 @@ class Cluster:
                  env: Mapping[str, str] = (), timeout: int = 900, *, namespace: str = "kubeflow",
                  secrets: Mapping[str, Mapping[str, str]] = (), launcher_config: Mapping[str, str] | None = None,
                  services: Mapping[str, tuple[int, str]] = (), node_labels: Mapping[str, str] = (),
-                 node_allocatable: Mapping[str, str] = (), parallel: bool = True, image_python: str | None = None):
+                 node_allocatable: Mapping[str, str] = (), parallel: bool = True, image_python: str | None = None,
+                 backend: Backend = NEWEST, store_address: str | None = None):
         """``secrets``: the namespace's secrets (name -> key -> value); ``launcher_config``: the data
         of its ``kfp-launcher`` ConfigMap (None: there is none); ``services``: the Services of the
         ``kubeflow`` namespace, name -> (service port, the address that serves it here);
         ``image_python``: the interpreter of an environment built from kubeflow/Dockerfile's own lines
         (tests/support/image_env.py): the steps' ``python``, importing the project from its
-        site-packages, not from this checkout (None: this interpreter, the checkout on PYTHONPATH)."""
+        site-packages, not from this checkout (None: this interpreter, the checkout on PYTHONPATH);
+        ``backend``: the KFP version whose driver, launcher and manifests are played (kfp_backends.py);
+        ``store_address``: the S3 server playing that version's bundled store, whose Services (names,
+        ports) then come from the backend instead of ``services``."""
         self.work_dir = work_dir
         self.allow_local_root = allow_local_root
         self.image_paths = dict(image_paths)
@@ -318,12 +353,16 @@ class Cluster:
         self.namespace = namespace
         self.secrets = {name: dict(data) for name, data in dict(secrets).items()}
         self.launcher_config = dict(launcher_config) if launcher_config is not None else None
-        self.services = dict(services)
+        self.backend = backend
+        # name -> [(port name, service port, the address this machine reaches or None)], first port first
+        self.services = ({name: [(None, *value)] for name, value in dict(services).items()} if not store_address
+                         else backend.services(store_address))
         self.node_labels = {"kubernetes.io/os": "linux", **dict(node_labels)}
         self.node_allocatable = {"cpu": "16", "memory": "64Gi", **dict(node_allocatable)}
         self.parallel = parallel
         self.image_python = image_python
         self.pod_disk: dict[str, int] = {}  # last run: task -> bytes the launcher downloaded to its pod
+        self.failed_logs: dict[str, str] = {}  # task -> the URI its log was uploaded to although it failed
         self._lock = threading.Lock()
         self.artifacts: dict[int, dict] = {}   # MLMD: id -> {uri, schema, custom_properties}
         self.next_id = 1
@@ -462,9 +501,17 @@ class Cluster:
             upstream = source["taskOutputArtifact"]
             artifact_id = produced[upstream["producerTask"]][upstream["outputArtifactKey"]]
             inputs[name] = {"artifacts": [self.runtime_artifact(artifact_id)]}
+        backend = self.backend
+        # driver.go provisionOutputs: the task root, with a per-execution uuid from 2.4.0
+        task_root = generate_output_uri(run_root, task_name, *([str(uuid.uuid4())] if backend.output_uri_salt else []))
+        declared_outputs = dict(component.get("outputDefinitions", {}).get("artifacts", {}))
+        if backend.executor_logs:  # added to every task, declared by none (publish_logs "true")
+            declared_outputs[EXECUTOR_LOGS] = {"artifactType": {"schemaTitle": "system.Artifact"}}
         outputs = {}
-        for key, declared in component.get("outputDefinitions", {}).get("artifacts", {}).items():
-            artifact = {"type": declared["artifactType"], "uri": generate_output_uri(run_root, task_name, key)}
+        for key, declared in declared_outputs.items():
+            artifact = {"type": declared["artifactType"], "uri": generate_output_uri(task_root, key)}
+            if backend.task_root_outputs:
+                artifact = {"name": key, **artifact}
             if "metadata" in declared:
                 artifact["metadata"] = declared["metadata"]
             outputs[key] = {"artifacts": [artifact]}
@@ -476,6 +523,8 @@ class Cluster:
         pod_tmp = os.path.join(pod_root, "tmp")
         os.makedirs(pod_tmp)
         output_file = os.path.join(pod_tmp, os.path.relpath(OUTPUT_METADATA_FILEPATH, "/tmp"))
+        if backend.task_root_outputs and local_path_for_uri(task_root):  # 2.15+: in the task root's local path
+            output_file = pod_root + local_path_for_uri(task_root) + "/output_metadata.json"
         parameter_types = {name: declared["parameterType"] for name, declared in
                            component.get("outputDefinitions", {}).get("parameters", {}).items()}
         output_parameters = {name: {"outputFile": os.path.join(pod_tmp, os.path.relpath(OUTPUT_PARAMETERS_DIR, "/tmp"),
@@ -502,19 +551,36 @@ class Cluster:
         self.executor_inputs[task_name] = executor_input = {
             **executor_input, "inputs": {**executor_input["inputs"],
                                          "parameterValues": self._with_defaults(parameters, component)}}
+        logs = executor_input["outputs"]["artifacts"].get(EXECUTOR_LOGS)
+        if logs and backend.logs_retry_suffix:  # launcher_v2.go qualifyExecutorLogsForRetry: first attempt
+            logs["artifacts"][0]["uri"] += "-0"
         os.makedirs(os.path.dirname(output_file), exist_ok=True)
         for declared in output_parameters.values():
             os.makedirs(os.path.dirname(declared["outputFile"]), exist_ok=True)
+        for artifacts in executor_input["outputs"]["artifacts"].values():  # launcher_v2.go prepareOutputFolders
+            local = local_path_for_uri(artifacts["artifacts"][0]["uri"])
+            if local is not None:
+                os.makedirs(os.path.dirname(pod_root + local), exist_ok=True)
+        log_file = pod_root + local_path_for_uri(logs["artifacts"][0]["uri"]) if logs and local_path_for_uri(
+            logs["artifacts"][0]["uri"]) else None  # launcher_v2.go getLogWriter: stdout tee'd there
         # Only now is there a pod (a cache hit creates none): its env, the scheduler's fit.
         pod_env = {**self.env, **self._pod_env(task_name, container,
                                                platform_config(platform, component["executorLabel"]))}
-        pod = Pod(self.namespace, pod_env, self.secrets, self._dns())
+        pod = Pod(self.namespace, pod_env, self.secrets, self._dns(), backend)
         try:
             if session is not None:  # Execute: OpenBucket, then downloadArtifacts
                 kfp_launcher.Bucket(kfp_launcher.BucketConfig.parse(run_root), session, pod)
                 self.pod_disk[task_name] = kfp_launcher.download_inputs(executor_input, run_root, session, pod,
                                                                         pod_root)
-            self._launch(task_name, container, executor_input, pod_tmp, pod_env)
+            try:
+                self._launch(task_name, container, executor_input, pod_tmp, pod_env, pod_root, log_file)
+            except TaskFailed:
+                if backend.logs_on_failure and session is not None and logs:  # uploaded and recorded anyway
+                    only_logs = {**executor_input, "outputs": {**executor_input["outputs"],
+                                                               "artifacts": {EXECUTOR_LOGS: logs}}}
+                    self.failed_logs[task_name] = kfp_launcher.upload_outputs(
+                        only_logs, {}, run_root, session, pod, pod_root)[EXECUTOR_LOGS]["uri"]
+                raise
             reported = parse_executor_output(output_file)
             values = self._collect_output_parameters(task_name, executor_input, reported, parameter_types)
             if session is not None:
@@ -536,21 +602,28 @@ class Cluster:
 
     # -- the pod ------------------------------------------------------------------------------
     def _dns(self) -> dict[str, str]:
+        """Cluster DNS: ``<service>.kubeflow[.svc[.cluster.local]]:<port>`` -> the address this machine
+        reaches ("" for a port of the Service that no server here plays)."""
         names = {}
-        for service, (port, address) in self.services.items():
-            for name in (f"{service}.kubeflow:{port}", f"{service}.kubeflow.svc:{port}",
-                         f"{service}.kubeflow.svc.cluster.local:{port}", address):
-                names[name] = address
+        for service, ports in self.services.items():
+            for _, port, address in ports:
+                for name in (f"{service}.kubeflow:{port}", f"{service}.kubeflow.svc:{port}",
+                             f"{service}.kubeflow.svc.cluster.local:{port}", *([address] if address else [])):
+                    names[name] = address or ""
         return names
 
     def _pod_env(self, task_name: str, container: dict, config: dict) -> dict[str, str]:
         """driver.go initPodSpecPatch + extendPodSpecPatch, kubelet's env and the scheduler's fit."""
         env = {}
-        if self.namespace == "kubeflow":  # Kubernetes' service links: Services of the pod's own namespace
-            for service, (_, address) in self.services.items():
-                host, port = address.rsplit(":", 1)
+        if self.namespace == STANDALONE_NAMESPACE:  # Kubernetes' service links: Services of the pod's own namespace
+            for service, ports in self.services.items():
                 prefix = service.upper().replace("-", "_")
-                env.update({f"{prefix}_SERVICE_HOST": host, f"{prefix}_SERVICE_PORT": port})
+                for index, (port_name, _, address) in enumerate(ports):
+                    host, port = (address or "127.0.0.1:1").rsplit(":", 1)
+                    if index == 0:
+                        env.update({f"{prefix}_SERVICE_HOST": host, f"{prefix}_SERVICE_PORT": port})
+                    if port_name:
+                        env[f"{prefix}_SERVICE_PORT_{port_name.upper().replace('-', '_')}"] = port
         env.update({item["name"]: item.get("value", "") for item in container.get("env", [])})
         for source in config.get("secretAsEnv", []):
             name = source["secretName"]
@@ -600,7 +673,7 @@ class Cluster:
 
     # -- the launcher -------------------------------------------------------------------------
     def _launch(self, task_name: str, container: dict, executor_input: dict, pod_tmp: str,
-                pod_env: Mapping[str, str]) -> None:
+                pod_env: Mapping[str, str], pod_root: str, log_file: str | None = None) -> None:
         placeholders = {"{{$}}": json.dumps(executor_input, separators=(",", ":"))}
         for name, value in executor_input["inputs"]["parameterValues"].items():
             placeholders[f"{{{{$.inputs.parameters['{name}']}}}}"] = (
@@ -623,14 +696,18 @@ class Cluster:
             raise TaskFailed(task_name, f"placeholders this emulator does not resolve: {unresolved}")
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}  # not the dev shell's
         # The image's environment imports the installed project only: nothing of the dev venv or checkout.
-        code = ({"PATH": f"{os.path.dirname(python)}:{base.get('PATH', '')}"} if self.image_python
-                else {"PYTHONPATH": REPO})
+        dns = cluster_dns(pod_root, self._dns())
+        code = ({"PATH": f"{os.path.dirname(python)}:{base.get('PATH', '')}", "PYTHONPATH": dns} if self.image_python
+                else {"PYTHONPATH": f"{dns}:{REPO}"})
         if self.image_python:
             base = {k: v for k, v in base.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         env = {**base, **dockerfile_env(), **pod_env, "TMPDIR": pod_tmp, **code,
                "KFP_POD_NAME": f"{task_name.lower()}-pod", "KFP_POD_UID": str(uuid.uuid4())}
         result = subprocess.run([*command, *args], capture_output=True, text=True, timeout=self.timeout,
                                 cwd=pod_tmp, env=env)
+        if log_file:  # launcher_v2.go execute: the command's stdout and stderr into the log artifact's path
+            with open(log_file, "w") as handle:
+                handle.write(result.stdout + result.stderr)
         if result.returncode != 0:
             raise TaskFailed(task_name, f"exit status {result.returncode}\n{result.stderr[-6000:]}")
 

@@ -42,9 +42,12 @@ from collections.abc import Mapping
 from urllib.parse import parse_qs
 
 import yaml
+from boto3.exceptions import S3UploadFailedError
+from botocore.exceptions import ClientError
+
+from support.kfp_backends import NEWEST, Backend
 
 MINIO_SECRET, MINIO_ACCESS_KEY, MINIO_SECRET_KEY = "mlpipeline-minio-artifact", "accesskey", "secretkey"
-MINIO_DEFAULT_ENDPOINT = "minio-service.kubeflow:9000"  # objectstore/config.go (2.16+: seaweedfs.kubeflow:9000)
 LOCAL_MOUNTS = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/"}  # launcher_v2.go localPathForURI
 _BUCKET_PATTERN = re.compile(r"(^[a-z][a-z0-9]+:///?)([^/?]+)(/[^?]*)?(\?.+)?$")  # objectstore/config.go
 
@@ -160,6 +163,7 @@ class Pod:
     env: Mapping[str, str]
     secrets: Mapping[str, Mapping[str, str]]
     dns: Mapping[str, str]  # "service.namespace:port" -> "host:port" this machine reaches
+    backend: Backend = NEWEST
 
 
 class Bucket:
@@ -188,9 +192,8 @@ class Bucket:
             raise LauncherError(f"{where}: could not find specified keys {params['secretKeyKey']!r} or "
                                 f"{params['accessKeyKey']!r}")
         endpoint = params.get("endpoint", "")
-        if endpoint == "<MinioDefaultEndpoint>":  # objectstore/config.go MinioDefaultEndpoint
-            host, port = pod.env.get("MINIO_SERVICE_SERVICE_HOST"), pod.env.get("MINIO_SERVICE_SERVICE_PORT")
-            endpoint = f"{host}:{port}" if host and port else MINIO_DEFAULT_ENDPOINT
+        if endpoint == "<MinioDefaultEndpoint>":  # objectstore/config.go, by version (kfp_backends.py)
+            endpoint = pod.backend.launcher_store_endpoint(dict(pod.env))
         self._connect(endpoint, params.get("disableSSL") == "true", access, secret, pod)
 
     def _open_from_env(self, pod: Pod) -> None:
@@ -212,6 +215,9 @@ class Bucket:
         if target is None:
             raise LauncherError(f"RequestError: send request failed caused by: dial tcp: lookup "
                                 f"{address.split(':')[0]}: no such host")
+        if not target:  # the Service exists, this port of it does not
+            raise LauncherError(f"RequestError: send request failed caused by: dial tcp {address}: connect: "
+                                "connection refused")
         scheme = "http" if disable_ssl or endpoint.startswith("http://") else "https"
         self.client = boto3.client("s3", endpoint_url=f"{scheme}://{target}", region_name="us-east-1",
                                    aws_access_key_id=access, aws_secret_access_key=secret,
@@ -267,7 +273,7 @@ def download_inputs(executor_input: dict, run_root: str, session: dict, pod: Pod
                                                           "Params": {"fromEnv": "true"}}, pod)
         try:
             written += bucket.download(mount + local, config.key_from_uri(uri))
-        except LauncherError as error:
+        except (LauncherError, ClientError) as error:
             raise LauncherError(f"failed to download input artifact {name!r} from remote storage URI "
                                 f"{uri!r}: {error}") from None
     return written
@@ -298,6 +304,9 @@ def upload_outputs(executor_input: dict, reported: Mapping[str, dict], run_root:
                 bucket.upload(mount + local, key)
             except FileNotFoundError:
                 pass  # "Local filepath ... does not exist": components may produce no output files
+            except (ClientError, S3UploadFailedError) as error:  # the store refused: AccessDenied, ...
+                raise LauncherError(f"failed to upload output artifact {name!r} to {artifact['uri']!r}: "
+                                    f"{error}") from None
         merged[name] = artifact
     return merged
 

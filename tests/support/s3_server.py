@@ -1,13 +1,20 @@
 """A real local S3 server (moto's, from PyPI) playing KFP's bundled store and other S3 endpoints."""
 import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import boto3
 from moto.server import ThreadedMotoServer
 
 # What KFP's manifests put in mlpipeline-minio-artifact (third-party/minio, third-party/seaweedfs).
 BUNDLED_KEYS = {"accesskey": "minio", "secretkey": "minio123"}
+_ADMIN_KEYS: dict[str, dict[str, str]] = {}  # address -> the keys of a policed server's own admin user
 
 
 @contextlib.contextmanager
@@ -40,9 +47,80 @@ def reset(address: str, *buckets: str) -> None:
         client(address).create_bucket(Bucket=bucket)
 
 
-def client(address: str):
+def client(address: str, keys: Mapping[str, str] | None = None):
+    keys = keys or _ADMIN_KEYS.get(address, BUNDLED_KEYS)
     return boto3.client("s3", endpoint_url=f"http://{address}", region_name="us-east-1",
-                        aws_access_key_id=BUNDLED_KEYS["accesskey"], aws_secret_access_key=BUNDLED_KEYS["secretkey"])
+                        aws_access_key_id=keys["accesskey"], aws_secret_access_key=keys["secretkey"])
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def policed_s3_server(bucket: str, profiles: Mapping[str, Sequence[str]],
+                      start_timeout_s: float = 60.0) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
+    """moto's server in a process of its own with IAM enforced, as KFP 2.15+'s multi-user SeaweedFS is:
+    one user per profile whose keys may touch only ``profiles[name]``'s key prefixes of ``bucket``
+    (what the profile controller's policy allows: pipelines-profile-controller/sync.py:353-373@2.15.0),
+    and an admin user for the test's own reads. Yields (address, {profile or "admin": keys}).
+
+    SeaweedFS grants ``Write`` (puts and deletes), ``Read`` and ``List`` under each prefix. moto matches a
+    listing and a multi-object delete against the bucket's ARN alone, so the profile may list and batch-delete
+    anywhere in the bucket here: every other request (reads, writes, copies, single deletes) is policed by key.
+    """
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=open(os.environ.get("MOTO_LOG", os.devnull), "w"),
+                               env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"})
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{address}/moto-api/", timeout=5) as response:
+                    response.read()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's server did not start on {address} within {start_timeout_s} s "
+                                       f"(exit code {process.poll()})") from None
+                time.sleep(0.2)
+        anyone = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup", "region_name": "us-east-1",
+                  "endpoint_url": f"http://{address}"}
+        boto3.client("s3", **anyone).create_bucket(Bucket=bucket)
+        iam = boto3.client("iam", **anyone)
+        policies = {"admin": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+        for name, prefixes in profiles.items():
+            policies[name] = [
+                {"Effect": "Allow", "Action": ["s3:Put*", "s3:Get*", "s3:List*", "s3:DeleteObject"],
+                 "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*" for prefix in prefixes]},
+                # moto authorizes these on the bucket's ARN alone (a listing; DeleteObjects, which AWS and
+                # SeaweedFS check key by key): every other request is checked against its key.
+                {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:DeleteObject"],
+                 "Resource": f"arn:aws:s3:::{bucket}"}]
+        keys = {}
+        for name, statements in policies.items():
+            iam.create_user(UserName=name)
+            iam.put_user_policy(UserName=name, PolicyName=f"KubeflowProject{name}",
+                                PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}))
+            created = iam.create_access_key(UserName=name)["AccessKey"]
+            keys[name] = {"accesskey": created["AccessKeyId"], "secretkey": created["SecretAccessKey"]}
+        request = urllib.request.Request(f"http://{address}/moto-api/reset-auth", data=b"0", method="POST",
+                                         headers={"Content-Type": "text/plain"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # from now on every request is checked
+            response.read()
+        _ADMIN_KEYS[address] = keys["admin"]
+        yield address, keys
+    finally:
+        _ADMIN_KEYS.pop(address, None)
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def keys(address: str, bucket: str, prefix: str = "") -> list[str]:

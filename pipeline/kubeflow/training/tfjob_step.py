@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.platform import TRAINER_TASK, StepSettings
 from pipeline.kubeflow.storage import s3_environment
 from pipeline.kubeflow.training.trainer_launcher import TEMPLATE_ENV
@@ -33,7 +34,10 @@ def replica_template(image: str, settings: StepSettings, task: str = TRAINER_TAS
         limits[settings.gpu_type] = str(settings.trainer_gpus)
     if requests or limits:
         container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
-    plain = {**(s3_environment(settings.s3_endpoint) if settings.s3_endpoint else {}),
+    # The store as the steps have it: an endpoint given at compile, or the bundled store's marker, with
+    # which the replica finds the store's Service as a step does (pipeline/kubeflow/bundled_store.py).
+    store = {bundled_store.MARKER: bundled_store.MARKER_VALUE} if settings.bundled_store else {}
+    plain = {**(s3_environment(settings.s3_endpoint) if settings.s3_endpoint else store),
              **settings.parsed_env().get(None, {}), **settings.parsed_env().get(task, {})}
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(plain.items())]
     secrets = settings.parsed_secret_env()

@@ -14,6 +14,7 @@ import os
 import sys
 
 import stackenv  # noqa: F401  (first: tf-keras before TensorFlow loads)
+from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import ProjectError
 
 #: Keys of the job JSON, all required.
@@ -44,10 +45,13 @@ def fn_args(job: dict):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.trainer_worker")
     parser.add_argument("--job", required=True, help="the job as JSON (written by `python -m pipeline tfjob`)")
-    job = json.loads(parser.parse_args(argv).job)
+    text = parser.parse_args(argv).job
+    job = json.loads(text)
+    from pipeline.kubeflow.bundled_store import prepare_pod_storage
     from pipeline.kubeflow.training.trainjob import ensure_tf_config
 
     try:
+        prepare_pod_storage(text)  # the Trainer step's store: its endpoint and s3:// for TensorFlow
         ensure_tf_config()  # a TrainJob pod: TF_CONFIG from the cluster spec and the pod's index
     except ProjectError as error:
         print(error.paragraph, file=sys.stderr)
@@ -63,4 +67,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Not sys.exit: once tensorflow-io's S3 client was used, interpreter teardown aborts (exit 134),
+    # which with restartPolicy Never fails the chief pod, the job and the step after the model was written.
+    exit_skipping_teardown(main())

@@ -22,6 +22,7 @@ import os
 import sys
 
 import stackenv  # noqa: F401  (first: tf-keras before TensorFlow loads)
+from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import ProjectError
 
 #: Keys of the job JSON, all required.
@@ -117,8 +118,12 @@ def search(job: dict, environ=os.environ) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.tuner_worker")
     parser.add_argument("--job", required=True, help="the job as JSON (written by the Tuner step's launcher)")
-    job = json.loads(parser.parse_args(argv).job)
+    text = parser.parse_args(argv).job
+    job = json.loads(text)
+    from pipeline.kubeflow.bundled_store import prepare_pod_storage
+
     try:
+        prepare_pod_storage(text)  # the Tuner step's store: its endpoint and s3:// for TensorFlow
         report = search(job)
         print(json.dumps(report), flush=True)
         if report["tuner_id"] == CHIEF_ID:
@@ -133,4 +138,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Not sys.exit: once tensorflow-io's S3 client was used, interpreter teardown aborts (exit 134),
+    # which with restartPolicy Never fails the chief pod, the job and the step after the model was written.
+    exit_skipping_teardown(main())
