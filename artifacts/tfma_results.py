@@ -190,8 +190,8 @@ def _failed_threshold_text(threshold) -> str:
     if threshold.HasField("value_threshold"):
         bound = threshold.value_threshold
         if bound.HasField("lower_bound"):
-            return f"the minimum {bound.lower_bound.value}"
-        return f"the maximum {bound.upper_bound.value}"
+            return f"the minimum {bound.lower_bound.value:.6g}"
+        return f"the maximum {bound.upper_bound.value:.6g}"
     change = threshold.change_threshold
     return f"the change limit vs. the served model ({change.absolute.value:+})"
 

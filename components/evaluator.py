@@ -174,13 +174,28 @@ def _fill_class_count(input_dict, exec_properties) -> None:
 
 
 def _gate_on_references(input_dict, output_dict, exec_properties) -> None:
-    """Raise the key metric's floor to the candidate's reference + margin (components/reference_gate.py)."""
+    """Raise the key metric's floor to what the candidate's references demand (components/reference_gate.py)."""
     key = standard_component_specs.EVAL_CONFIG_KEY
     if exec_properties.get(key):
         candidate = path_utils.serving_model_path(
             artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY]).uri)
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
-        exec_properties[key] = apply_reference_gate(exec_properties[key], candidate, evaluation.uri)
+        exec_properties[key] = apply_reference_gate(exec_properties[key], candidate, evaluation.uri,
+                                                    _eval_example_count(input_dict, exec_properties))
+
+
+def _eval_example_count(input_dict, exec_properties) -> int | None:
+    """How many examples TFMA will evaluate: the evaluated splits' counts in the ExampleGen's facts, or None
+    (data ingested by ImportExampleGen, a split without a count)."""
+    from components.data_facts import read_facts
+
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    facts = read_facts(examples[0].uri) if examples else None
+    counts = (facts or {}).get("split_counts") or {}
+    splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
+    if not counts or any(not counts.get(split) for split in splits):
+        return None
+    return int(sum(counts[split] for split in splits))
 
 
 class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):

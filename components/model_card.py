@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from artifacts.serving_dir import MODEL_CARD_FILES
 from components.data_facts import read_facts
+from components.reference_gate import bound_text, demand_text
 
 Block = tuple  # ("h1"|"h2"|"p", text) | ("ul", [items]) | ("table", [headers], [[cells]])
 MAX_SLICES = 40  # rows of the per-slice table, worst first
@@ -103,13 +104,20 @@ def _gate_blocks(card: dict[str, Any], evaluation_uri: str) -> list[Block]:
     metric = card.get("gate_metric") or gate.get("metric") or ""
     value = overall_metrics(evaluation_uri).get(metric)
     label = str(card.get("gate_metric_label") or metric or "the key metric").lower()
-    reference = gate.get("gate_reference")
-    rule = (f"{label} >= {gate['threshold']:.4f} (the larger of the floor {gate.get('floor')} and the reference "
-            f"predictor {reference} {(gate.get('references') or {}).get(reference, float('nan')):.4f} + margin "
-            f"{gate.get('margin')})" if "threshold" in gate else f"{label} >= the floor {card.get('min_accuracy')}")
-    return [("h2", "Gate decision"),
-            ("p", f"Blessed and pushed: {label} {_number(value)} passed {rule}, and is at most "
-                  f"{card.get('max_regression')} below the served model.")]
+    if gate.get("threshold") is None:
+        check = f"{label} >= the floor {card.get('min_accuracy')}"
+    elif gate.get("references"):
+        source = (demand_text(gate, label) if gate["threshold"] <= gate["reference_threshold"] + 1e-12
+                  else f"the floor; {gate.get('gate_reference')} asks for {bound_text(gate['reference_threshold'])}")
+        check = f"{label} >= {bound_text(gate['threshold'])} ({source}; floor {gate.get('floor')})"
+    else:
+        check = f"{label} >= {bound_text(gate['threshold'])} (the floor; the model has no references)"
+    blocks: list[Block] = [("h2", "Gate decision"),
+                           ("p", f"Blessed and pushed: {label} {_number(value)} passed {check}, and is at most "
+                                 f"{card.get('max_regression')} below the served model.")]
+    if gate.get("rule"):
+        blocks.append(("p", f"Rule: {gate['rule']}"))
+    return blocks
 
 
 def _training_blocks(card: dict[str, Any], training: dict[str, Any]) -> list[Block]:

@@ -200,6 +200,8 @@ def test_report_shows_the_reference_predictors_and_the_training_regime(written_r
     overall = _tfma_metrics(evaluation.uri, "candidate")["overall"][ACCURACY]
     assert shown["this model"] == pytest.approx(overall, abs=5e-5)
     assert list(table[ACCURACY]) == sorted(table[ACCURACY], reverse=True)
+    # The gate's rule in one sentence, as the summary and the model card print it (issue 43).
+    assert f'<p id="gate-rule">{html.escape(references.gate_rule(payload["margin"]))}</p>' in page
     training = gate_summary.training_line(gate_summary.read_model_extras(evaluation.model_uri)["training"])
     assert training.startswith("Training: kept step ") and html.escape(training) in page
 

@@ -82,7 +82,7 @@ def run_fn(fn_args: FnArgs) -> None:
     budget = settings.input_options()["memory_budget_bytes"]
     train = load_split(fn_args.train_files, spec, budget)
     evaluation_split = load_split(fn_args.eval_files, spec, budget)
-    refs = _references(fn_args, spec, train, evaluation_split, settings.seed)
+    refs, scored = _references(fn_args, spec, train, evaluation_split, settings.seed)
     log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
     log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
              describe_hparams(hparams), global_batch)
@@ -122,7 +122,8 @@ def run_fn(fn_args: FnArgs) -> None:
         training["base_model"] = dataclasses.asdict(base)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, tf_transform_output, target, image_shape)
-        references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin)
+        references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin,
+                                    extra=scored)
         _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
         write_record(target, identity, warm.decision)
 
@@ -141,7 +142,8 @@ def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperpar
 
 
 def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):
-    """Reference accuracies on the in-memory splits, or on the first examples when streaming."""
+    """Reference accuracies on the in-memory splits, or on the first examples when streaming; and how
+    many eval examples they were scored on, of how many (known in memory only)."""
     def head(patterns):
         data = make_dataset(patterns, spec, features.LABEL_XF, 1024, shuffle=False, repeat=False,
                             cache=False)
@@ -155,10 +157,15 @@ def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):
         return {features.IMAGE_XF: np.concatenate(xs), features.LABEL_XF: np.concatenate(ys)}
 
     train = train if train is not None else head(fn_args.train_files)
-    evaluation_split = evaluation_split if evaluation_split is not None else head(fn_args.eval_files)
+    whole = evaluation_split is not None
+    evaluation_split = evaluation_split if whole else head(fn_args.eval_files)
+    count = len(np.asarray(evaluation_split[features.LABEL_XF]).reshape(-1))
+    scored = {"eval_examples": references.eval_examples_scored(count)}
+    if whole:
+        scored["eval_split_examples"] = count
     return references.classifier_references(
         train[features.IMAGE_XF], train[features.LABEL_XF],
-        evaluation_split[features.IMAGE_XF], evaluation_split[features.LABEL_XF], seed=seed)
+        evaluation_split[features.IMAGE_XF], evaluation_split[features.LABEL_XF], seed=seed), scored
 
 
 def _write_json(path: str, payload) -> None:

@@ -2,14 +2,20 @@
 
 The Trainer fits cheap classical models on the same TRANSFORMED train split the network
 sees (a bounded, seeded subsample, so it stays cheap on big data), scores them on the eval
-split, and writes the result INTO the exported SavedModel as ``assets.extra/references.json``
-(TF Serving ignores ``assets.extra``; the Pusher copies it with the model). The Evaluator
-raises the blessing floor to the gate reference plus a margin (components/evaluator.py), and
-the summary and ``models`` show the references next to the model. Format (any family)::
+split (at most ``MAX_EVAL_EXAMPLES`` of it), and writes the result INTO the exported SavedModel as
+``assets.extra/references.json`` (TF Serving ignores ``assets.extra``; the Pusher copies it with
+the model). The Evaluator raises the blessing floor to what ``demand`` asks over the gate reference
+(``gate_rule`` says it in one sentence; components/reference_gate.py), and the summary and ``models``
+show the references next to the model. Format (any family)::
 
     {"metric": "<TFMA key metric>", "gate_reference": "logistic_regression", "margin": 0.02,
-     "references": {"majority": 0.39, "logistic_regression": 0.61, "svm_rbf": 0.70}}
+     "references": {"majority": 0.39, "logistic_regression": 0.61, "svm_rbf": 0.70},
+     "eval_examples": 342, "eval_split_examples": 342}
+
+``eval_examples``: how many eval examples the references were scored on; ``eval_split_examples``:
+how many the eval split holds, when the Trainer knew (a subsample says so in the summary).
 """
+import dataclasses
 import json
 import os
 import warnings
@@ -65,16 +71,98 @@ def read_references(saved_model_dir: str) -> dict[str, Any] | None:
 
 # The key metrics gated on (accuracy, top-k accuracy) are fractions: no model scores above this.
 METRIC_MAXIMUM = 1.0
+#: Near the ceiling the gate asks for at most this share of the reference's error on top of it.
+ERROR_SHARE = 0.5
+
+#: Why the gate's demand is what it is (``Demand.why``).
+BY_MARGIN, BY_SHARE, BY_INTERVAL = "margin", "share of the error", "interval"
 
 
-def gate_value(payload: Mapping[str, Any] | None) -> float | None:
-    """The value the key metric must reach to beat the gate reference: reference + margin, at most the
-    metric's maximum. Without the cap a perfect reference (a logistic regression scoring 1.0 on an easy
-    set) would ask for 1.01, which no model can reach; capped, a perfect score ties a perfect reference."""
+@dataclasses.dataclass(frozen=True)
+class Demand:
+    """What the key metric must reach to beat a reference (before the floor).
+
+    ``counted``: the reference as the gate counts it (a perfect score on n examples counts as one error
+    on them); ``threshold``: the value asked for; ``why``: which part of the rule set it.
+    """
+
+    reference: float
+    counted: float
+    threshold: float
+    why: str
+    reference_examples: int | None = None
+    candidate_examples: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def gate_rule(margin: float) -> str:
+    """The gate's rule in one sentence (the summary, the report and the model card print it)."""
+    return (f"The model must reach the gate reference plus the smaller of the margin {margin:g} and "
+            f"{ERROR_SHARE:.0%} of the reference's error, or, if lower, a score whose 95% interval on its eval "
+            "examples lies wholly above the reference (a perfect reference counts as one error on the examples "
+            "it was scored on, so only a tie with a reference perfect on the same examples needs a perfect "
+            "score), and never less than the floor.")
+
+
+def counted_reference(value: float, examples: int | None) -> float:
+    """A reference's score as the gate counts it: at most one error short of perfect on the ``examples`` it
+    was scored on. Zero errors on n examples does not show an error rate of zero (its 95% interval reaches
+    down to n / (n + 3.84)), and taken at face value it would ask every model for a perfect score."""
+    if examples and examples >= 1:
+        return min(float(value), METRIC_MAXIMUM - 1.0 / float(examples))
+    return float(value)
+
+
+def interval_bar(reference: float, examples: int | None) -> float | None:
+    """The lowest score whose 95% Wilson interval on ``examples`` lies wholly above ``reference``; None
+    when even a perfect score's does not (too few examples) or the count is unknown."""
+    from models.common import intervals
+
+    def low(value: float) -> float:
+        bounds = intervals.wilson(value, examples)  # type: ignore[arg-type]
+        return bounds[0] if bounds else 0.0
+
+    if not examples or examples < 1 or low(METRIC_MAXIMUM) <= reference:
+        return None
+    below, above = max(0.0, reference), METRIC_MAXIMUM  # low(below) <= reference < low(above)
+    for _ in range(200):
+        if above - below <= 1e-12:
+            break
+        middle = (below + above) / 2
+        below, above = (below, middle) if low(middle) > reference else (middle, above)
+    return above
+
+
+def demand(reference: float, margin: float, reference_examples: int | None = None,
+           candidate_examples: int | None = None) -> Demand:
+    """The gate's demand over a reference scoring ``reference`` on ``reference_examples`` eval examples, for
+    a model scored on ``candidate_examples`` (see ``gate_rule``)."""
+    counted = counted_reference(reference, reference_examples)
+    share = ERROR_SHARE * (METRIC_MAXIMUM - counted)
+    threshold, why = (counted + margin, BY_MARGIN) if margin <= share else (counted + share, BY_SHARE)
+    bar = interval_bar(counted, candidate_examples)
+    if bar is not None and bar < threshold:
+        threshold, why = bar, BY_INTERVAL
+    return Demand(float(reference), counted, min(threshold, METRIC_MAXIMUM), why,
+                  int(reference_examples) if reference_examples else None,
+                  int(candidate_examples) if candidate_examples else None)
+
+
+def gate_demand(payload: Mapping[str, Any] | None, candidate_examples: int | None = None) -> Demand | None:
+    """The demand over a model's gate reference (its references.json), or None without one."""
     if not payload:
         return None
-    wanted = float(payload["references"][payload["gate_reference"]]) + float(payload.get("margin", 0.0))
-    return min(wanted, METRIC_MAXIMUM)
+    reference_examples = payload.get("eval_examples") or None
+    candidates = candidate_examples or payload.get("eval_split_examples") or reference_examples
+    return demand(float(payload["references"][payload["gate_reference"]]), float(payload.get("margin", 0.0)),
+                  reference_examples, candidates)
+
+
+def eval_examples_scored(count: int, max_eval: int = MAX_EVAL_EXAMPLES) -> int:
+    """How many of ``count`` eval examples ``classifier_references`` scores its predictors on."""
+    return int(min(count, max_eval))
 
 
 def subsample(count: int, limit: int, seed: int) -> np.ndarray:

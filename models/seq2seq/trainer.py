@@ -220,7 +220,8 @@ def run_fn(fn_args: FnArgs) -> None:
         # tokens), in the format the blessing gate reads (models/common/references.py).
         references.write_references(
             target, GATE_METRIC, {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
-            "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"]})
+            "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"],
+                                                   "eval_split_examples": reference["eval_examples"]})
         write_record(target, identity, warm.decision)
         training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
                     "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,

@@ -254,10 +254,12 @@ def _references_section(evaluation: Evaluation, overall: float | None, count: fl
     frame = references_frame(extras, overall, count)
     if frame.empty:
         return []
+    from models.common import references
+
     margin = float(extras["references"].get("margin", 0.0))
     note = ('<p class="note">Fitted by the Trainer on the same transformed train split and scored on this '
-            f"eval split (the model's assets.extra/references.json). The gate asks for the gate reference "
-            f"plus a margin of {margin:.4f}.</p>")
+            "eval split (the model's assets.extra/references.json).</p>"
+            f'<p id="gate-rule">{html.escape(references.gate_rule(margin))}</p>')
     training = gate_summary.training_line(extras.get("training"))
     body = note + html_table(frame, "references", ["this-model" if m == "this model" else "" for m in frame["model"]],
                              text_columns=["model"])

@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from artifacts import tfma_results
-from components.reference_gate import read_gate
+from components.reference_gate import bound_text, demand_text, read_gate
 from models.common import intervals, references
 from pipeline.results import advice
 
@@ -110,20 +110,19 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
 
 def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str,
                count: float | None = None) -> list[str]:
-    """Which value check applied, with the numbers, and whether the model passed it (given the noise)."""
+    """Which value check applied, with the numbers, and whether the model passed it (given the noise);
+    then the gate's rule in one sentence."""
     if not gate or gate.get("threshold") is None:
         return []
     verdict = "" if overall is None else f" -> {outcome_words(overall, count, gate['threshold'])}"
+    bound = bound_text(gate["threshold"])
     if gate.get("references"):
         name = gate["gate_reference"]
-        wanted = gate["references"][name] + gate["margin"]
-        capped = ", capped at the metric's maximum" if wanted > gate["reference_threshold"] + 1e-12 else ""
-        source = (f"{name} {gate['references'][name]:.4f} + margin {gate['margin']:.4f}{capped}"
-                  if gate["threshold"] > gate["floor"] else f"the floor --min-accuracy; {name} + margin "
-                  f"is {gate['reference_threshold']:.4f}")
-        return [f"Gate: {label.lower()} >= {gate['threshold']:.4f} ({source}; floor {gate['floor']}){verdict}"]
-    return [f"Gate: {label.lower()} >= {gate['threshold']:.4f} (the floor; the model has no "
-            f"references){verdict}"]
+        source = (demand_text(gate, label) if gate["threshold"] <= gate["reference_threshold"] + 1e-12 else
+                  f"the floor --min-accuracy; {name} asks for {bound_text(gate['reference_threshold'])}")
+        rule = [f"  Rule: {gate['rule']}"] if gate.get("rule") else []
+        return [f"Gate: {label.lower()} >= {bound} ({source}; floor {gate['floor']}){verdict}"] + rule
+    return [f"Gate: {label.lower()} >= {bound} (the floor; the model has no references){verdict}"]
 
 
 def outcome_words(overall: float, count: float | None, threshold: float) -> str:
@@ -137,7 +136,8 @@ def outcome_words(overall: float, count: float | None, threshold: float) -> str:
     if verdict == intervals.FAILED:
         return f"FAILED ({tfma_results.apart(overall, threshold)})"
     low, high = bounds or (0.0, 1.0)  # INCONCLUSIVE implies an interval
-    return (f"NOT ENOUGH EVIDENCE ({overall:.4f}, 95% interval {low:.4f}-{high:.4f} on "
+    shown = [tfma_results.apart(value, threshold) for value in (overall, low, high)]
+    return (f"NOT ENOUGH EVIDENCE ({shown[0]}, 95% interval {shown[1]}-{shown[2]} on "
             f"{count:.0f} eval examples contains the threshold)")
 
 
@@ -151,7 +151,7 @@ def inconclusive_advice(overall: float | None, count: float | None, evaluation_u
     needed = intervals.examples_to_resolve(overall, gate["threshold"])
     more = f" (about {needed} eval examples would tell a gap this size from noise)" if needed else ""
     return [f"  - not enough evidence: {count:.0f} eval examples cannot tell {overall:.4f} from the threshold "
-            f"{gate['threshold']:.4f}{more}. Add data so that the eval split grows, or run again with "
+            f"{bound_text(gate['threshold'])}{more}. Add data so that the eval split grows, or run again with "
             "--push-inconclusive to push a model that may be no better than the reference."]
 
 
@@ -173,7 +173,7 @@ def lines(model_uri: str | None, evaluation_uri: str | None, overall: float | No
 def value_bound(evaluation_uri: str | None, floor: float) -> str:
     """The key metric's lower bound the Evaluator applied: the reference gate's, else the floor."""
     gate = read_gate(evaluation_uri)
-    return f"{gate['threshold']:.4f}" if gate and gate.get("threshold") is not None else str(floor)
+    return bound_text(gate["threshold"]) if gate and gate.get("threshold") is not None else str(floor)
 
 
 #: TFMA metrics that survive class imbalance (models/cnn/evaluation.py), with their labels.
