@@ -246,8 +246,8 @@ def _add_kfp_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("Kubeflow Pipelines backend")
     group.add_argument("--kfp-version", default=DEFAULT_KFP_VERSION, metavar="VERSION",
-                       help="the cluster's KFP backend version; features it would ignore are refused "
-                       "(default: %(default)s)")
+                       help="the cluster's KFP backend version; features it would ignore are refused, and one "
+                       "outside the tested versions is a warning (default: %(default)s, the newest tested)")
     group.add_argument("--retries", type=int, default=0, metavar="N",
                        help=f"retry a failed step up to N times with backoff (0-{MAX_RETRIES}; needs KFP backend "
                        "2.4.1+) (default: %(default)s)")

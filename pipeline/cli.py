@@ -61,7 +61,7 @@ def command_prepare(args: argparse.Namespace) -> int:
 
 def command_compile(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.kubeflow.backend_version import untested_warning
+    from pipeline.kubeflow.backend_version import TESTED_VERSIONS, untested_warning
     from pipeline.kubeflow.compile import (
         check_backend_options,
         compile_pipeline,
@@ -100,10 +100,10 @@ def command_compile(args: argparse.Namespace) -> int:
         log.info("KFP's launcher opens this s3:// root only with the providers entry in %s: apply it in the "
                  "runs' namespace once (kubeflow/README.md, 'An s3:// root on another endpoint').", manifest)
     data = dataset.examples_dir if dataset else config.data or "the family's bundled default set, inside the image"
-    log.info("Compiled %s for image %s; data: %s; each run writes its artifacts under %s/<pipeline>/<run id>/ and "
-             "pushes models to %s/. Deploy: python -m pipeline deploy --host URL --package %s --run",
-             config.pipeline_name, args.image, data, kfp_pipeline_root(config),
-             readable_paths(config).serving_model_dir, package)
+    log.info("Compiled %s for image %s and KFP backend %s (tested: %s); data: %s; each run writes its artifacts "
+             "under %s/<pipeline>/<run id>/ and pushes models to %s/. Deploy: python -m pipeline deploy --host URL "
+             "--package %s --run", config.pipeline_name, args.image, args.kfp_version, ", ".join(TESTED_VERSIONS),
+             data, kfp_pipeline_root(config), readable_paths(config).serving_model_dir, package)
     return 0
 
 

@@ -10,6 +10,7 @@ import json
 from stackenv.compat import (
     INPUTS_SPEC_FLAG,
     INVOCATION_FLAG,
+    drop_launcher_managed_outputs,
     restore_artifact_types,
     restore_artifact_types_in_argv,
     with_default_pipeline_root,
@@ -46,6 +47,33 @@ def test_empty_instance_schema_upstream_still_fails():
     """tensorflow/tfx#7768: if this fails, TFX parses empty schemas; drop restore_artifact_types."""
     with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'get'"):
         _parse(EXECUTOR_INPUT)
+
+
+# As KFP 2.5+'s driver provisions every task's outputs (backend src/v2/driver/driver.go:755-788@2.17.0).
+OUTPUTS_2_17 = {"outputs": {"artifacts": {
+    "examples": {"artifacts": [{"name": "examples", "uri": "minio://mlpipeline/v2/p/r/ImportExampleGen/u/examples",
+                                "type": {"instanceSchema": EXAMPLES_SCHEMA}}]},
+    "executor-logs": {"artifacts": [{"name": "executor-logs", "type": {"schemaTitle": "system.Artifact"},
+                                     "uri": "minio://mlpipeline/v2/p/r/ImportExampleGen/u/executor-logs-0"}]}}}}
+
+
+def _parse_outputs(executor_input: dict):
+    message = json_format.Parse(json.dumps(executor_input), pb.ExecutorInput(), ignore_unknown_fields=True)
+    return entrypoint_utils.parse_raw_artifact_dict(message.outputs.artifacts)
+
+
+def test_executor_logs_output_upstream_still_fails():
+    """KFP 2.5+ (kubeflow/pipelines#11809): if this fails, TFX imports system.Artifact; drop
+    drop_launcher_managed_outputs."""
+    with pytest.raises(ImportError, match="system.Artifact"):
+        _parse_outputs(OUTPUTS_2_17)
+
+
+def test_launcher_managed_outputs_dropped_parse():
+    executor_input = json.loads(json.dumps(OUTPUTS_2_17))
+    assert drop_launcher_managed_outputs(executor_input) == ["executor-logs"]
+    [examples] = _parse_outputs(executor_input)["examples"]
+    assert isinstance(examples, standard_artifacts.Examples)
 
 
 def test_restored_artifact_types_parse():

@@ -335,3 +335,14 @@ def test_score_compiles_the_bulk_inferrer_on_the_blessed_model(tmp_path):
     executors = json.dumps(spec["deploymentSpec"]["executors"])
     assert "tfx.components.bulk_inferrer.executor.Executor" in executors
     assert "components.scoring.ScoreWriterExecutor" in executors
+
+
+def test_a_backend_outside_the_tested_versions_is_a_warning_and_the_default_is_the_newest(tmp_path):
+    from pipeline.kubeflow.backend_version import DEFAULT_KFP_VERSION, TESTED_VERSIONS
+
+    assert DEFAULT_KFP_VERSION == TESTED_VERSIONS[-1] == "2.17.0"  # tests/support/kfp_backends.py NEWEST
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--output", tmp_path / "p.yaml",
+                     "--kfp-version", "2.2.0")
+    assert result.returncode == 0 and (tmp_path / "p.yaml").exists(), result.stderr[-2000:]
+    assert "--kfp-version is KFP backend 2.2.0, older than the versions this project is tested against " \
+           "(2.3.0, 2.5.0, 2.15.0, 2.17.0" in result.stderr.replace("\n", " ")

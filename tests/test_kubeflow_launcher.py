@@ -271,3 +271,21 @@ def test_the_step_reads_s3_forms_and_hands_back_the_original_uris(tmp_path):
     assert back["metadata"] == {"current_model": f"{root}/Trainer/model/Format-Serving",
                                 "baseline_model_uri": "minio://mlpipeline/serving/cnn/1",
                                 "elsewhere": "s3://other-bucket/x"}
+
+
+def test_a_store_that_refuses_the_step_is_one_paragraph_at_its_start(tmp_path):
+    """Wrong keys, a prefix the profile's keys may not touch, nothing listening: bounded, one paragraph each."""
+    from support.s3_server import _free_port, policed_s3_server
+
+    executor_input = {"outputs": {"artifacts": {"examples": {"artifacts": [
+        {"uri": "minio://mlpipeline/tfx/p/run/ImportExampleGen/examples"}]}}}}
+    with policed_s3_server(BUCKET, {"team-a": ["private-artifacts/team-a/"]}) as (address, keys):
+        url = f"http://{address}"
+        wrong = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
+        with pytest.raises(KubeflowConfigError, match="refuses the keys the step has \\(InvalidAccessKeyId\\)"):
+            bundled_store.check_access(url, executor_input, wrong)
+        admin = {"AWS_ACCESS_KEY_ID": keys["admin"]["accesskey"], "AWS_SECRET_ACCESS_KEY": keys["admin"]["secretkey"]}
+        bundled_store.check_access(url, executor_input, admin)  # the store's own keys: anywhere
+    with pytest.raises(KubeflowConfigError, match="did not answer within") as caught:
+        bundled_store.check_access(f"http://127.0.0.1:{_free_port()}", executor_input, wrong)
+    assert "NetworkPolicy" in str(caught.value) and "\n" not in str(caught.value)

@@ -133,6 +133,55 @@ def configure_environment(environ: MutableMapping[str, str] | None = None, **kwa
     return url
 
 
+#: Bounds of the start-up check of the store (one listing): never a step that hangs on an unreachable store.
+CHECK_TIMEOUT_S = 10.0
+
+
+def check_access(url: str, executor_input: dict, environ: Mapping[str, str] | None = None) -> None:
+    """One bounded listing under the step's first output, before any work: an unreachable store, keys it
+    refuses, or a prefix they may not touch (multi-user KFP 2.15+: pipeline/kubeflow/profile_store.py)
+    is one paragraph at the step's start instead of a failure after an hour of training."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    env = os.environ if environ is None else environ
+    uris = [artifact.get("uri", "") for artifacts in executor_input.get("outputs", {}).get("artifacts", {}).values()
+            for artifact in artifacts.get("artifacts", [])]
+    uri = next((readable_uri(u) for u in uris if readable_uri(u).startswith(S3_SCHEME)), None)
+    if uri is None:
+        return
+    bucket, _, key = uri[len(S3_SCHEME):].partition("/")
+    client = boto3.client("s3", endpoint_url=url, region_name=env.get("AWS_REGION", "us-east-1"),
+                          aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+                          aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+                          config=Config(connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S,
+                                        retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
+    try:
+        client.list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/", MaxKeys=1)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            why = (f"refuses the keys the step has ({code}): they come from the secret {SECRET} of the run's "
+                   "namespace (`kubectl get secret mlpipeline-minio-artifact -n NAMESPACE -o yaml`); check that "
+                   "they are the store's current ones")
+        elif code in ("AccessDenied", "403"):
+            why = (f"denies these keys {S3_SCHEME}{bucket}/{key} ({code}); on multi-user KFP 2.15+ a profile's keys "
+                   f"reach only mlpipeline/private-artifacts/<namespace>/, private/<namespace>/, shared/ and "
+                   "artifacts/: compile with --pipeline-root minio://mlpipeline/private-artifacts/<namespace>/tfx")
+        elif code in ("NoSuchBucket", "404"):
+            why = f"has no bucket {bucket!r}: create it, or compile with a root in an existing bucket"
+        else:
+            why = f"answered {code or error} to a listing of {S3_SCHEME}{bucket}/{key}"
+        raise KubeflowConfigError(f"This step's object store at {url} {why}.") from None
+    except BotoCoreError as error:
+        raise KubeflowConfigError(
+            f"This step's object store at {url} did not answer within {CHECK_TIMEOUT_S:.0f} s ({error}). Check that "
+            "it runs (`kubectl -n kubeflow get svc,pods`) and that no NetworkPolicy blocks this namespace (KFP "
+            "2.15's SeaweedFS policy admits only profile namespaces and istio-system; 2.16 fixed it), or compile "
+            "with --s3-endpoint http://HOST:PORT where the store runs elsewhere.") from None
+
+
 def prepare_pod_storage(text: str, environ: MutableMapping[str, str] | None = None) -> None:
     """What a pod that is not a KFP step (a TFJob/TrainJob replica, a tuner worker) needs before it
     touches ``text``'s URIs: the bundled store's endpoint where the package marks it, and

@@ -4,14 +4,15 @@
 pod runs ``python -m pipeline.kubeflow.entrypoint <TFX's own arguments>``. It applies the
 work-arounds of ``stackenv/compat.py`` to the arguments the KFP launcher passes
 (``{{$}}`` replaced by the ExecutorInput JSON), drops the outputs KFP's launcher manages
-itself (``executor-logs`` from backend 2.5.0, ``stackenv/compat.py``), registers the filesystems the step's URIs
-need (pipeline/kubeflow/storage.py), and then runs TFX's ``kubeflow_v2_run_executor``
-exactly as ``python -m`` would, so TFX's flag parsing, executor dispatch and ExecutorOutput
-writing stay untouched.
+itself (``executor-logs`` from backend 2.5.0, ``stackenv/compat.py``), registers the
+filesystems the step's URIs need (pipeline/kubeflow/storage.py), and then runs TFX's
+``kubeflow_v2_run_executor`` exactly as ``python -m`` would, so TFX's flag parsing, executor
+dispatch and ExecutorOutput writing stay untouched.
 
 On KFP's bundled object store (a ``minio://`` root) TFX works on ``s3://`` forms of the
-URIs at the store's endpoint, and the ExecutorOutput gets the original URIs back
-(pipeline/kubeflow/bundled_store.py says why).
+URIs at the store's endpoint, after one bounded listing shows the store answers and takes the
+step's keys, and the ExecutorOutput gets the original URIs back (pipeline/kubeflow/bundled_store.py
+says why).
 
 For the ExampleGen it also applies what the input-resolution step found
 (pipeline/kubeflow/fresh_data.py) as TFX's ExampleGen driver would have: the resolved
@@ -85,7 +86,8 @@ def _rewrite_executor_input(args: list[str]) -> tuple[list[str], dict | None]:
             changed = apply_resolved_input(executor_input) or changed
             changed = apply_run_settings(executor_input) or changed
             if bundled_store.uses_bundled_store(text):
-                bundled_store.configure_environment()
+                url = bundled_store.configure_environment()
+                bundled_store.check_access(url, executor_input)
                 executor_input, changed = bundled_store.to_readable(executor_input), changed or SCHEME in text
             if changed:
                 text = json.dumps(executor_input)
