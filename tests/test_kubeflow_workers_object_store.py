@@ -18,8 +18,9 @@ import pytest
 from conftest import PROJECT_ROOT, free_ports
 from support import s3_server
 
+from pipeline.config import PipelineConfig
 from pipeline.kubeflow import bundled_store
-from pipeline.kubeflow.compile import store_settings
+from pipeline.kubeflow.compile import compile_pipeline, store_settings
 from pipeline.kubeflow.platform import StepSettings
 from pipeline.kubeflow.training.tfjob_step import replica_template
 
@@ -44,42 +45,87 @@ def test_compiled_worker_pods_on_a_minio_root_get_the_stores_marker_and_keys():
     assert "S3_ENDPOINT" not in env  # found in the pod, as the steps find it
 
 
+def _pod_env(address: str) -> dict[str, str]:
+    """The pod as a standalone install's kubeflow namespace gives it: the store's Service env, the secret's keys."""
+    host, port = address.rsplit(":", 1)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+    return {**base, "PYTHONPATH": str(PROJECT_ROOT), bundled_store.MARKER: bundled_store.MARKER_VALUE,
+            "MINIO_SERVICE_SERVICE_HOST": host, "MINIO_SERVICE_SERVICE_PORT": port,
+            "AWS_ACCESS_KEY_ID": s3_server.BUNDLED_KEYS["accesskey"],
+            "AWS_SECRET_ACCESS_KEY": s3_server.BUNDLED_KEYS["secretkey"]}
+
+
+def _run_replicas(module: str, job: dict, address: str, folder, roles=("chief", "worker")) -> list[tuple[int, str]]:
+    """Start one process per replica of ``module`` under a TF_CONFIG cluster; (exit code, stderr) of each."""
+    ports = free_ports(len(roles))
+    cluster: dict[str, list[str]] = {}
+    for role, port in zip(roles, ports):
+        cluster.setdefault(role, []).append(f"localhost:{port}")
+    tasks = [{"type": role, "index": roles[:at].count(role)} for at, role in enumerate(roles)]
+    workers = [subprocess.Popen(
+        [sys.executable, "-m", module, "--job", json.dumps(job)], cwd=folder, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env={**_pod_env(address), "TF_CONFIG": json.dumps({"cluster": cluster, "task": task})})
+        for task in tasks]
+    results = []
+    try:
+        for worker in workers:
+            _, err = worker.communicate(timeout=600)
+            results.append((worker.returncode, err))
+    finally:
+        for worker in workers:
+            worker.kill()
+    return results
+
+
+def _uploaded_digits(address: str, transformed_digits: dict) -> tuple[str, str]:
+    examples = _upload(address, os.path.dirname(transformed_digits["train_files"][0]), "run/Transform/examples")
+    return examples, _upload(address, transformed_digits["transform_output"], "run/Transform/transform_graph")
+
+
 @pytest.mark.timeout(900)
 def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_digits, tmp_path):
     from models.common.training import TrainingSettings
 
     with s3_server.s3_server(BUCKET) as address:
-        host, port = address.rsplit(":", 1)
-        examples = _upload(address, os.path.dirname(transformed_digits["train_files"][0]), "run/Transform/examples")
-        graph = _upload(address, transformed_digits["transform_output"], "run/Transform/transform_graph")
+        examples, graph = _uploaded_digits(address, transformed_digits)
         settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1,
                                     family={"image_shape": [8, 8, 1]})
-        serving = f"s3://{BUCKET}/run/Trainer/model/Format-Serving"
         job = {"run_fn": "models.cnn.trainer.run_fn", "transformed_examples": examples, "transform_graph": graph,
                "train_files": [f"{examples}/train.gz"], "eval_files": [f"{examples}/eval.gz"],
-               "serving_model_dir": serving, "model_run_dir": f"s3://{BUCKET}/run/Trainer/model_run",
+               "serving_model_dir": f"s3://{BUCKET}/run/Trainer/model/Format-Serving",
+               "model_run_dir": f"s3://{BUCKET}/run/Trainer/model_run",
                "train_steps": 4, "eval_steps": 2, "custom_config": settings.to_custom_config()}
-        cluster = {"chief": [f"localhost:{free_ports(1)[0]}"], "worker": [f"localhost:{free_ports(1)[0]}"]}
-        # The pod as a standalone install's kubeflow namespace gives it: the store's Service env, the secret's keys.
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-        pod_env = {**base, "PYTHONPATH": str(PROJECT_ROOT), bundled_store.MARKER: bundled_store.MARKER_VALUE,
-                   "MINIO_SERVICE_SERVICE_HOST": host, "MINIO_SERVICE_SERVICE_PORT": port,
-                   "AWS_ACCESS_KEY_ID": s3_server.BUNDLED_KEYS["accesskey"],
-                   "AWS_SECRET_ACCESS_KEY": s3_server.BUNDLED_KEYS["secretkey"]}
-        workers = [subprocess.Popen(
-            [sys.executable, "-m", "pipeline.kubeflow.training.trainer_worker", "--job", json.dumps(job)],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**pod_env, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}})})
-            for role in ("chief", "worker")]
-        results = []
-        try:
-            for worker in workers:
-                out, err = worker.communicate(timeout=600)
-                results.append((worker.returncode, err))
-        finally:
-            for worker in workers:
-                worker.kill()
-        for code, err in results:
+        for code, err in _run_replicas("pipeline.kubeflow.training.trainer_worker", job, address, tmp_path):
             assert code == 0, err[-4000:]  # not 134: no teardown abort after the S3 client was used
         saved = s3_server.keys(address, BUCKET, "run/Trainer/model/Format-Serving/")
         assert "run/Trainer/model/Format-Serving/saved_model.pb" in saved
+
+
+@pytest.mark.timeout(900)
+def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit_cleanly(transformed_digits,
+                                                                                      tmp_path):
+    """The Tuner's TFJob (compile --tune-workers 2): the chief serves the oracle, tuner0 and tuner1 run the
+    trials, all on s3:// paths of the bundled store; each runner records its end there, and all exit 0."""
+    import yaml
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from pipeline.kubeflow.training.tuner_launcher import worker_job
+
+    config = PipelineConfig(model="cnn", output_dir="minio://mlpipeline/tfx", tune_trials=2, tune_workers=2,
+                            train_steps=4)
+    spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, "image:1", str(tmp_path / "p.yaml")))))
+    custom = json.loads(spec["root"]["dag"]["tasks"]["Tuner"]["inputs"]["parameters"]["custom_config"][
+        "runtimeValue"]["constant"])
+    custom["training"]["family"]["image_shape"] = [8, 8, 1]  # what the Tuner step fills in from the data's facts
+    with s3_server.s3_server(BUCKET) as address:
+        examples, graph = _uploaded_digits(address, transformed_digits)
+        search = f"s3://{BUCKET}/run/Tuner/search"
+        job = worker_job(FnArgs(train_files=[f"{examples}/train.gz"], eval_files=[f"{examples}/eval.gz"],
+                                transform_graph_path=graph, working_dir=search, train_steps=4, eval_steps=2,
+                                custom_config=custom))
+        for code, err in _run_replicas("pipeline.kubeflow.training.tuner_worker", job, address, tmp_path,
+                                       roles=("chief", "worker", "worker")):
+            assert code == 0, err[-4000:]
+        records = {key for key in s3_server.keys(address, BUCKET, "run/Tuner/search/records/")}
+        assert records == {"run/Tuner/search/records/tuner0.json", "run/Tuner/search/records/tuner1.json"}
