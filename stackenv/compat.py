@@ -497,6 +497,59 @@ def _instance_schema_title(instance_schema: str) -> str:
     return ""
 
 
+def single_deletes_where_batch_is_denied() -> bool:
+    """Make Beam's S3 filesystem delete key by key what a batch delete was denied.
+
+    Beam renames (FinalizeWrite's temp files, every sharded write) as copy + ``DeleteObjects``
+    (apache_beam/io/aws/clients/s3/boto3_client.py delete_batch). On multi-user KFP 2.15 and 2.16
+    the bundled store is SeaweedFS 4.00 and a profile's keys may write only under its prefixes
+    (pipelines-profile-controller/sync.py:353-373@2.15.0): SeaweedFS authorizes a single
+    ``DeleteObject`` by its key but a ``POST ?delete`` by the bucket alone (seaweedfs 4.00
+    weed/s3api/s3api_server.go:322, auth_credentials.go canDo :523-567), so every batch is denied
+    and the step fails after its work. From SeaweedFS 4.34 (KFP 2.17) batches are authorized key by
+    key (s3api_object_handlers_delete.go AuthorizeBatchDeleteKey). Keys denied in a batch, as an
+    error for the whole request (403) or per key (AccessDenied), are deleted one by one, which the
+    same keys may do. Returns False when Beam's S3 client is not installed.
+    """
+    try:
+        from apache_beam.io.aws.clients.s3 import boto3_client, messages
+    except ImportError:
+        return False
+    client_class = boto3_client.Client
+    if getattr(client_class.delete_batch, "_single_deletes", False):
+        return True
+    batch = client_class.delete_batch
+
+    def delete_batch(self: Any, request: Any) -> Any:
+        try:
+            response = batch(self, request)
+        except messages.S3ClientError as error:
+            if error.code not in (403, "AccessDenied"):
+                raise
+            response = messages.DeleteBatchResponse([], list(request.objects), [error] * len(request.objects))
+        denied = [key for key, error in zip(response.failed, response.errors) if error.code in (403, "AccessDenied")]
+        if not denied:
+            return response
+        deleted, failed, errors = list(response.deleted), [], []
+        for key, error in zip(response.failed, response.errors):
+            if key not in denied:
+                failed.append(key)
+                errors.append(error)
+                continue
+            try:
+                self.delete(messages.DeleteRequest(request.bucket, key))
+                deleted.append(key)
+            except messages.S3ClientError as single:
+                failed.append(key)
+                errors.append(single)
+        return messages.DeleteBatchResponse(deleted, failed, errors)
+
+    delete_batch._single_deletes = True  # type: ignore[attr-defined]
+    delete_batch.__wrapped__ = batch  # type: ignore[attr-defined]
+    client_class.delete_batch = delete_batch
+    return True
+
+
 def with_default_pipeline_root(pipeline_job: dict[str, Any], pipeline_root: str) -> dict[str, Any]:
     """The PipelineSpec to write, with the pipeline root recorded in it.
 

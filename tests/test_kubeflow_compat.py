@@ -149,3 +149,40 @@ def test_tfx_yaml_drops_the_pipeline_root_upstream_still(tmp_path):
     assert "gs://b/root" not in written and "defaultPipelineRoot" not in written
     assert with_default_pipeline_root(job, "gs://b/root/tfx")["defaultPipelineRoot"] == "gs://b/root/tfx"
     assert yaml.safe_load(written)["pipelineInfo"]["name"] == "tiny"
+
+
+def _beam_s3(address: str, keys: dict):
+    from apache_beam.io.aws.s3filesystem import S3FileSystem
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return S3FileSystem(PipelineOptions([f"--s3_endpoint_url=http://{address}", "--s3_region_name=us-east-1",
+                                         f"--s3_access_key_id={keys['accesskey']}",
+                                         f"--s3_secret_access_key={keys['secretkey']}"]))
+
+
+def test_beam_batch_deletes_on_profile_keys_upstream_still_fail_and_single_deletes_work(monkeypatch):
+    """KFP 2.15/2.16 multi-user (SeaweedFS 4.00 authorizes POST ?delete by the bucket alone): Beam's rename
+    (copy + DeleteObjects, FinalizeWrite's) is denied; with the work-around the same keys go one by one."""
+    from apache_beam.io.aws.clients.s3 import boto3_client
+    from apache_beam.io.filesystem import BeamIOError
+    from support.s3_server import keys as listed
+    from support.s3_server import policed_s3_server
+
+    from stackenv.compat import single_deletes_where_batch_is_denied
+
+    prefix = "s3://mlpipeline/private-artifacts/team-a"
+    with policed_s3_server("mlpipeline", {"team-a": ["private-artifacts/team-a/"]}, batch_deletes=False) as (
+            address, keys):
+        single_deletes_where_batch_is_denied()
+        patched = boto3_client.Client.delete_batch
+        monkeypatch.setattr(boto3_client.Client, "delete_batch", patched.__wrapped__)  # Beam as shipped
+        filesystem = _beam_s3(address, keys["team-a"])
+        with filesystem.create(f"{prefix}/tmp/a") as handle:
+            handle.write(b"x")
+        with pytest.raises(BeamIOError, match="AccessDenied|Access Denied"):
+            filesystem.rename([f"{prefix}/tmp/a"], [f"{prefix}/out/a"])
+        monkeypatch.setattr(boto3_client.Client, "delete_batch", patched)
+        filesystem.rename([f"{prefix}/tmp/a"], [f"{prefix}/out/a"])
+        assert listed(address, "mlpipeline", "private-artifacts/team-a/") == ["private-artifacts/team-a/out/a"]
+        with pytest.raises(BeamIOError):  # outside the profile's prefixes a single delete is denied too
+            _beam_s3(address, keys["team-a"]).delete(["s3://mlpipeline/elsewhere/x"])

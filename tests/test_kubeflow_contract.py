@@ -182,7 +182,7 @@ def runs(request, store, tmp_path_factory):
         address, keys = store, s3_server.BUNDLED_KEYS
         if backend.allowed_prefixes(namespace):  # the profile's own keys, policed by the store
             address, all_keys = stack.enter_context(s3_server.policed_s3_server(
-                BUNDLED_BUCKET, {namespace: backend.allowed_prefixes(namespace)}))
+                BUNDLED_BUCKET, {namespace: backend.allowed_prefixes(namespace)}, backend.profile_batch_deletes))
             keys = all_keys[namespace]
         else:
             # A case of its own on an empty store: cases of a store share its bucket, pipeline name and run

@@ -26,15 +26,18 @@ properties they belong to (pipeline/kubeflow/runtime_parameters.py), and a Train
 warm-start step found no served model gets no ``base_model`` (pipeline/kubeflow/warm_start_step.py).
 """
 import json
+import os
 import runpy
 import sys
 
+import stackenv
 from stackenv.compat import (
     INVOCATION_FLAG,
     TFX_ENTRYPOINT_MODULE,
     drop_launcher_managed_outputs,
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
+    single_deletes_where_batch_is_denied,
     skip_tfx_sdist_for_local_beam,
 )
 from stackenv.errors import EXIT_USER_ERROR, ProjectError
@@ -47,6 +50,8 @@ from pipeline.kubeflow.storage import register_filesystems
 from pipeline.kubeflow.warm_start_step import drop_missing_base_model
 
 COMMAND = ["python", "-m", "pipeline.kubeflow.entrypoint"]
+#: A folder whose sitecustomize gives the processes a step starts (Beam's workers) the step's work-arounds.
+WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(stackenv.__file__)), "beam_worker_site")
 
 
 def apply_resolved_input(executor_input: dict) -> bool:
@@ -104,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error.paragraph}", file=sys.stderr)
         return error.exit_code or EXIT_USER_ERROR
     register_filesystems(" ".join(args))
+    if "s3://" in " ".join(args):  # Beam's S3 batch deletes on SeaweedFS profile keys, here and in Beam's workers
+        single_deletes_where_batch_is_denied()
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (WORKER_SITE, os.environ.get("PYTHONPATH"))))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
     skip_tfx_sdist_for_local_beam()  # the image has TFX: no sdist of it per Beam step
     try:

@@ -44,6 +44,14 @@ class Backend:
     #: (pipelines-profile-controller/sync.py:353-373@2.15.0); MinIO installs copy the admin keys
     #: into every profile namespace (sync.py:366-377@2.3.0: the secret ``mlpipeline-minio-artifact``).
     per_profile_keys: bool
+    #: a profile's batch delete (``POST ?delete``) is authorized: SeaweedFS 4.00 (2.15, 2.16:
+    #: seaweedfs-deployment.yaml:30@2.15.0) checks it against the bucket alone, which the profile's
+    #: prefixes never match (seaweedfs 4.00 weed/s3api/s3api_server.go:322, auth_credentials.go:523-567);
+    #: 4.34 (2.17: seaweedfs-deployment.yaml:33@2.17.0) key by key (s3api_object_handlers_delete.go:447).
+    profile_batch_deletes: bool = True
+    #: the launcher downloads an input's keys under ``<key>/`` only, not every key starting with ``<key>``
+    #: (objectstore/object_store.go DownloadBlob :123-148@2.3.0, :146-205@2.17.0).
+    download_under_key_only: bool = False
 
     def launcher_store_endpoint(self, pod_env: dict[str, str]) -> str:
         """objectstore/config.go: the bundled store's endpoint as the launcher opens it."""
@@ -85,8 +93,10 @@ BACKENDS = {backend.tag: backend for backend in (
     Backend("2.5.0", "1.10", output_uri_salt=True, executor_logs=True, task_root_outputs=False,
             logs_on_failure=False, logs_retry_suffix=False, store="minio", per_profile_keys=False),
     Backend("2.15.0", "1.11", output_uri_salt=True, executor_logs=True, task_root_outputs=True,
-            logs_on_failure=False, logs_retry_suffix=False, store="seaweedfs-alias", per_profile_keys=True),
+            logs_on_failure=False, logs_retry_suffix=False, store="seaweedfs-alias", per_profile_keys=True,
+            profile_batch_deletes=False),
     Backend("2.17.0", "(newest tag)", output_uri_salt=True, executor_logs=True, task_root_outputs=True,
-            logs_on_failure=True, logs_retry_suffix=True, store="seaweedfs", per_profile_keys=True),
+            logs_on_failure=True, logs_retry_suffix=True, store="seaweedfs", per_profile_keys=True,
+            download_under_key_only=True),
 )}
 NEWEST = BACKENDS["2.17.0"]

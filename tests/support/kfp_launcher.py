@@ -171,6 +171,7 @@ class Bucket:
 
     def __init__(self, config: BucketConfig, session: dict, pod: Pod):
         self.config, self.error, self.client = config, None, None
+        self.under_key_only = pod.backend.download_under_key_only
         params = session.get("Params", {})
         try:
             if params.get("fromEnv", "false") == "true":
@@ -231,7 +232,9 @@ class Bucket:
         if self.error:
             raise self.error
         written = 0
-        prefix = self._key(blob_dir)
+        # up to 2.16 every key that starts with the artifact's (``model`` takes ``model_run`` too), from 2.17 the
+        # keys under it (objectstore/object_store.go DownloadBlob :123-148@2.3.0, :146-205@2.17.0)
+        prefix = self._key(blob_dir) + ("/" if self.under_key_only else "")
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.config.bucket, Prefix=prefix):
             for item in page.get("Contents", []):
                 relative = os.path.relpath(item["Key"], prefix)

@@ -60,16 +60,19 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def policed_s3_server(bucket: str, profiles: Mapping[str, Sequence[str]],
+def policed_s3_server(bucket: str, profiles: Mapping[str, Sequence[str]], batch_deletes: bool = True,
                       start_timeout_s: float = 60.0) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
     """moto's server in a process of its own with IAM enforced, as KFP 2.15+'s multi-user SeaweedFS is:
     one user per profile whose keys may touch only ``profiles[name]``'s key prefixes of ``bucket``
     (what the profile controller's policy allows: pipelines-profile-controller/sync.py:353-373@2.15.0),
     and an admin user for the test's own reads. Yields (address, {profile or "admin": keys}).
 
-    SeaweedFS grants ``Write`` (puts and deletes), ``Read`` and ``List`` under each prefix. moto matches a
-    listing and a multi-object delete against the bucket's ARN alone, so the profile may list and batch-delete
-    anywhere in the bucket here: every other request (reads, writes, copies, single deletes) is policed by key.
+    SeaweedFS grants ``Write`` (puts and deletes), ``Read`` and ``List`` under each prefix. A batch delete
+    (``POST ?delete``) SeaweedFS 4.00 (KFP 2.15, 2.16) authorizes by the bucket alone, so a profile's is denied
+    (``batch_deletes`` False: moto denies it the same way, on the bucket's ARN); 4.34 (KFP 2.17) key by key,
+    which moto cannot: with ``batch_deletes`` the profile may batch-delete anywhere in the bucket here. A
+    listing moto matches against the bucket's ARN alone: the profile may list the whole bucket here. Every
+    other request (reads, writes, copies, single deletes) is policed by key.
     """
     port = _free_port()
     address = f"127.0.0.1:{port}"
@@ -94,13 +97,12 @@ def policed_s3_server(bucket: str, profiles: Mapping[str, Sequence[str]],
         iam = boto3.client("iam", **anyone)
         policies = {"admin": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
         for name, prefixes in profiles.items():
+            bucket_actions = ["s3:ListBucket", *(["s3:DeleteObject"] if batch_deletes else [])]
             policies[name] = [
                 {"Effect": "Allow", "Action": ["s3:Put*", "s3:Get*", "s3:List*", "s3:DeleteObject"],
                  "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*" for prefix in prefixes]},
-                # moto authorizes these on the bucket's ARN alone (a listing; DeleteObjects, which AWS and
-                # SeaweedFS check key by key): every other request is checked against its key.
-                {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:DeleteObject"],
-                 "Resource": f"arn:aws:s3:::{bucket}"}]
+                # moto authorizes a listing and a batch delete (POST ?delete) on the bucket's ARN alone
+                {"Effect": "Allow", "Action": bucket_actions, "Resource": f"arn:aws:s3:::{bucket}"}]
         keys = {}
         for name, statements in policies.items():
             iam.create_user(UserName=name)
