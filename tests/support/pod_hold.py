@@ -1,5 +1,7 @@
 """A pod's own ``python -m MODULE ARGS``, held at a point of its progress until the emulated cluster kills it.
 
+(Also a local ``python -m pipeline run`` that a test signals in training: tests/test_reliability.py.)
+
 ``python tests/support/pod_hold.py -m MODULE ARGS...`` is what tests/support/k8s_tfjob_api.py runs
 instead of the container's ``python -m MODULE ARGS...`` for a replica whose death a test injects
 (``TFJobApiServer.kill_at``) or whose trials wait for the other runners (``trial_barrier``). Why:
