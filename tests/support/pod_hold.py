@@ -100,7 +100,7 @@ def install(hold_at: tuple[str, int] | None, barrier: tuple[str, int] | None, ho
         progress.count(TRIALS_BEGUN, 1)
         return run_trial(self, trial, *args, **kwargs)
 
-    tuner.BudgetedTuner.run_trial = begun
+    tuner.BudgetedTuner.run_trial = begun  # type: ignore[method-assign]
 
 
 def racing_run_fn(fn_args) -> None:
