@@ -706,10 +706,8 @@ def test_silent_server_times_out(package: Path) -> None:
 
 
 def test_stalled_upload_is_bounded_and_not_resent(kfp_server: FakeKfp, package: Path) -> None:
-    kfp_server.delay["upload"] = 3
-    started = time.monotonic()
+    kfp_server.delay["upload"] = 3  # answered after 3 s: only the 1-s api_timeout makes it an error
     message = _deploy_error(kfp_server.url, str(package), api_timeout=1)
-    assert time.monotonic() - started < 3
     assert "did not answer in time while uploading" in message and kfp_server.url in message
     assert len(kfp_server.sent("POST", "/pipelines/upload")) == 1  # a POST is never retried
 
@@ -823,10 +821,9 @@ def test_wait_follows_the_run_to_success(kfp_server: FakeKfp, package: Path) -> 
 
 def test_wait_on_a_failed_run_names_the_step_and_its_log(kfp_server: FakeKfp, package: Path) -> None:
     kfp_server.run_states = [("FAILED", {"ImportExampleGen": "SUCCEEDED", "StatisticsGen": "FAILED"})]
-    started = time.monotonic()
+    # Waited out, the message would be the 30-s timeout's ("had not ended"), not the run's failure.
     message = _deploy_error(kfp_server.url, str(package), run=True, namespace="team-a", wait_timeout=30,
                             say=lambda line: None)
-    assert time.monotonic() - started < 30
     assert "ended FAILED" in message and "StatisticsGen failed (StatisticsGen exited with code 1)" in message
     assert "kubectl logs -n team-a statisticsgen-pod-" in message and "ImportExampleGen failed" not in message
 
@@ -849,10 +846,8 @@ def test_cli_wait_on_a_failed_run_exits_non_zero(kfp_server: FakeKfp, package: P
     from conftest import run_cli  # noqa: PLC0415
 
     kfp_server.run_states = [("FAILED", {"ImportExampleGen": "SUCCEEDED", "Trainer": "FAILED"})]
-    started = time.monotonic()
     result = run_cli("deploy", "--host", kfp_server.url, "--package", package, "--run", "--wait",
-                     "--wait-timeout", "60", timeout=120)
-    assert time.monotonic() - started < 120
+                     "--wait-timeout", "60", timeout=120)  # bounded: TimeoutExpired, not a speed assertion
     assert result.returncode == 2, result.stderr[-2000:]
     assert "ended FAILED" in result.stderr and "Trainer failed" in result.stderr
     assert "kubectl logs" in result.stderr and "Traceback" not in result.stderr

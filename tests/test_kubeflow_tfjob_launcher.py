@@ -253,8 +253,11 @@ def test_compiled_trainer_step_fails_with_the_tfjob_paragraph_when_a_worker_dies
     spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, IMAGE, str(tmp_path / "p.yaml")))))
     container = spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]
     step_env = {e["name"]: e["value"] for e in container.get("env", [])}
-    # killed after start-up, while the workers form the cluster or train
-    failure, name, cluster = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-0")
+    # Killed once it took 5 of its 400 steps: it joined the cluster and trains (held there until killed, so a
+    # fast machine cannot finish first; the chief waits for it at every step's all-reduce).
+    failure, name, cluster, killed = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-0",
+                                                              at=("training steps", 5))
+    assert killed["training steps"] == 5, killed
     assert failure.task == "Trainer"
     assert f"TFJob team/{name} has failed because 1 Worker replica(s) failed" in str(failure)
     assert f"kubectl logs -n team -l training.kubeflow.org/job-name={name}" in str(failure)

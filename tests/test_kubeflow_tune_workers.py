@@ -149,6 +149,8 @@ def test_compiled_tuner_step_runs_trials_on_two_workers_and_the_trainer_uses_the
     trials = 4
     spec, step_env = _compiled_with_tfjob(tmp_path, trials)
     with TFJobApiServer(tmp_path / "pods") as server:
+        # Each runner's first trial waits until both began one: "both ran trials" however the start-ups interleave.
+        server.trial_barrier = ("worker-0", "worker-1")
         cluster = Cluster(str(tmp_path), allow_local_root=True,
                           env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
         produced = cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"], until="Trainer")
@@ -186,7 +188,12 @@ def test_compiled_tuner_step_fails_with_the_tfjob_paragraph_when_a_worker_dies(t
     from support.k8s_tfjob_api import run_with_a_dying_replica
 
     spec, step_env = _compiled_with_tfjob(tmp_path, 20)
-    failure, name, cluster = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-1")  # while it runs trials
+    # Killed in its first trial (held there until killed, so the search cannot end first), which both runners
+    # begin before either goes on (the barrier): worker-0 alone cannot take all the trials on a fast machine.
+    failure, name, cluster, killed = run_with_a_dying_replica(tmp_path, spec, step_env, "worker-1",
+                                                              at=("trials begun", 1),
+                                                              trial_barrier=("worker-0", "worker-1"))
+    assert killed["trials begun"] == 1, killed
     assert failure.task == "Tuner"
     message = str(failure)
     assert f"The Tuner's TFJob team/{name} failed: TFJob team/{name} has failed because 1 Worker replica(s) " \

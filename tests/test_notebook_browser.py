@@ -15,7 +15,7 @@ import time
 
 import pytest
 from conftest import PROJECT_ROOT
-from support.headless_chromium import chromium_page
+from support.headless_chromium import PAINTED, chromium_page
 from support.jupyter_server import jupyter_lab, run_all_cells
 from support.pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
@@ -71,7 +71,7 @@ def _screenshot_views(page) -> list:
     count = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
     for index in range(min(count, 4)):
         page.evaluate(_plot(index, ".scrollIntoView({block: 'start'}) || true"))
-        time.sleep(1)
+        page.evaluate(PAINTED)
         shots.append(_viewport_png(page, TOUR_DIR / f"notebook-lab-{index + 1}.png"))
     return shots
 
@@ -102,10 +102,16 @@ def _sort_by_dropdown(page) -> dict:
     before = page.evaluate(cells)
     page.evaluate(_plot(0, ".scrollIntoView({block: 'start'}) || true"))
     _click(page, _plot(0, ".querySelector('.updatemenu-header')"))
-    time.sleep(0.5)
+    page.poll(_plot(0, ".querySelectorAll('.updatemenu-dropdown-button').length >= 2"), "the dropdown open",
+              timeout=30, interval=0.1)
+    page.evaluate(PAINTED)  # its buttons laid out where the click goes
     _click(page, _plot(0, ".querySelectorAll('.updatemenu-dropdown-button')[1]"))
-    time.sleep(1)
-    return {"before": before, "after": page.evaluate(cells)}
+    deadline = time.monotonic() + 30  # until the table shows the new order (the test says if it never does)
+    after = page.evaluate(cells)
+    while after == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+        after = page.evaluate(cells)
+    return {"before": before, "after": after}
 
 
 def _plot(index: int, then: str, prefix: str = "") -> str:

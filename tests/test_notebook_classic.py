@@ -14,7 +14,7 @@ import time
 
 import pytest
 from conftest import PROJECT_ROOT
-from support.headless_chromium import chromium_page
+from support.headless_chromium import PAINTED, chromium_page
 from support.jupyter_server import make_notebook_classic, run_all_cells
 from support.pipeline_runs import ARTIFACTS_DIR, cnn_run_with_baseline  # noqa: F401
 
@@ -101,7 +101,7 @@ def _screenshot_views(page) -> list:
     for index in range(min(page.evaluate(f"{views}.length"), 3)):
         around = "'.cell'" if index == 0 else "'.output_area'"
         page.evaluate(f"{views}[{index}].closest({around}).scrollIntoView({{block: 'start'}}) || true")
-        time.sleep(1)
+        page.evaluate(PAINTED)
         path = TOUR_DIR / f"notebook-classic-{index + 1}.png"
         path.write_bytes(base64.b64decode(page.send("Page.captureScreenshot", format="png")["data"]))
         shots.append(path)

@@ -109,9 +109,7 @@ def test_portable_pool_that_cannot_start_workers_fails_fast(tmp_path):
                              f"--service_port={port}"], env=dict(os.environ, PATH="/nonexistent"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        started = time.monotonic()
-        result = run_cli("run", "--output", tmp_path / "out", *_portable_args(port), timeout=400)
-        assert time.monotonic() - started < 400
+        result = run_cli("run", "--output", tmp_path / "out", *_portable_args(port), timeout=400)  # the hang's bound
     finally:
         pool.kill()
         pool.wait(timeout=30)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import PROJECT_ROOT, run_cli
 from PIL import Image
+from support import pod_hold
 
 from artifacts import serving_dir
 from pipeline import graph
@@ -66,18 +67,36 @@ def test_schema_drift_stops_the_run_before_training(tmp_path):
     assert len(serving_dir.list_versions(str(output / "serving" / "cnn"))) == 2
 
 
+#: ``python -m pipeline run`` held in training (tests/support/pod_hold.py): once it took 5 training steps, it
+#: waits there for the test's signal, so the signal lands in training however fast the machine trains.
+HELD_RUN = [sys.executable, str(PROJECT_ROOT / "tests" / "support" / "pod_hold.py"), "-m", "pipeline", "run"]
+HELD_AT = "pod_hold: reached 5 training steps"
+
+
 def _start_and_kill_in_training(output, sig, args, env=None):
-    process = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--output", str(output), *args],
-                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    log = []
-    for line in process.stdout:
-        log.append(line)
-        if "Training CNN" in line:
-            time.sleep(1)
-            process.send_signal(sig)
-            break
-    log.append(process.communicate(timeout=300)[0])
-    return process.returncode, "".join(log)
+    log_path = output.parent / f"run-{sig.name}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([*HELD_RUN, "--output", str(output), *args], cwd=PROJECT_ROOT, stdout=log,
+                                   stderr=subprocess.STDOUT, text=True,
+                                   env={**(env or os.environ), pod_hold.HOLD_ENV: "training steps=5"})
+    try:
+        _wait_for_line(process, log_path, HELD_AT)
+        process.send_signal(sig)
+        process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, log_path.read_text()
+
+
+def _wait_for_line(process, log_path, line: str, timeout: float = 900) -> None:
+    """Until ``line`` is in the log (bounded: a hang's bound, not a speed assertion)."""
+    deadline = time.monotonic() + timeout
+    while line not in log_path.read_text():
+        assert process.poll() is None, f"the run ended before {line!r}: {log_path.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no {line!r} in {timeout} s: {log_path.read_text()[-3000:]}"
+        time.sleep(0.2)
 
 
 def test_killed_runs_resume_from_cache_and_leave_mlmd_consistent(tmp_path):
@@ -103,18 +122,17 @@ def test_killed_runs_resume_from_cache_and_leave_mlmd_consistent(tmp_path):
 
 def test_second_run_on_the_same_output_fails_fast(tmp_path):
     output = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline", "run", "--output", str(output), "--train-steps", "3000"]
-    first = subprocess.Popen(command,
-                             cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log_path = tmp_path / "first.log"
+    with open(log_path, "w") as log:  # held in training: it holds the lock until it is killed below
+        first = subprocess.Popen([*HELD_RUN, "--output", str(output), "--train-steps", "3000"], cwd=PROJECT_ROOT,
+                                 stdout=log, stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, pod_hold.HOLD_ENV: "training steps=5"})
     try:
-        for line in first.stdout:
-            if "Pipeline cnn-pipeline" in line:
-                break
-        started = time.monotonic()
-        second = run_cli("run", "--output", output, "--train-steps", "3000")
+        _wait_for_line(first, log_path, HELD_AT)
+        # A second run that waited for the lock would wait for good (the first never ends): the bound ends it.
+        second = run_cli("run", "--output", output, "--train-steps", "3000", timeout=300)
         assert second.returncode == 2
         assert "Another pipeline run is using" in second.stderr and str(output) in second.stderr
-        assert time.monotonic() - started < 60
     finally:
         first.kill()
         first.wait()

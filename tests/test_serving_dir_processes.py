@@ -17,9 +17,10 @@ from support.tiny_saved_model import save_tiny_saved_model
 
 from artifacts import serving_dir
 
-# A child process that publishes a SavedModel ``count`` times once ``go`` exists. ``pause`` seconds
-# between copied files (and a ``copying`` marker after the first) give the parent a moment to kill it
-# mid-copy; the copy itself is plain file copying, as TFX's io_utils.copy_dir does locally.
+# A child process that publishes a SavedModel ``count`` times once ``go`` exists (``go.<name>.ready``
+# says it is waiting for it). ``pause`` seconds between copied files (and a ``copying`` marker after the
+# first) give the parent a moment to kill it mid-copy; the copy itself is plain file copying, as TFX's
+# io_utils.copy_dir does locally.
 _PUBLISHER = """
 import os, shutil, sys, time
 from artifacts.serving_dir import publish_version
@@ -37,6 +38,7 @@ def copy_dir(source, destination):
                 open(go + ".copying", "w").close()
                 time.sleep(pause)
 
+open(go + "." + name + ".ready", "w").close()  # imported and waiting for the go
 while not os.path.exists(go):
     time.sleep(0.01)
 for i in range(count):
@@ -68,7 +70,11 @@ def test_two_publishers_at_once_each_get_their_own_complete_version(saved_model,
     # 0.5 s per copied file: each copy takes longer than the gap between the two starts, so both
     # publishers pick the same version number before either has renamed its copy into place.
     publishers = [_publisher(saved_model, base, name, 3, go, pause=0.5) for name in ("a", "b")]
-    time.sleep(3)  # both interpreters have imported TensorFlow and wait for the go
+    deadline = time.monotonic() + 300  # a bound against a hang, not a speed assertion
+    while not all(os.path.exists(f"{go}.{name}.ready") for name in ("a", "b")):  # both imported, both waiting
+        assert all(p.poll() is None for p in publishers) and time.monotonic() < deadline, \
+            [p.communicate()[1][-3000:] for p in publishers if p.poll() is not None]
+        time.sleep(0.05)
     go.touch()
     outputs = [p.communicate(timeout=300) for p in publishers]
     for process, (_, err) in zip(publishers, outputs):

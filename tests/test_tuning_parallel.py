@@ -17,7 +17,10 @@ def test_two_workers_share_the_trials_of_one_chief_oracle(tmp_path):
     (port,) = free_ports(1)
     base = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERASTUNER_ORACLE_IP": "127.0.0.1",
             "KERASTUNER_ORACLE_PORT": str(port)}
-    command = [sys.executable, str(PROJECT_ROOT / "tests" / "support" / "tuner_worker.py"), str(tmp_path), str(TRIALS)]
+    # Each worker's first trial waits until both began one (tests/support/tuner_worker.py): both take trials
+    # however far apart their start-ups are.
+    command = [sys.executable, str(PROJECT_ROOT / "tests" / "support" / "tuner_worker.py"), str(tmp_path),
+               str(TRIALS), "2"]
     chief = subprocess.Popen(command, env={**base, "KERASTUNER_TUNER_ID": "chief"}, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     workers = [subprocess.Popen(command, env={**base, "KERASTUNER_TUNER_ID": f"tuner{i}"}, stdout=subprocess.PIPE,

@@ -20,6 +20,9 @@ from typing import Any
 
 import websocket
 
+#: JavaScript that resolves once the page painted twice more: what a scroll or click just changed is on screen
+#: (a wait for the page, not for a number of seconds).
+PAINTED = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = ("Install it with `sudo apt-get install -y chromium` (Debian/Ubuntu), or point the "
                 "CHROMIUM environment variable at a Chrome/Chromium binary.")

@@ -49,7 +49,14 @@ talks to in the tests. Derived from the real systems, and no kinder than they ar
 Pods are local processes running the container's own command and args (``python`` → this
 interpreter) with the container's env (secrets resolved from ``secrets``), cwd the repository;
 the cluster DNS names in ``TF_CONFIG`` (TrainJob: in any env value) resolve to localhost ports.
-``kill_after`` kills a pod (``"worker-0"``, ``"node-0-1"``) that many seconds after it started: a worker that dies.
+A worker that dies: ``kill_at`` kills a pod (``"worker-0"``, ``"node-0-1"``) once its own progress
+counter shows a point (``("training steps", 5)``, ``("trials begun", 1)``: ``stackenv.progress`` files
+in the pod's ``PIPELINE_PROGRESS_DIR``, read each reconcile pass), the pod held there until then
+(tests/support/pod_hold.py), so the kill lands at the same point on a fast machine and a slow one;
+``killed`` records the counts each such pod had reached. ``kill_after`` kills a pod that many seconds
+after it started: only ``0.0`` (at once, before it did anything) means the same on any machine.
+``trial_barrier`` (pod keys): each of these KerasTuner runners' first trial waits until all of them
+began one, so every runner takes a trial however the pods' start-ups interleave.
 """
 from __future__ import annotations
 
@@ -59,14 +66,18 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from stackenv import progress
+
 from conftest import PROJECT_ROOT, free_ports
 from test_kubeflow_tfjob import SCHEMA, operator_tf_config, violations, webhook_problems
 
+from support import pod_hold
 from support.kfp_contract import dockerfile_env
 
 _PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/?]+))?/?(?:\?.*)?$")
@@ -144,7 +155,11 @@ class TFJobApiServer:
             shipped = yaml.safe_load((PROJECT_ROOT / "kubeflow" / "trainjob-runtime.yaml").read_text())
             runtimes = {shipped["metadata"]["name"]: shipped}
         self.runtimes = runtimes or {}
-        self.kill_after: dict[str, float] = {}
+        self.kill_after: dict[str, float] = {}                # pod key -> seconds after its start
+        self.kill_at: dict[str, tuple[str, int]] = {}        # pod key -> (progress counter, n) it is killed at
+        self.killed: dict[str, dict[str, int]] = {}          # pod key -> its progress counts when kill_at killed it
+        self.trial_barrier: tuple[str, ...] = ()             # pod keys whose first trials wait for each other
+        self.progress_dirs: dict[str, str] = {}              # pod key -> its progress folder (those two only)
         self.jobs: dict[tuple[str, str], dict] = {}   # (namespace, name) -> {object, pods, deleted}
         self.created: list[dict] = []                 # every accepted manifest, in order
         self.lock = threading.Lock()
@@ -414,7 +429,7 @@ class TFJobApiServer:
         for address, local in dns.items():
             tf_config = tf_config.replace(address, local)
         pod = self._spawn(f"{job['metadata']['name']}-{kind.lower()}-{index}", container,
-                          template.get("metadata") or {}, {"TF_CONFIG": tf_config}, {})
+                          template.get("metadata") or {}, {"TF_CONFIG": tf_config}, {}, f"{kind.lower()}-{index}")
         return {**pod, "kind": kind, "tf_config": tf_config}
 
     def _injected(self, metadata: dict) -> bool:
@@ -427,8 +442,9 @@ class TFJobApiServer:
             value = (metadata.get("annotations") or {}).get(NO_SIDECAR_KEY)
         return str(value).lower() != "false"
 
-    def _spawn(self, pod: str, container: dict, metadata: dict, extra_env: dict, dns: dict) -> dict:
-        """Start the pod's main container as a local process; Pending (no process) when a secret is missing."""
+    def _spawn(self, pod: str, container: dict, metadata: dict, extra_env: dict, dns: dict, key: str) -> dict:
+        """Start the pod's main container as a local process; Pending (no process) when a secret is missing.
+        A pod of ``kill_at`` or ``trial_barrier`` runs its command under tests/support/pod_hold.py."""
         env = {**os.environ, **dockerfile_env(), "PYTHONPATH": str(PROJECT_ROOT), **extra_env}
         for variable in container.get("env", []):
             ref = (variable.get("valueFrom") or {}).get("secretKeyRef")
@@ -442,11 +458,28 @@ class TFJobApiServer:
             env[variable["name"]] = value
         log_path = os.path.join(self.work_dir, f"{pod}.log")
         command = [sys.executable if part == "python" else part for part in container["command"]]
+        progress_dir = None
+        if key in self.kill_at or key in self.trial_barrier:
+            command, progress_dir = self._held(command, key, env)
         with open(log_path, "w") as log:
             process = subprocess.Popen([*command, *container.get("args", [])], cwd=PROJECT_ROOT, env=env,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return {"process": process, "started": time.monotonic(), "log": log_path, "name": pod,
-                "sidecar": self._injected(metadata), "env": {k: env[k] for k in extra_env}}
+                "sidecar": self._injected(metadata), "env": {k: env[k] for k in extra_env}, "progress": progress_dir}
+
+    def _held(self, command: list[str], key: str, env: dict) -> tuple[list[str], str]:
+        """``python -m MODULE`` under pod_hold.py (the hold point and the trial barrier in ``env``), and a fresh
+        progress folder for this pod (a re-created pod starts from zero)."""
+        if command[:2] != [sys.executable, "-m"]:
+            raise ValueError(f"kill_at/trial_barrier need a `python -m MODULE` container command, not {command}")
+        progress_dir = self.progress_dirs[key] = tempfile.mkdtemp(prefix=f"{key}.progress.", dir=self.work_dir)
+        env[progress.PROGRESS_DIR_ENV] = progress_dir
+        if key in self.kill_at:
+            what, n = self.kill_at[key]
+            env[pod_hold.HOLD_ENV] = f"{what}={n}"
+        if key in self.trial_barrier:
+            env[pod_hold.BARRIER_ENV] = f"{os.path.join(self.work_dir, 'trial-barrier')}={len(self.trial_barrier)}"
+        return [sys.executable, str(PROJECT_ROOT / "tests" / "support" / "pod_hold.py"), *command[1:]], progress_dir
 
     @staticmethod
     def _phase(pod: dict) -> str:
@@ -508,7 +541,8 @@ class TFJobApiServer:
 
         def start(index: int) -> dict:
             extra = {"JOB_COMPLETION_INDEX": str(index)} if indexed else {}
-            pod = self._spawn(f"{name}-node-0-{index}", container, template.get("metadata") or {}, extra, dns)
+            pod = self._spawn(f"{name}-node-0-{index}", container, template.get("metadata") or {}, extra, dns,
+                              f"node-0-{index}")
             return {**pod, "kind": "node", "index": index}
 
         record["start"] = start
@@ -555,11 +589,20 @@ class TFJobApiServer:
 
     def _apply_kills(self, record: dict) -> None:
         for key, pod in record["pods"].items():
-            after = self.kill_after.get(key)
-            if after is not None and pod["process"] is not None and pod["process"].poll() is None \
-                    and time.monotonic() - pod["started"] >= after:
+            if pod["process"] is None or pod["process"].poll() is not None:
+                continue
+            after, point = self.kill_after.get(key), self.kill_at.get(key)
+            counts = progress.read(pod["progress"])[0] if point else {}
+            if (after is not None and time.monotonic() - pod["started"] >= after) or \
+                    (point and counts.get(point[0], 0) >= point[1]):
                 os.killpg(pod["process"].pid, signal.SIGKILL)
                 pod["process"].wait()
+                if point:
+                    self.killed[key] = counts
+
+    def counts(self, key: str) -> dict[str, int]:
+        """The progress counts the latest pod ``key`` of ``kill_at`` or ``trial_barrier`` wrote."""
+        return progress.read(self.progress_dirs[key])[0] if key in self.progress_dirs else {}
 
     def _reconcile(self, record: dict) -> bool:
         """One pass of UpdateJobStatus; True once the job finished (and its running pods are cleaned)."""
@@ -604,20 +647,33 @@ class TFJobApiServer:
             return handle.read()
 
 
-def run_with_a_dying_replica(tmp_path, spec: dict, step_env: dict, replica: str, after_s: float = 20.0):
+def run_with_a_dying_replica(tmp_path, spec: dict, step_env: dict, replica: str, at: tuple[str, int],
+                             trial_barrier: tuple[str, ...] = ()):
     """Run the compiled ``spec`` on the emulated cluster while ``replica`` ("worker-0") of the step's
-    TFJob is killed ``after_s`` seconds after it started; -> (the TaskFailed, the TFJob's name, the
-    cluster). Fails the test when the run does not fail."""
+    TFJob is killed once its progress counter reached ``at`` (``("training steps", 5)``: ``kill_at``);
+    -> (the TaskFailed, the TFJob's name, the cluster, the counts the replica had when killed). Fails
+    the test, naming what happened, when the replica was never killed or the run did not fail."""
     import pytest
 
     from support.kfp_contract import Cluster, TaskFailed
 
     (tmp_path / "pods").mkdir(exist_ok=True)
     with TFJobApiServer(tmp_path / "pods") as server:
-        server.kill_after[replica] = after_s
+        server.kill_at[replica], server.trial_barrier = at, trial_barrier
         cluster = Cluster(str(tmp_path), allow_local_root=True,
                           env={**step_env, "KUBECONFIG": server.kubeconfig(tmp_path / "kubeconfig", "team")})
-        with pytest.raises(TaskFailed) as caught:
+        failure = None
+        try:
             cluster.run(spec, run_id="run-1", runtime_root=spec["defaultPipelineRoot"])
+        except TaskFailed as caught:
+            failure = caught
         (manifest,) = server.created
-    return caught.value, manifest["metadata"]["name"], cluster
+        name = manifest["metadata"]["name"]
+        if replica not in server.killed:
+            pytest.fail(f"{replica} of TFJob {name} was never killed: it ended with its progress at "
+                        f"{server.counts(replica)}, before it reached {at[1]} {at[0]}; the run "
+                        f"{'failed anyway: ' + str(failure) if failure else 'succeeded'}. Its log ends: "
+                        f"{server.log(f'{name}-{replica}')[-2000:]}")
+        if failure is None:
+            pytest.fail(f"{replica} of TFJob {name} was killed at {server.killed[replica]}, yet the run succeeded")
+    return failure, name, cluster, server.killed[replica]
