@@ -14,6 +14,7 @@ import pytest
 import yaml
 from support.kfp_contract import Cluster, TaskFailed
 from support.s3_server import BUNDLED_KEYS, keys, s3_server
+from support.s3_server import client as s3_client
 
 from pipeline.kubeflow import bundled_store
 from pipeline.kubeflow.launcher_config import launcher_configmap
@@ -289,3 +290,22 @@ def test_a_store_that_refuses_the_step_is_one_paragraph_at_its_start(tmp_path):
     with pytest.raises(KubeflowConfigError, match="did not answer within") as caught:
         bundled_store.check_access(f"http://127.0.0.1:{_free_port()}", executor_input, wrong)
     assert "NetworkPolicy" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("version, uploaded", [("2.15.0", False), ("2.17.0", True)])
+def test_a_failed_steps_log_is_uploaded_from_2_16(tmp_path, store, version, uploaded):
+    """launcher_v2.go uploadOutputArtifacts :678-684@2.16.0: a failed command's executor-logs are uploaded and
+    recorded; before, nothing of a failed step was. The log holds the step's own stderr."""
+    from support.kfp_backends import BACKENDS
+
+    spec = two_tasks(independent_code="import sys; sys.stderr.write('step %s broke' % sys.argv[1]); sys.exit(3)")
+    cluster = Cluster(str(tmp_path), store_address=store, backend=BACKENDS[version], secrets=BUNDLED_SECRET)
+    with pytest.raises(TaskFailed, match="exit status 3"):
+        cluster.run(spec, run_id=f"fail-{version}", runtime_root="minio://mlpipeline/v2/artifacts",
+                    platform=bundled_keys_env(), parameters={})
+    assert bool(cluster.failed_logs) == uploaded
+    for uri in cluster.failed_logs.values():
+        assert uri.endswith("/executor-logs-0")  # 2.17.0: the retry index
+        key = uri.split("://", 1)[1].split("/", 1)[1]
+        body = s3_client(store).get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+        assert body.startswith("step ") and body.endswith(" broke")
