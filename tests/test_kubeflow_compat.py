@@ -163,12 +163,12 @@ def _beam_s3(address: str, keys: dict):
 def test_beam_batch_deletes_on_profile_keys_upstream_still_fail_and_single_deletes_work(monkeypatch):
     """KFP 2.15/2.16 multi-user (SeaweedFS 4.00 authorizes POST ?delete by the bucket alone): Beam's rename
     (copy + DeleteObjects, FinalizeWrite's) is denied; with the work-around the same keys go one by one."""
+    from stackenv.compat import single_deletes_where_batch_is_denied
+
     from apache_beam.io.aws.clients.s3 import boto3_client
     from apache_beam.io.filesystem import BeamIOError
     from support.s3_server import keys as listed
     from support.s3_server import policed_s3_server
-
-    from stackenv.compat import single_deletes_where_batch_is_denied
 
     prefix = "s3://mlpipeline/private-artifacts/team-a"
     with policed_s3_server("mlpipeline", {"team-a": ["private-artifacts/team-a/"]}, batch_deletes=False) as (
