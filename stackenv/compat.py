@@ -523,18 +523,18 @@ def single_deletes_where_batch_is_denied() -> bool:
     def delete_batch(self: Any, request: Any) -> Any:
         try:
             response = batch(self, request)
-        except messages.S3ClientError as error:
-            if error.code not in (403, "AccessDenied"):
+        except messages.S3ClientError as refused:
+            if refused.code not in (403, "AccessDenied"):
                 raise
-            response = messages.DeleteBatchResponse([], list(request.objects), [error] * len(request.objects))
-        denied = [key for key, error in zip(response.failed, response.errors) if error.code in (403, "AccessDenied")]
+            response = messages.DeleteBatchResponse([], list(request.objects), [refused] * len(request.objects))
+        denied = [key for key, why in zip(response.failed, response.errors) if why.code in (403, "AccessDenied")]
         if not denied:
             return response
         deleted, failed, errors = list(response.deleted), [], []
-        for key, error in zip(response.failed, response.errors):
+        for key, why in zip(response.failed, response.errors):
             if key not in denied:
                 failed.append(key)
-                errors.append(error)
+                errors.append(why)
                 continue
             try:
                 self.delete(messages.DeleteRequest(request.bucket, key))
