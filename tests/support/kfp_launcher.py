@@ -3,14 +3,15 @@
 The contract emulator (kfp_contract.py) plays the driver; this module plays the part of the
 launcher that touches the object store, against a real S3 server (moto's, or any endpoint).
 Every rule cites kubeflow/pipelines ``backend/src/v2/`` at tag 2.3.0 (``git show
-2.3.0:backend/src/v2/<file>``); the same code runs in 2.2-2.14, except where noted.
+2.3.0:backend/src/v2/<file>``); what later versions change (the bundled store's endpoint, which
+keys an input download takes) comes from the pod's backend (kfp_backends.py, cited there).
 
 - The session for the run's root (driver/driver.go RootDAG -> config/env.go
   GetStoreSessionInfo): from the ``providers`` YAML of the namespace's ``kfp-launcher``
   ConfigMap, else per scheme: ``minio://`` without providers or query -> the bundled store
   (config/env.go getDefaultMinioSessionInfo: secret ``mlpipeline-minio-artifact``, keys
-  ``accesskey``/``secretkey``, endpoint objectstore/config.go MinioDefaultEndpoint: the
-  pod's ``MINIO_SERVICE_SERVICE_HOST``/``_PORT`` else ``minio-service.kubeflow:9000``);
+  ``accesskey``/``secretkey``, endpoint objectstore/config.go by version:
+  ``Backend.launcher_store_endpoint``);
   ``s3://`` without providers, or any root with a query string -> ``fromEnv``
   (config/s3.go ProvideSessionInfo).
 - Opening the bucket (objectstore/object_store.go OpenBucket, createS3BucketSession,
