@@ -99,6 +99,9 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     count = payload.get("eval_examples") or count  # what the references were scored on
     values = ", ".join(f"{name} {value:.4f}{intervals.text(value, count)}" for name, value in ordered)
     out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
+    out += [f"  {name}: {text}" for name, text in sorted((payload.get("descriptions") or {}).items())]
+    out += [f"  Not fitted, left out of the gate: {name} ({why})"
+            for name, why in sorted((payload.get("not_fitted") or {}).items())]
     # A perfect score that ties a perfect reference has nothing left to gain from training longer.
     if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "
