@@ -77,6 +77,15 @@ def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_
     Fitted on every position of the train text (``kneser_ney.rebuild_sequences``), scored at each eval
     window's boundary on its own context, as the unigram and bigram references are.
     """
+    return fit_kneser_ney_reference(train_pattern, eval_pattern, vocab_size, context_tokens, target_tokens,
+                                    max_order)[0]
+
+
+def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_size: int,
+                             context_tokens: int, target_tokens: int, max_order: int = kneser_ney.MAX_ORDER
+                             ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """``kneser_ney_reference``'s scores and the fitted tables (None when not fitted): the served model's
+    count component is the same model (models/seq2seq/trainer.py)."""
     contexts, targets = kneser_ney.read_windows(train_pattern, context_tokens, target_tokens)
     stream = kneser_ney.rebuild_sequences(contexts, targets)
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_pattern, context_tokens, target_tokens)
@@ -84,13 +93,13 @@ def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_
     try:
         tables = kneser_ney.fit(stream, vocab_size, max_order)
     except kneser_ney.NotFitted as error:
-        return {"not_fitted": str(error), "eval_examples": int(len(labels))}
+        return {"not_fitted": str(error), "eval_examples": int(len(labels))}, None
     top1, top5 = kneser_ney_hits(kneser_ney.KneserNey(tables), eval_contexts, labels)
     return {"kneser_ney_top5": float(top5.mean()) if len(labels) else 0.0,
             "kneser_ney_top1": float(top1.mean()) if len(labels) else 0.0,
             "eval_examples": int(len(labels)), "order": int(tables["order"]),
             "train_tokens": int((stream != kneser_ney.BREAK).sum()),
-            "sequences": int((stream == kneser_ney.BREAK).sum())}
+            "sequences": int((stream == kneser_ney.BREAK).sum())}, tables
 
 
 def kneser_ney_hits(model: kneser_ney.KneserNey, contexts: np.ndarray, labels: np.ndarray,

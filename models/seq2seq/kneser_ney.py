@@ -102,10 +102,16 @@ def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
     A sequence starts with a window's whole context, grows by each next window's new tokens, and ends
     with its last window's target (the text after it, as far as the window holds it).
     """
-    contexts, targets = np.asarray(contexts, np.int64), np.asarray(targets, np.int64)
+    return rebuild_with_owners(contexts, targets)[0]
+
+
+def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rebuild_sequences``'s stream, and for each of its entries the index of the window it came from
+    (so the text of some windows can be left out: cross-fitting, models/seq2seq/trainer.py)."""
+    contexts, targets = np.asarray(contexts), np.asarray(targets)
     n = len(contexts)
     if not n:
-        return np.zeros([0], np.int64)
+        return np.zeros([0], np.int64), np.zeros([0], np.int64)
     shifts = window_shifts(contexts, targets)
     starts = np.r_[True, shifts == 0]                    # the window opens a sequence
     ends = np.r_[shifts == 0, True]                      # the window closes one
@@ -115,9 +121,10 @@ def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
     width, target_width = contexts.shape[1], targets.shape[1]
     keep_context = (np.arange(width)[None, :] >= first[:, None]) & (np.arange(width)[None, :] < context_len[:, None])
     keep_target = ends[:, None] & (np.arange(target_width)[None, :] < target_len[:, None])
-    rows = np.concatenate([contexts, targets, np.full([n, 1], BREAK)], axis=1)
+    rows = np.concatenate([contexts, targets, np.full([n, 1], BREAK, contexts.dtype)], axis=1)
     keep = np.concatenate([keep_context, keep_target, ends[:, None]], axis=1)
-    return rows[keep]
+    owners = np.broadcast_to(np.arange(n)[:, None], keep.shape)
+    return rows[keep].astype(np.int64), owners[keep].astype(np.int64)
 
 
 def read_windows(patterns: str | Sequence[str], context_tokens: int, target_tokens: int,
@@ -128,14 +135,16 @@ def read_windows(patterns: str | Sequence[str], context_tokens: int, target_toke
 
     spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64),
             features.TARGET_XF: tf.io.FixedLenFeature([target_tokens], tf.int64)}
-    contexts, targets = [np.zeros([0, context_tokens], np.int64)], [np.zeros([0, target_tokens], np.int64)]
+    contexts, targets = [np.zeros([0, context_tokens], np.int32)], [np.zeros([0, target_tokens], np.int32)]
     offset = 0
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
         for path in list_files(pattern):
             compression = "GZIP" if path.lower().endswith(".gz") else ""
             for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(8192):
                 parsed = tf.io.parse_example(batch, spec)
-                context, target = parsed[features.CONTEXT_XF].numpy(), parsed[features.TARGET_XF].numpy()
+                # int32: a large corpus's windows are held in memory (ids stay far below 2**31).
+                context = parsed[features.CONTEXT_XF].numpy().astype(np.int32)
+                target = parsed[features.TARGET_XF].numpy().astype(np.int32)
                 if rows is not None:
                     wanted = rows[(rows >= offset) & (rows < offset + len(context))] - offset
                     offset += len(context)

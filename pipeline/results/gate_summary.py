@@ -68,9 +68,9 @@ def _blend_clause(mix: dict[str, Any] | None) -> str:
     scores = ", ".join(f"{name} {value['top5']:.4f}" for name, value in parts.items())
     chosen = (mix.get("mix") or {}).get("top5")
     held = f"; held-out top-5 {scores} -> mix {chosen:.4f}" if scores and chosen is not None else ""
-    alone = ("; the served model ranks as the bigram reference itself: nothing else beat it beyond the noise "
+    alone = ("; the served model ranks as the Kneser-Ney reference itself: nothing else beat it beyond the noise "
              "of the held-out train windows, so it can tie the reference but not beat it"
-             if mix["weights"].get("bigram") == 1.0 else "")
+             if mix["weights"].get("kneser_ney") == 1.0 else "")
     return f"served mix of network and n-gram counts: {weights}{held}{alone}"
 
 
