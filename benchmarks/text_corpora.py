@@ -199,7 +199,7 @@ def main(argv=None) -> None:
     print()
     print("| corpus | kind | words | train / eval windows | bigram top-5 | trigram top-5 | served top-5 [95% CI] "
           "| served - bigram [95% CI, paired] | OOV labels | known words: served / bigram "
-          "| mix (net, interp., bigram, cache) | epochs (best/run) |")
+          "| mix (models/seq2seq/blend.py COMPONENTS) | epochs (best/run) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in rows:
         w = r["weights"]
@@ -207,7 +207,7 @@ def main(argv=None) -> None:
               f"{r['trigram']:.3f} | **{r['served']:.3f}** [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] | "
               f"{r['gain']:+.3f} [{r['gain_interval'][0]:+.3f}, {r['gain_interval'][1]:+.3f}] | "
               f"{r['oov_labels']:.3f} | {r['served_known']:.3f} / {r['bigram_known']:.3f} | "
-              f"{w['network']:.1f}, {w['interpolated']:.1f}, {w['bigram']:.1f}, {w.get('cache', 0.0):.1f} | "
+              f"{', '.join(f'{value:.2f}' for value in w.values())} | "
               f"{r['best_epoch']}/{r['epochs_run']} |")
 
 

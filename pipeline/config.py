@@ -173,9 +173,10 @@ class PipelineConfig:
     max_regression: float = setting(0.01, flag="--max-regression", low=0.0, high=1.0, runtime=True, help=(
         "bless only if the key metric is at most this much below the served model's (absolute)"))
     gate_margin: float = setting(0.01, flag="--gate-margin", low=-1.0, high=1.0, runtime=True, help=(
-        "bless only if the key metric beats the family's reference predictor (cnn: logistic regression, seq2seq: "
-        "bigram counts) by this much (absolute; near 1.0 at most half the reference's error, and a score whose 95% "
-        "interval clears the reference is enough; negative: may trail it)"))  # references.json
+        "bless only if the key metric beats the family's reference predictor (cnn: logistic regression, seq2seq: the "
+        "strongest n-gram count model, Kneser-Ney where fitted) by this much (absolute; near 1.0 at most half the "
+        "reference's error, and a score whose 95% interval clears the reference is enough; negative: may trail it)"
+    ))  # references.json
     push_inconclusive: bool = setting(False, flag="--push-inconclusive", help=(
         "push a model below the gate when the eval set is too small to tell it from the threshold (the summary's "
         "NOT ENOUGH EVIDENCE, models/common/intervals.py); default: push only a model that passes"))

@@ -66,7 +66,9 @@ def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
     # One references line (from the model's references.json), not a second one from baselines.json.
     assert result.stdout.count("Reference predictors") == 1
     assert "Reference predictors (top-5 next-word accuracy on the same eval split): unigram 0." in result.stdout
-    assert ", bigram 0." in result.stdout
+    assert ", bigram 0." in result.stdout and ", kneser_ney 0." in result.stdout
+    assert ("  kneser_ney: interpolated modified Kneser-Ney 5-gram over every position of the train text"
+            in result.stdout)
     assert "Blessed: yes" in result.stdout
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
 

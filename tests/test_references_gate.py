@@ -230,9 +230,9 @@ def test_the_text_training_line_shows_the_served_mix():
         "best on 160 held-out train examples), served mix of network and n-gram counts: network 0.4, "
         "interpolated 0.1, bigram 0.5; held-out top-5 network 0.2100, interpolated 0.2500, bigram 0.2600 -> mix "
         "0.2800")
-    text["blend"]["weights"] = {"network": 0.0, "interpolated": 0.0, "bigram": 1.0, "cache": 0.0}
+    text["blend"]["weights"] = {"network": 0.0, "kneser_ney": 1.0, "cache": 0.0, "unknown": 0.0}
     assert gate_summary.training_line(text).endswith(
-        "-> mix 0.2800; the served model ranks as the bigram reference itself: nothing else beat it beyond the "
+        "-> mix 0.2800; the served model ranks as the Kneser-Ney reference itself: nothing else beat it beyond the "
         "noise of the held-out train windows, so it can tie the reference but not beat it")
 
 

@@ -70,10 +70,10 @@ def test_the_mix_follows_the_better_component_on_held_out_windows():
     perfect[np.arange(300), labels] = 1.0
     perfect /= perfect.sum(axis=1, keepdims=True)
     noise = rng.dirichlet(np.ones(V), size=300)
-    weights, record = blend.fit_weights({"network": perfect, "interpolated": noise, "bigram": noise}, labels)
+    weights, record = blend.fit_weights({"network": perfect, "kneser_ney": noise, "cache": noise}, labels)
     assert weights["network"] >= 0.5 and record["mix"]["top5"] == 1.0
-    weights, _ = blend.fit_weights({"network": noise, "interpolated": noise, "bigram": perfect}, labels)
-    assert weights["bigram"] >= 0.5
+    weights, _ = blend.fit_weights({"network": noise, "kneser_ney": perfect, "cache": noise}, labels)
+    assert weights["kneser_ney"] >= 0.5
     assert abs(sum(weights.values()) - 1.0) < 1e-9
     assert blend.fit_weights({}, np.zeros(0))[0] == blend.FALLBACK
 
@@ -119,16 +119,16 @@ def test_two_step_fit_takes_the_counts_mix_from_cross_fitting_and_the_network_sh
 
     crossed_labels, held_labels = rng.randint(0, V, 500), rng.randint(0, V, 200)
     noise = lambda n: rng.dirichlet(np.ones(V), size=n)  # noqa: E731
-    crossed = {"interpolated": noise(500), "bigram": onehot_like(crossed_labels, 1.0), "cache": noise(500)}
-    on_holdout = {"interpolated": noise(200), "bigram": noise(200), "cache": noise(200)}
+    crossed = {"unknown": noise(500), "kneser_ney": onehot_like(crossed_labels, 1.0), "cache": noise(500)}
+    on_holdout = {"unknown": noise(200), "kneser_ney": noise(200), "cache": noise(200)}
     weights, record = blend.fit_shares(crossed, crossed_labels, onehot_like(held_labels, 1.0), on_holdout,
                                        held_labels)
-    assert weights["network"] >= 0.5 and weights["interpolated"] == weights["cache"] == 0.0, weights
+    assert weights["network"] >= 0.5 and weights["unknown"] == weights["cache"] == 0.0, weights
     assert record["cross_fitted_windows"] == 500 and record["mix"]["top5"] == 1.0
     assert abs(sum(weights.values()) - 1.0) < 1e-9
 
 
-def test_the_cache_gets_a_share_when_it_beats_the_bigram_on_cross_fitted_windows_and_none_when_it_ties():
+def test_the_cache_gets_a_share_when_it_beats_kneser_ney_on_cross_fitted_windows_and_none_when_it_ties():
     rng = np.random.RandomState(2)
     labels = rng.randint(0, V, 400)
     sharp = np.full((400, V), 0.01)
@@ -136,13 +136,13 @@ def test_the_cache_gets_a_share_when_it_beats_the_bigram_on_cross_fitted_windows
     sharp /= sharp.sum(axis=1, keepdims=True)
     noise = rng.dirichlet(np.ones(V), size=400)
     network = rng.dirichlet(np.ones(V), size=400)
-    weights, _ = blend.fit_shares({"interpolated": noise, "bigram": noise, "cache": sharp}, labels, network,
-                                  {"interpolated": noise, "bigram": noise, "cache": sharp}, labels)
+    weights, _ = blend.fit_shares({"unknown": noise, "kneser_ney": noise, "cache": sharp}, labels, network,
+                                  {"unknown": noise, "kneser_ney": noise, "cache": sharp}, labels)
     assert weights["cache"] >= 0.5 and weights["network"] == 0.0, weights
-    # A cache exactly as good as the bigram is not worth leaving the reference's ranking for.
-    weights, _ = blend.fit_shares({"interpolated": noise, "bigram": noise, "cache": noise}, labels, network,
-                                  {"interpolated": noise, "bigram": noise, "cache": noise}, labels)
-    assert weights["bigram"] == 1.0, weights
+    # A cache exactly as good as Kneser-Ney is not worth leaving the reference's ranking for.
+    weights, _ = blend.fit_shares({"unknown": noise, "kneser_ney": noise, "cache": noise}, labels, network,
+                                  {"unknown": noise, "kneser_ney": noise, "cache": noise}, labels)
+    assert weights["kneser_ney"] == 1.0, weights
 
 
 def test_the_cache_counts_the_windows_own_context_tokens_plus_one_unigram_pseudo_token():
@@ -195,3 +195,24 @@ def test_the_chance_of_a_new_word_goes_to_the_oov_id_and_unseen_ids_read_as_oov(
     seen = np.zeros(V, bool)
     seen[[3, 4]] = True
     assert ngram.unseen_as_oov(np.array([[3, 5, 0], [4, 0, 0]]), seen).tolist() == [[3, V - 1, 0], [4, 0, 0]]
+
+
+def test_the_served_counts_are_the_kneser_ney_reference_with_a_cache_and_an_unknown_word():
+    """All the weight on ``kneser_ney`` (the mix's fallback) serves exactly the reference's model."""
+    from models.seq2seq import kneser_ney
+
+    tables = kneser_ney.fit(np.array([3, 4, 5, 3, 4, 6, 3, 4, 5, kneser_ney.BREAK, 7, 8, 9]), V)
+    counts = ngram.ServedCounts(tables)
+    contexts = tf.constant([[3, 4, 0, 0], [7, 7, 7, 0], [0, 0, 0, 0]])
+    parts = counts.probabilities(contexts)
+    assert sorted(parts) == sorted(blend.COMPONENTS[1:])
+    for value in parts.values():
+        np.testing.assert_allclose(value.numpy().sum(axis=1), 1.0, atol=1e-5)
+    assert (parts["unknown"].numpy()[:, V - 1] == 1.0).all()  # the OOV id is the last one
+    # The cache of row 1 is token 7 three times plus one pseudo-token of the unigram: 7 gets at least 3/4.
+    assert parts["cache"].numpy()[1, 7] >= 0.75
+    weights = tf.constant([blend.FALLBACK[name] for name in blend.COMPONENTS], tf.float32)
+    served = blend.mix(weights, tf.fill([3, V], 1.0 / V), parts).numpy()
+    np.testing.assert_allclose(served, kneser_ney.KneserNey(tables).probabilities(contexts).numpy(), atol=1e-7)
+    # After 3 4 the text went on with 5 twice and 6 once.
+    assert served[0].argmax() == 5

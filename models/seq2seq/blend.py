@@ -1,18 +1,17 @@
 """The served next-token distribution: a mix of the network and the corpus's n-gram counts.
 
-``p(w) = a p_network(w) + b p_interpolated(w) + c p_bigram(w) + d p_cache(w)``
-(models/seq2seq/ngram.py), the weights in tenths, chosen by next-token top-5 accuracy (the
-gate's metric), ties broken by log-likelihood (``fit_shares``): first the counts' own mix
-(interpolated, cache, bigram) on every train window, scored by tables fitted without it
-(cross-fitting: thousands of windows, not the held-out block's hundreds), then the network's
-share on held-out TRAIN windows (models/seq2seq/holdout.py), where the network has not
-trained. Nothing is chosen on the eval split, which decides blessing. ``c = 1`` ranks
-exactly like the bigram reference, and each step moves away from it only for a gain
-significant on its windows (one-sided 5%, ``clearly_better``): on a text too small to tell,
-the served model is the reference. A mix of distributions is a distribution, so perplexity
-stays meaningful. Linear interpolation of language models with weights fitted on held-out
-data is standard practice (Jelinek and Mercer 1980); it is what makes the mix safe on a
-corpus of any size.
+``p(w) = a p_network(w) + b p_kneser_ney(w) + c p_cache(w) + d p_unknown(w)``
+(models/seq2seq/ngram.py ``ServedCounts``), chosen by next-token top-5 accuracy (the gate's metric),
+ties broken by log-likelihood (``fit_shares``): first the counts' own mix (cache and unknown shares,
+Kneser-Ney the rest) on every train window, scored by a Kneser-Ney model fitted without it
+(cross-fitting: thousands of windows, not the held-out block's hundreds), then the network's share on
+held-out TRAIN windows (models/seq2seq/holdout.py), where the network has not trained. Nothing is
+chosen on the eval split, which decides blessing. ``b = 1`` ranks exactly like the Kneser-Ney
+reference (the same model, fitted on the same train text), and each step moves away from it only for
+a gain significant on its windows (one-sided 5%, ``clearly_better``): on a text too small to tell,
+the served model is the reference. A mix of distributions is a distribution, so perplexity stays
+meaningful. Linear interpolation of language models with weights fitted on held-out data is
+standard practice (Jelinek and Mercer 1980); it is what makes the mix safe on a corpus of any size.
 """
 from __future__ import annotations
 
@@ -21,9 +20,13 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
-COMPONENTS = ("network", "interpolated", "bigram", "cache")
-#: The counts' components, mixed in step 1 of ``fit_shares`` (the bigram one takes what is left).
-COUNT_COMPONENTS = ("interpolated", "cache")
+COMPONENTS = ("network", "kneser_ney", "cache", "unknown")
+#: The reference's own ranking: the count component that takes what the others leave.
+ANCHOR = "kneser_ney"
+#: The counts' other components, mixed in step 1 of ``fit_shares``, and the shares tried for each: the
+#: unknown word's share matters in hundredths (it enters the top 5 once it beats the fifth guess).
+COUNT_COMPONENTS = ("cache", "unknown")
+COUNT_SHARES = {"cache": tuple(step / 10 for step in range(10)), "unknown": (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)}
 GRID_STEPS = 10          # weights in tenths
 TOP_K = 5
 #: Held-out windows the fit is scored on at most (seeded subsample beyond).
@@ -31,7 +34,7 @@ MAX_FIT_WINDOWS = 3000
 #: Standard errors a gain over the reference's ranking must exceed to be kept (one-sided 5%).
 SIGNIFICANCE_Z = 1.645
 #: The mix used when nothing is held out (a corpus too short): the count table alone.
-FALLBACK = {"network": 0.0, "interpolated": 0.0, "bigram": 1.0, "cache": 0.0}
+FALLBACK = {"network": 0.0, "kneser_ney": 1.0, "cache": 0.0, "unknown": 0.0}
 
 
 def grid(parts: int = 3) -> list[tuple[float, ...]]:
@@ -90,7 +93,7 @@ def fit_shares(ngram_parts: dict[str, np.ndarray], ngram_labels: np.ndarray, net
                ngram_on_holdout: dict[str, np.ndarray], holdout_labels: np.ndarray) -> tuple[dict[str, float], dict]:
     """The mix in two steps, each on as many windows as can tell it: less noise than one grid on the held-out block.
 
-    1. The counts' own mix (interpolated and cache shares, the bigram the rest) on ``ngram_parts``: every
+    1. The counts' own mix (cache and unknown shares, Kneser-Ney the rest) on ``ngram_parts``: every
        train window scored by tables fitted without it (cross-fitting; a count table has no other memory of
        a window, and the cache reads only the window's own context).
     2. The network's share on the held-out block, against that fixed count mix.
@@ -100,25 +103,26 @@ def fit_shares(ngram_parts: dict[str, np.ndarray], ngram_labels: np.ndarray, net
     if not len(holdout_labels) or not len(ngram_labels):
         return fit_weights({}, np.zeros(0))
     shares = [step / GRID_STEPS for step in range(GRID_STEPS + 1)]
-    bigram = ngram_parts["bigram"]
+    anchor = ngram_parts[ANCHOR]
 
     def counts_mix(parts: dict[str, np.ndarray], mix_shares: tuple[float, ...]) -> np.ndarray:
-        mixed = (1 - sum(mix_shares)) * parts["bigram"]
+        mixed = (1 - sum(mix_shares)) * parts[ANCHOR]
         for name, share in zip(COUNT_COMPONENTS, mix_shares):
             mixed = mixed + share * parts[name] if share else mixed
         return mixed
 
     # Each step leaves the reference's ranking only for a gain beyond the noise of its windows.
-    candidates = [point[:-1] for point in grid(len(COUNT_COMPONENTS) + 1)]
+    candidates = [point for point in itertools.product(*(COUNT_SHARES[name] for name in COUNT_COMPONENTS))
+                  if sum(point) < 1]
     count_shares = max(candidates, key=lambda point: (score(counts_mix(ngram_parts, point), ngram_labels),
                                                       -sum(point)))
-    if sum(count_shares) and not clearly_better(counts_mix(ngram_parts, count_shares), bigram, ngram_labels):
+    if sum(count_shares) and not clearly_better(counts_mix(ngram_parts, count_shares), anchor, ngram_labels):
         count_shares = (0.0,) * len(COUNT_COMPONENTS)
     counts = counts_mix(ngram_on_holdout, count_shares)
     weight = max(shares, key=lambda a: (score(a * network + (1 - a) * counts, holdout_labels), -a))
     if weight and not clearly_better(weight * network + (1 - weight) * counts, counts, holdout_labels):
         weight = 0.0
-    weights = {"network": weight, "bigram": (1 - weight) * (1 - sum(count_shares)),
+    weights = {"network": weight, ANCHOR: (1 - weight) * (1 - sum(count_shares)),
                **{name: (1 - weight) * share for name, share in zip(COUNT_COMPONENTS, count_shares)}}
     chosen = weight * network + (1 - weight) * counts
     record = {"held_out_windows": int(len(holdout_labels)), "cross_fitted_windows": int(len(ngram_labels)),

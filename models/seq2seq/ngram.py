@@ -191,6 +191,35 @@ class NgramTables(tf.Module):
         return {"interpolated": p3, "bigram": mle, "cache": _cache(context_ids, shape, p1)}
 
 
+class ServedCounts(tf.Module):
+    """The count components the served model mixes (models/seq2seq/blend.py), ``[batch, V]`` each:
+
+    - ``kneser_ney``: the Kneser-Ney model of every train position (models/seq2seq/kneser_ney.py), the
+      same model as the gate's reference, so all the weight on it ranks exactly as the reference;
+    - ``cache``: the window's own context tokens (``_cache``), smoothed by Kneser-Ney's unigram level;
+    - ``unknown``: all the mass on the OOV id, the chance that the next word is one the train text never
+      held (the mix's share of it is fitted with words new to the tables read as OOV).
+    """
+
+    def __init__(self, tables: dict[str, np.ndarray], name: str = "counts"):
+        from models.seq2seq import kneser_ney
+
+        super().__init__(name=name)
+        with self.name_scope:
+            self.kneser_ney = kneser_ney.KneserNey(tables)
+        self.vocab_size = self.kneser_ney.vocab_size
+
+    def probabilities(self, context_ids: tf.Tensor) -> dict[str, tf.Tensor]:
+        context_ids = tf.cast(context_ids, tf.int64)
+        batch = tf.shape(context_ids, out_type=tf.int64)[0]
+        shape = tf.stack([batch, tf.constant(self.vocab_size, tf.int64)])
+        unigram = tf.broadcast_to(self.kneser_ney.tables["unigram"][None, :], tf.cast(shape, tf.int32))
+        oov = tf.one_hot(tf.fill(tf.reshape(batch, [1]), tf.constant(self.vocab_size - features.NUM_OOV_BUCKETS,
+                                                                     tf.int64)), self.vocab_size)
+        return {"kneser_ney": self.kneser_ney.probabilities(context_ids), "cache": _cache(context_ids, shape, unigram),
+                "unknown": oov}
+
+
 def _cache(context_ids: tf.Tensor, shape: tf.Tensor, unigram: tf.Tensor) -> tf.Tensor:
     """Each row's real context tokens by their share of the row, with one pseudo-token spread as ``unigram``
     (so no token gets probability 0, and an empty context gives the unigram distribution)."""

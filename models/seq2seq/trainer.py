@@ -34,7 +34,7 @@ from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
 from models.common.training import TrainingSettings
 from models.common.warm_start import write_record
-from models.seq2seq import baselines, blend, export, features, holdout, ngram
+from models.seq2seq import baselines, blend, export, features, holdout, kneser_ney, ngram
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -66,81 +66,94 @@ def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
 NGRAM_FOLDS, MAX_NGRAM_FIT_WINDOWS = 5, 6000
 
 
-def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int
+def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int, target_tokens: int
                ) -> tuple[dict[str, float], dict]:
-    """The mix of network and n-gram counts (models/seq2seq/blend.py): the counts' share cross-fitted on the
-    fit windows (tables fitted on four fifths score the fifth), the network's share on the held-out windows
-    (the counts from the fit windows only, as the network's training: the held-out windows are new to both).
+    """The mix of network and n-gram counts (models/seq2seq/blend.py): the counts' shares cross-fitted on the
+    fit windows (a Kneser-Ney model of the text of four fifths scores the fifth), the network's share on the
+    held-out windows (the counts from the fit windows only, as the network's training: the held-out windows
+    are new to both).
 
-    Both scorings see text new to their tables as the eval split reaches the served model: a word the
-    tables' windows never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never
+    Both scorings see text new to their tables as the eval split reaches the served model: a token the
+    tables' text never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never
     held is out of the vocabulary at eval time. Without this the fit would never see an unknown next word,
     which is a sixth of the eval windows of a 3,000-word text.
     """
-    holdout_events = ngram.read_events(holdout_file, context_tokens)
-    fit_events = ngram.read_events(fit_file, context_tokens)
-    if not len(holdout_events) or len(fit_events) < NGRAM_FOLDS:
-        return blend.fit_weights({}, holdout_events[:, 2])
-    keep = references.subsample(len(holdout_events), blend.MAX_FIT_WINDOWS, seed=0)
-    fold_of = np.arange(len(fit_events)) * NGRAM_FOLDS // len(fit_events)
-    tokens_in = _tokens_per_fold(fit_file, context_tokens, fit_events, fold_of, vocab_size)
-    seen = tokens_in.any(axis=0)
-    contexts = ngram.unseen_as_oov(_contexts(holdout_file, context_tokens, keep), seen)
-    labels = ngram.unseen_as_oov(holdout_events[keep, 2], seen)
-    tables = ngram.NgramTables(ngram.fit_tables(fit_events, vocab_size))
+    contexts, targets = kneser_ney.read_windows(fit_file, context_tokens, target_tokens)
+    held_contexts, held_targets = kneser_ney.read_windows(holdout_file, context_tokens, target_tokens)
+    if not len(held_targets) or len(targets) < NGRAM_FOLDS:
+        return blend.fit_weights({}, np.zeros(0))
+    stream, owners = kneser_ney.rebuild_with_owners(contexts, targets)
+    try:
+        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size))
+    except kneser_ney.NotFitted:
+        return blend.fit_weights({}, np.zeros(0))
+    keep = references.subsample(len(held_targets), blend.MAX_FIT_WINDOWS, seed=0)
+    seen = _seen(stream, vocab_size)
+    held = ngram.unseen_as_oov(held_contexts[keep].astype(np.int64), seen)
+    labels = ngram.unseen_as_oov(held_targets[keep, 0].astype(np.int64), seen)
     network: list[np.ndarray] = []
     on_holdout: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
-    for start in range(0, len(contexts), 256):
-        chunk = tf.constant(contexts[start:start + 256])
+    for start in range(0, len(held), 256):
+        chunk = tf.constant(held[start:start + 256])
         network.append(tf.nn.softmax(model.next_token_logits(chunk)).numpy())
-        for name, value in tables.probabilities(chunk).items():
+        for name, value in counts.probabilities(chunk).items():
             on_holdout[name].append(value.numpy())
-    # Cross-fitting: contiguous folds (neighbouring windows share text, not events).
-    scored = references.subsample(len(fit_events), MAX_NGRAM_FIT_WINDOWS, seed=1)
+    # Cross-fitting: contiguous folds; the text of the windows within holdout.GAP of a fold is left out of
+    # the model that scores it too (a window's target holds its neighbours' next words).
+    fold_of = np.arange(len(targets)) * NGRAM_FOLDS // len(targets)
+    scored = references.subsample(len(targets), MAX_NGRAM_FIT_WINDOWS, seed=1)
     crossed: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
     crossed_labels = []
-    scored_contexts = _contexts(fit_file, context_tokens, scored)  # the cache reads the whole context
     for fold in range(NGRAM_FOLDS):
-        in_fold = fold_of[scored] == fold
-        seen_without = np.delete(tokens_in, fold, axis=0).any(axis=0)
-        rows = scored[in_fold]
-        fold_contexts = ngram.unseen_as_oov(scored_contexts[in_fold], seen_without)
-        fold_tables = ngram.NgramTables(ngram.fit_tables(fit_events[fold_of != fold], vocab_size))
+        inside = np.flatnonzero(fold_of == fold)
+        left_out = np.zeros(len(targets), bool)
+        left_out[max(0, inside[0] - holdout.GAP):inside[-1] + holdout.GAP + 1] = True
+        without = np.where(left_out[owners], kneser_ney.BREAK, stream)
+        try:
+            fold_counts = ngram.ServedCounts(kneser_ney.fit(without, vocab_size))
+        except kneser_ney.NotFitted:
+            return blend.fit_weights({}, np.zeros(0))
+        seen_without = _seen(without, vocab_size)
+        rows = scored[fold_of[scored] == fold]
+        fold_contexts = ngram.unseen_as_oov(contexts[rows].astype(np.int64), seen_without)
         for start in range(0, len(rows), 256):
-            for name, value in fold_tables.probabilities(tf.constant(fold_contexts[start:start + 256])).items():
+            for name, value in fold_counts.probabilities(tf.constant(fold_contexts[start:start + 256])).items():
                 crossed[name].append(value.numpy())
-            crossed_labels.append(ngram.unseen_as_oov(fit_events[rows[start:start + 256], 2], seen_without))
+        crossed_labels.append(ngram.unseen_as_oov(targets[rows, 0].astype(np.int64), seen_without))
     return blend.fit_shares({k: np.concatenate(v) for k, v in crossed.items()}, np.concatenate(crossed_labels),
                             np.concatenate(network), {k: np.concatenate(v) for k, v in on_holdout.items()}, labels)
 
 
-def _tokens_per_fold(path: str, context_tokens: int, events: np.ndarray, fold_of: np.ndarray,
-                     vocab_size: int) -> np.ndarray:
-    """``[folds, vocab_size]`` booleans: which token ids the windows of each fold hold (context or next token)."""
-    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
-    held = np.zeros([NGRAM_FOLDS, vocab_size], bool)
-    offset = 0
-    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(4096):
-        contexts = tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy()
-        folds = fold_of[offset:offset + len(contexts)]
-        held[np.repeat(folds, contexts.shape[1]), contexts.reshape(-1)] = True
-        offset += len(contexts)
-    held[fold_of, events[:, 2]] = True
-    held[:, features.PAD_ID] = False
-    return held
+def _seen(stream: np.ndarray, vocab_size: int) -> np.ndarray:
+    """``[vocab_size]`` booleans: the token ids a (rebuilt) train text holds."""
+    seen = np.zeros(vocab_size, bool)
+    seen[stream[stream != kneser_ney.BREAK]] = True
+    seen[features.PAD_ID] = False
+    return seen
 
 
-def _contexts(path: str, context_tokens: int, rows: np.ndarray) -> np.ndarray:
-    """``[len(rows), context_tokens]`` context ids of the records at (sorted) indices ``rows`` of ``path``:
-    one pass, only those kept (a large corpus's contexts would not fit in memory)."""
-    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64)}
-    kept, offset = [], 0
-    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(4096):
-        contexts = tf.io.parse_example(batch, spec)[features.CONTEXT_XF].numpy()
-        wanted = rows[(rows >= offset) & (rows < offset + len(contexts))] - offset
-        kept.append(contexts[wanted])
-        offset += len(contexts)
-    return np.concatenate(kept) if kept else np.zeros([0, context_tokens], np.int64)
+def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """The references' top-5 scores for references.json, and its extra facts: what each is, and which could
+    not be fitted (named in the summary, left out of the gate; the gate's reference is the strongest of the rest)."""
+    scores = {"unigram": float(reference["unigram_top5"]), "bigram": float(reference["bigram_top5"])}
+    extra: dict[str, Any] = {"eval_examples": reference["eval_examples"],
+                             "eval_split_examples": reference["eval_examples"], "not_fitted": {}}
+    fitted = reference.get(baselines.KNESER_NEY) or {}
+    if "not_fitted" in fitted:
+        extra["not_fitted"][baselines.KNESER_NEY] = f"interpolated modified Kneser-Ney: {fitted['not_fitted']}"
+    elif fitted:
+        scores[baselines.KNESER_NEY] = float(fitted["kneser_ney_top5"])
+        extra["descriptions"] = {baselines.KNESER_NEY: (
+            f"interpolated modified Kneser-Ney {fitted['order']}-gram over every position of the train text "
+            f"({fitted['train_tokens']:,} tokens)")}
+        extra["kneser_ney_top1"] = float(fitted["kneser_ney_top1"])
+    return scores, extra
+
+
+def _kneser_ney_text(fitted: Mapping[str, Any]) -> str:
+    if "not_fitted" in fitted:
+        return f"Kneser-Ney not fitted ({fitted['not_fitted']})"
+    return f"Kneser-Ney ({fitted['order']}-gram, {fitted['train_tokens']} train tokens) {fitted['kneser_ney_top5']:.4f}"
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -157,9 +170,12 @@ def run_fn(fn_args: FnArgs) -> None:
     context_tokens = spec[features.CONTEXT_XF].shape[0]
     target_tokens = spec[features.TARGET_XF].shape[0]
 
-    reference = baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files)
-    log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f",
-             reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"])
+    reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
+    reference[baselines.KNESER_NEY], kneser_ney_tables = baselines.fit_kneser_ney_reference(
+        fn_args.train_files, fn_args.eval_files, vocab_size, context_tokens, target_tokens)
+    log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
+             reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
+             _kneser_ney_text(reference[baselines.KNESER_NEY]))
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
         f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
@@ -206,11 +222,11 @@ def run_fn(fn_args: FnArgs) -> None:
                  validate_every_epoch=True, callbacks=(stopper,))
     # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
     log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
-    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens)
+    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens, target_tokens)
     log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
              blend_record.get("mix"))
-    model.ngram = ngram.NgramTables(ngram.fit_tables(ngram.read_events(fn_args.train_files, context_tokens),
-                                                     vocab_size))
+    # The served counts are the Kneser-Ney reference itself (every train window's text), when it was fitted.
+    model.ngram = ngram.ServedCounts(kneser_ney_tables) if kneser_ney_tables is not None else None
     model.blend_weights = tf.Variable([weights[name] for name in blend.COMPONENTS], trainable=False,
                                       name="blend_weights")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -218,10 +234,9 @@ def run_fn(fn_args: FnArgs) -> None:
         export.export_serving_model(model, tf_transform_output, target)
         # The n-gram scores travel with the model they were measured for (same split, same
         # tokens), in the format the blessing gate reads (models/common/references.py).
-        references.write_references(
-            target, GATE_METRIC, {"unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"]},
-            "bigram", settings.gate_margin, extra={"eval_examples": reference["eval_examples"],
-                                                   "eval_split_examples": reference["eval_examples"]})
+        scores, extra = reference_scores(reference)
+        references.write_references(target, GATE_METRIC, scores, max(scores, key=lambda name: scores[name]),
+                                    settings.gate_margin, extra=extra)
         write_record(target, identity, warm.decision)
         training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
                     "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,

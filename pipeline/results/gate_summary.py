@@ -68,9 +68,9 @@ def _blend_clause(mix: dict[str, Any] | None) -> str:
     scores = ", ".join(f"{name} {value['top5']:.4f}" for name, value in parts.items())
     chosen = (mix.get("mix") or {}).get("top5")
     held = f"; held-out top-5 {scores} -> mix {chosen:.4f}" if scores and chosen is not None else ""
-    alone = ("; the served model ranks as the bigram reference itself: nothing else beat it beyond the noise "
+    alone = ("; the served model ranks as the Kneser-Ney reference itself: nothing else beat it beyond the noise "
              "of the held-out train windows, so it can tie the reference but not beat it"
-             if mix["weights"].get("bigram") == 1.0 else "")
+             if mix["weights"].get("kneser_ney") == 1.0 else "")
     return f"served mix of network and n-gram counts: {weights}{held}{alone}"
 
 
@@ -99,6 +99,9 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     count = payload.get("eval_examples") or count  # what the references were scored on
     values = ", ".join(f"{name} {value:.4f}{intervals.text(value, count)}" for name, value in ordered)
     out = [f"Reference predictors ({label.lower()} on the same eval split): {values}"]
+    out += [f"  {name}: {text}" for name, text in sorted((payload.get("descriptions") or {}).items())]
+    out += [f"  Not fitted, left out of the gate: {name} ({why})"
+            for name, why in sorted((payload.get("not_fitted") or {}).items())]
     # A perfect score that ties a perfect reference has nothing left to gain from training longer.
     if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "

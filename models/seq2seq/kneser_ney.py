@@ -1,0 +1,305 @@
+"""Interpolated modified Kneser-Ney n-grams over every position of the train text (Chen and Goodman 1999).
+
+The text family's strongest classical reference, and the count component of the served model
+(models/seq2seq/blend.py): one fit (numpy, :func:`fit`), one scorer (TF ops, :class:`KneserNey`), so
+the reference and the served component are the same model.
+
+**The text.** The Trainer sees transformed windows, not documents: a window's context (its last
+``context_tokens`` token ids, right-padded) and target (the next ids, then END). Windows start every
+``stride`` words (data/text.py), so counting each window's boundary sees one event in two of the text.
+:func:`rebuild_sequences` puts the train text back together: window ``i + 1``'s context is window
+``i``'s shifted by the tokens of ``stride`` words, which also begin window ``i``'s target. Where no
+shift fits (a new document, a block held out, a window dropped), a new sequence starts; n-grams never
+cross one. The ids are the project's own: its tokenization, vocabulary and OOV id (a word outside the
+vocabulary is the OOV token, as the unigram and bigram references count it).
+
+**The model**, for a history ``h`` of ``k - 1`` tokens and its suffix ``h'`` one shorter::
+
+    p_k(w | h) = max(c_k(hw) - D_k(c_k(hw)), 0) / c_k(h.) + gamma_k(h) p_{k-1}(w | h')
+    gamma_k(h) = (D_k1 N1(h.) + D_k2 N2(h.) + D_k3 N3+(h.)) / c_k(h.)
+
+``c_N`` counts occurrences at the highest order; a lower order counts continuations, the distinct
+tokens seen before an n-gram (``c_k(hw) = N1+(. hw)``). A history never seen at an order passes the
+lower order through (``p_k = p_{k-1}``). The unigram level interpolates with the uniform distribution
+over the non-reserved ids. Discounts per order from the count-of-counts ``n1..n4`` of its counts:
+``Y = n1 / (n1 + 2 n2)``, ``D1 = 1 - 2Y n2/n1``, ``D2 = 2 - 3Y n3/n2``, ``D3+ = 3 - 4Y n4/n3``; one the
+formula cannot give (a zero count-of-counts, or a value outside ``(0, c)``) is ``FALLBACK_DISCOUNTS``.
+
+**Bad input.** A text too short for an order keeps the orders it has (a 3-word text is a trigram at
+most); a text with fewer than two distinct tokens cannot be fitted (:func:`fit` says why, the reference
+is named in the summary and left out of the gate).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from models.seq2seq import features
+
+MAX_ORDER = 5
+#: Discounts for counts 1, 2 and 3+ when the count-of-counts cannot give them (half the count).
+FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
+#: Break between two sequences in a flat token stream.
+BREAK = -1
+#: The widest shift (tokens) looked for between two consecutive windows.
+MAX_SHIFT = 16
+_CHUNK = 65536
+
+
+class NotFitted(ValueError):
+    """The text cannot give a Kneser-Ney model (the message says why)."""
+
+
+# ----------------------------------------------------------------------------- the train text
+
+
+def _real(ids: np.ndarray, stop: tuple[int, ...]) -> np.ndarray:
+    """Per row, how many leading ids come before the first of ``stop``."""
+    hit = np.isin(ids, stop)
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), ids.shape[1])
+
+
+def window_shifts(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_SHIFT) -> np.ndarray:
+    """For each window after the first, the tokens it moved by since the previous window (0: no shift fits).
+
+    ``contexts`` ``[n, Lc]`` right-padded ids, ``targets`` ``[n, Lt]`` (ids, END, PAD). A shift ``s`` fits
+    when the new context minus its last ``s`` tokens ends the previous context, and its last ``s`` tokens
+    begin the previous target (as far as the target holds). The smallest that fits is taken.
+    """
+    n = len(contexts)
+    shifts = np.zeros(max(n - 1, 0), np.int64)
+    context_len = _real(contexts, (features.PAD_ID,))
+    target_len = _real(targets, (features.PAD_ID, features.END_ID))
+    width, target_width = contexts.shape[1], targets.shape[1]
+    for begin in range(0, n - 1, _CHUNK):
+        end = min(n - 1, begin + _CHUNK)
+        a, b, t = contexts[begin:end], contexts[begin + 1:end + 1], targets[begin:end]
+        la, lb, lt = context_len[begin:end], context_len[begin + 1:end + 1], target_len[begin:end]
+        found = np.zeros(end - begin, np.int64)
+        j = np.arange(width)[None, :]
+        rows = np.arange(end - begin)[:, None]
+        for s in range(1, min(max_shift, width - 1) + 1):
+            overlap = lb - s                                   # tokens the two contexts share
+            offset = la - overlap                              # where they start in the previous context
+            ok = (overlap >= 1) & (offset >= 0) & (found == 0)
+            source = np.clip(offset[:, None] + j, 0, width - 1)
+            same = (a[rows, source] == b) | (j >= overlap[:, None])
+            ok &= same.all(axis=1)
+            k = np.arange(target_width)[None, :]
+            new = np.clip(overlap[:, None] + k, 0, width - 1)   # the shift's tokens, against the target
+            agree = (b[rows, new] == t) | (k >= np.minimum(s, lt)[:, None])
+            ok &= agree.all(axis=1)
+            found[ok] = s
+        shifts[begin:end] = found
+    return shifts
+
+
+def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The text the windows were cut from, as one flat int64 stream with ``BREAK`` between sequences.
+
+    A sequence starts with a window's whole context, grows by each next window's new tokens, and ends
+    with its last window's target (the text after it, as far as the window holds it).
+    """
+    return rebuild_with_owners(contexts, targets)[0]
+
+
+def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rebuild_sequences``'s stream, and for each of its entries the index of the window it came from
+    (so the text of some windows can be left out: cross-fitting, models/seq2seq/trainer.py)."""
+    contexts, targets = np.asarray(contexts), np.asarray(targets)
+    n = len(contexts)
+    if not n:
+        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+    shifts = window_shifts(contexts, targets)
+    starts = np.r_[True, shifts == 0]                    # the window opens a sequence
+    ends = np.r_[shifts == 0, True]                      # the window closes one
+    context_len = _real(contexts, (features.PAD_ID,))
+    target_len = _real(targets, (features.PAD_ID, features.END_ID))
+    first = np.where(starts, 0, context_len - np.r_[0, shifts])
+    width, target_width = contexts.shape[1], targets.shape[1]
+    keep_context = (np.arange(width)[None, :] >= first[:, None]) & (np.arange(width)[None, :] < context_len[:, None])
+    keep_target = ends[:, None] & (np.arange(target_width)[None, :] < target_len[:, None])
+    rows = np.concatenate([contexts, targets, np.full([n, 1], BREAK, contexts.dtype)], axis=1)
+    keep = np.concatenate([keep_context, keep_target, ends[:, None]], axis=1)
+    owners = np.broadcast_to(np.arange(n)[:, None], keep.shape)
+    return rows[keep].astype(np.int64), owners[keep].astype(np.int64)
+
+
+def read_windows(patterns: str | Sequence[str], context_tokens: int, target_tokens: int,
+                 rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(contexts, targets) of the transformed examples in ``patterns`` (GZIP if .gz), in file order;
+    only the (sorted) indices ``rows`` when given."""
+    from data.tfrecords import list_files
+
+    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64),
+            features.TARGET_XF: tf.io.FixedLenFeature([target_tokens], tf.int64)}
+    contexts, targets = [np.zeros([0, context_tokens], np.int32)], [np.zeros([0, target_tokens], np.int32)]
+    offset = 0
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        for path in list_files(pattern):
+            compression = "GZIP" if path.lower().endswith(".gz") else ""
+            for batch in tf.data.TFRecordDataset(path, compression_type=compression).batch(8192):
+                parsed = tf.io.parse_example(batch, spec)
+                # int32: a large corpus's windows are held in memory (ids stay far below 2**31).
+                context = parsed[features.CONTEXT_XF].numpy().astype(np.int32)
+                target = parsed[features.TARGET_XF].numpy().astype(np.int32)
+                if rows is not None:
+                    wanted = rows[(rows >= offset) & (rows < offset + len(context))] - offset
+                    offset += len(context)
+                    context, target = context[wanted], target[wanted]
+                contexts.append(context)
+                targets.append(target)
+    return np.concatenate(contexts), np.concatenate(targets)
+
+
+# ----------------------------------------------------------------------------- the fit
+
+
+def discounts(counts: np.ndarray) -> tuple[float, float, float]:
+    """(D1, D2, D3+) from the count-of-counts of ``counts`` (Chen and Goodman's estimates), each falling back to
+    ``FALLBACK_DISCOUNTS`` when the formula cannot give a value in ``(0, c)``."""
+    n1, n2, n3, n4 = (float((counts == c).sum()) for c in (1, 2, 3, 4))
+    y = n1 / (n1 + 2 * n2) if n1 + n2 else None
+    estimates = [1 - 2 * y * n2 / n1 if y is not None and n1 else None,
+                 2 - 3 * y * n3 / n2 if y is not None and n2 else None,
+                 3 - 4 * y * n4 / n3 if y is not None and n3 else None]
+    return tuple(float(d) if d is not None and 0 < d < c else fallback  # type: ignore[return-value]
+                 for c, d, fallback in zip((1, 2, 3), estimates, FALLBACK_DISCOUNTS))
+
+
+def _uniform_ids(vocab_size: int) -> np.ndarray:
+    ids = np.zeros(vocab_size, bool)
+    ids[len(features.RESERVED_TOKENS):] = True
+    return ids if ids.any() else np.ones(vocab_size, bool)
+
+
+def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict[str, np.ndarray]:
+    """The tables :class:`KneserNey` serves, from a token ``stream`` (``BREAK`` between sequences).
+
+    Keys: ``order`` (the highest order fitted: lower than ``max_order`` when the text holds no longer
+    n-gram), ``unigram`` ``[V]``; per order ``k >= 2``: ``keys_k`` (sorted ``suffix_id * V + first_token``
+    of the (k-1)-grams, whose index is the history id; order 2's history ids are token ids), the CSR
+    ``splits_k``/``cols_k``/``vals_k`` (history id -> next token, discounted share) and ``gamma_k``.
+    Raises :class:`NotFitted` for a stream with fewer than two distinct tokens.
+    """
+    V = int(vocab_size)
+    stream = np.asarray(stream, np.int64)
+    tokens = stream[stream != BREAK]
+    distinct = np.unique(tokens)
+    if len(distinct) < 2:
+        raise NotFitted(f"the train text holds {len(distinct)} distinct token{'s' if len(distinct) != 1 else ''}: "
+                        "nothing to predict from counts")
+    # gram[k][t]: id of the k-gram ending at t (BREAK where it would cross a sequence start); ids of
+    # k-grams are the indices of their sorted keys ``id of the (k-1)-gram suffix * V + first token``.
+    gram = {1: np.where(stream == BREAK, BREAK, stream)}
+    keys: dict[int, np.ndarray] = {}
+    for k in range(2, max_order + 1):
+        valid = np.zeros(len(stream), bool)
+        valid[k - 1:] = (gram[k - 1][k - 1:] != BREAK) & (stream[:len(stream) - k + 1] != BREAK)
+        if not valid.any():
+            break
+        first = np.zeros(len(stream), np.int64)
+        first[k - 1:] = stream[:len(stream) - k + 1]
+        key = gram[k - 1] * V + first
+        keys[k], ids = np.unique(key[valid], return_inverse=True)
+        gram[k] = np.full(len(stream), BREAK, np.int64)
+        gram[k][valid] = ids.reshape(-1)
+    order = max(gram)
+    tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
+    for k in range(order, 0, -1):
+        if k == order:  # occurrences
+            present = gram[k] != BREAK
+            grams, counts = np.unique(gram[k][present], return_counts=True)
+        else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
+            grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
+        # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
+        if k > 1:
+            positions = np.flatnonzero(gram[k] != BREAK)
+            where = np.zeros(len(keys[k]), np.int64)
+            where[gram[k][positions]] = positions  # any occurrence will do
+            at = where[grams]
+            history, word = gram[k - 1][at - 1], stream[at]
+        else:
+            history, word = np.zeros(len(grams), np.int64), grams
+        d = discounts(counts)
+        discount = np.where(counts >= 3, d[2], np.where(counts == 2, d[1], d[0]))
+        rows = len(keys[k - 1]) if k > 2 else V if k == 2 else 1
+        total = np.bincount(history, weights=counts, minlength=rows)
+        left = np.bincount(history, weights=discount, minlength=rows)
+        seen = total > 0
+        safe = np.where(seen, total, 1.0)
+        value = np.maximum(counts - discount, 0) / safe[history]
+        if k == 1:
+            uniform = _uniform_ids(V)
+            p1 = np.zeros(V)
+            p1[word] = value
+            p1 += left[0] / safe[0] * uniform / uniform.sum()
+            tables["unigram"] = p1.astype(np.float32)
+            continue
+        sort = np.lexsort((word, history))
+        splits = np.zeros(rows + 1, np.int64)
+        np.add.at(splits, history + 1, 1)
+        tables[f"splits_{k}"] = np.cumsum(splits)
+        tables[f"cols_{k}"] = word[sort].astype(np.int32)
+        tables[f"vals_{k}"] = value[sort].astype(np.float32)
+        tables[f"gamma_{k}"] = np.where(seen, left / safe, 1.0).astype(np.float32)
+        if k >= 3:
+            tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
+    return tables
+
+
+# ----------------------------------------------------------------------------- scoring (TF)
+
+
+class KneserNey(tf.Module):
+    """Fitted tables (:func:`fit`) as variables; :meth:`probabilities` for a batch of contexts."""
+
+    def __init__(self, tables: dict[str, np.ndarray], name: str = "kneser_ney"):
+        super().__init__(name=name)
+        self.vocab_size = int(len(tables["unigram"]))
+        self.order = int(tables["order"])
+        with self.name_scope:
+            self.tables = {key: tf.Variable(np.asarray(value), trainable=False, name=key)
+                           for key, value in tables.items() if key != "order"}
+
+    def probabilities(self, context_ids: tf.Tensor) -> tf.Tensor:
+        """Right-padded ``[batch, Lc]`` ids -> ``[batch, V]`` next-token probabilities (rows sum to 1)."""
+        t = self.tables
+        context_ids = tf.cast(context_ids, tf.int64)
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(context_ids, features.PAD_ID), tf.int64), axis=1)
+        batch = tf.shape(context_ids, out_type=tf.int64)[0]
+        shape = tf.stack([batch, tf.constant(self.vocab_size, tf.int64)])
+        p = tf.broadcast_to(t["unigram"][None, :], tf.cast(shape, tf.int32))
+        history = _last(context_ids, lengths, 1)          # the 1-gram before the next token: its own id
+        found = lengths >= 1
+        for k in range(2, self.order + 1):
+            if k >= 3:  # extend the history one token to the left
+                keys = t[f"keys_{k - 1}"]
+                query = history * self.vocab_size + _last(context_ids, lengths, k - 1)
+                count = tf.size(keys, out_type=tf.int64)
+                position = tf.minimum(tf.searchsorted(keys, query, out_type=tf.int64), tf.maximum(count - 1, 0))
+                found = found & (lengths >= k - 1) & (count > 0) & tf.equal(tf.gather(keys, position), query)
+                history = tf.where(found, position, 0)
+            row = tf.where(found, history, 0)
+            start = tf.where(found, tf.gather(t[f"splits_{k}"], row), 0)
+            end = tf.where(found, tf.gather(t[f"splits_{k}"], row + 1), 0)
+            gamma = tf.where(found, tf.gather(t[f"gamma_{k}"], row), 1.0)
+            p = gamma[:, None] * p + _scatter_rows(start, end, t[f"cols_{k}"], t[f"vals_{k}"], shape)
+        return p
+
+
+def _last(context_ids: tf.Tensor, lengths: tf.Tensor, back: int) -> tf.Tensor:
+    """The ``back``-th last real id of each row (PAD when the row is shorter)."""
+    values = tf.gather(context_ids, tf.maximum(lengths - back, 0), batch_dims=1)
+    return tf.where(lengths >= back, values, tf.constant(features.PAD_ID, tf.int64))
+
+
+def _scatter_rows(starts: tf.Tensor, ends: tf.Tensor, cols: tf.Variable, vals: tf.Variable,
+                  shape: tf.Tensor) -> tf.Tensor:
+    """Dense ``[batch, V]`` holding row ``[starts[b], ends[b])`` of a CSR table in row ``b``."""
+    positions = tf.ragged.range(starts, ends)
+    flat = positions.flat_values
+    indices = tf.stack([positions.value_rowids(), tf.cast(tf.gather(cols, flat), tf.int64)], axis=1)
+    return tf.scatter_nd(indices, tf.gather(vals, flat), shape)
