@@ -1,0 +1,139 @@
+"""Hardening 4 (issue 44): files named by flags, file names as they come, outputs beside inputs,
+cells a spreadsheet runs, a corpus budget, Kubeflow strings, claims the run did not earn.
+
+Each category has rows run through the real CLI in a subprocess (exit code, no traceback, the
+paragraph's key phrase, no signal death, no hang) and unit rows of the one place that fixes it.
+Complements ``tests/test_bad_input.py`` and ``tests/test_hostile_inputs.py``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stackenv import user_files
+
+import pytest
+from conftest import run_cli
+from PIL import Image
+
+USER_ERROR = 2
+
+
+def _assert_paragraph(result, code: int, *phrases: str) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == code, (result.returncode, output[-3000:])
+    assert "Traceback" not in output, output[-3000:]
+    for phrase in phrases:
+        assert phrase in output, output[-3000:]
+
+
+# ---- 1. One way to open a file a flag names -------------------------------------------------------------
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("kind, make, phrase", [
+    ("device", lambda t: Path("/dev/zero"), "is a character device"),
+    ("fifo", lambda t: _fifo(t / "pipe"), "is a FIFO"),
+    ("directory", lambda t: t, "is a directory"),
+])
+def test_a_user_file_is_a_regular_file_or_a_paragraph_naming_its_kind(tmp_path, kind, make, phrase):
+    path = make(tmp_path)
+    with pytest.raises(user_files.UserFileError) as raised:
+        user_files.read_user_file(path, flag="--token-file", what="a bearer token",
+                                  max_bytes=user_files.SECRET_MAX_BYTES)
+    assert raised.value.paragraph.startswith(f"--token-file {path} {phrase}")
+
+
+def test_a_user_file_over_its_cap_is_refused_unread(tmp_path):
+    big = tmp_path / "token"
+    big.write_bytes(b"t" * (user_files.SECRET_MAX_BYTES + 1))
+    with pytest.raises(user_files.UserFileError, match="more than a bearer token can be"):
+        user_files.read_user_file(big, flag="--token-file", what="a bearer token",
+                                  max_bytes=user_files.SECRET_MAX_BYTES)
+    big.write_bytes(b"t" * user_files.SECRET_MAX_BYTES)
+    assert len(user_files.read_user_file(big, flag="--token-file", what="a bearer token",
+                                         max_bytes=user_files.SECRET_MAX_BYTES)) == user_files.SECRET_MAX_BYTES
+
+
+def test_a_user_json_file_that_does_not_parse_names_the_file_and_where(tmp_path):
+    path = tmp_path / "push_info.json"
+    path.write_text('{"version": 3,\n  "metrics": {')
+    with pytest.raises(user_files.UserFileError) as raised:
+        user_files.read_user_json(path, flag=None, what="a record")
+    assert raised.value.paragraph.startswith(f"{path} is not valid JSON (line 2")
+
+
+@pytest.mark.parametrize("flag", ["--token-file", "--session-cookie-file", "--dex-password-file", "--ca-bundle"])
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
+def test_deploy_login_files_are_checked_before_reading(tmp_path, flag, target):
+    package = tmp_path / "pipeline.yaml"
+    package.write_text("pipelineInfo: {name: x}\n")
+    path = _fifo(tmp_path / "pipe") if target == "fifo" else Path(target)
+    extra = ["--dex-user", "a@example.com"] if flag == "--dex-password-file" else []
+    result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", package, flag, path, *extra, timeout=120)
+    _assert_paragraph(result, USER_ERROR, f"{flag} {path} is a ", "not a regular file")
+
+
+def test_deploy_package_and_hyperparameters_are_regular_files(tmp_path):
+    result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", _fifo(tmp_path / "p.yaml"), timeout=120)
+    _assert_paragraph(result, USER_ERROR, "is a FIFO")
+    result = run_cli("run", "--output", tmp_path / "out", "--hyperparameters", "/dev/zero", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "--hyperparameters: /dev/zero is a character device")
+    assert not (tmp_path / "out" / "serving").exists()
+
+
+@pytest.fixture(scope="module")
+def tflite_model(tmp_path_factory) -> bytes:
+    """A real TFLite flatbuffer from TensorFlow's converter (a tiny matmul)."""
+    import tensorflow as tf
+
+    root = tmp_path_factory.mktemp("tflite-src")
+    module = tf.Module()
+    module.w = tf.Variable(tf.ones([16, 4]))
+    module.f = tf.function(lambda x: {"y": tf.matmul(x, module.w)},
+                           input_signature=[tf.TensorSpec([1, 16], tf.float32)])
+    tf.saved_model.save(module, str(root), signatures={"serving_default": module.f})
+    return tf.lite.TFLiteConverter.from_saved_model(str(root)).convert()
+
+
+def test_a_damaged_tflite_file_is_named_before_the_native_interpreter_reads_it(tflite_model):
+    from models.common import tflite
+
+    assert tflite.flatbuffer_problem(tflite_model) is None
+    assert tflite.interpreter(tflite_model).get_signature_runner().get_output_details()["y"]["shape"].tolist() == [1, 4]
+    for cut in (0, 7, 100, len(tflite_model) // 2, len(tflite_model) - 1):
+        assert tflite.flatbuffer_problem(tflite_model[:cut]), cut
+        with pytest.raises(tflite.DamagedTflite):
+            tflite.interpreter(tflite_model[:cut])
+
+
+def test_predict_tflite_on_a_truncated_file_prints_a_paragraph_not_a_signal(tmp_path, tflite_model):
+    version = tmp_path / "serving" / "cnn" / "5"
+    (version / "tflite").mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"x")
+    (version / "tflite" / "model_float16.tflite").write_bytes(tflite_model[: len(tflite_model) // 2])
+    Image.new("L", (8, 8), 100).save(tmp_path / "x.png")
+    result = run_cli("predict", "--model-dir", version.parent, "--tflite", tmp_path / "x.png", timeout=300)
+    _assert_paragraph(result, USER_ERROR, f"Cannot run the TFLite model {version}/tflite/model_float16.tflite",
+                      "truncated or corrupt")
+
+
+def test_models_names_a_damaged_push_info_and_a_version_serving_cannot_load(tmp_path):
+    base = tmp_path / "serving" / "cnn"
+    for version in ("4", "5"):
+        (base / version).mkdir(parents=True)
+    (base / "5" / "saved_model.pb").write_bytes(b"\x00" * 100)
+    (base / "5" / "push_info.json").write_text('{"metrics": {"accuracy": 0.9')
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
+    tf.saved_model.save(module, str(base / "4"))
+    result = run_cli("models", "--serving-dir", base, timeout=300)
+    _assert_paragraph(result, 0, f"{base}/5/push_info.json is not valid JSON (line 1",
+                      "TF Serving cannot load this version: saved_model.pb (100 bytes)",
+                      "warning: the served version 5 is damaged")
+    assert result.stdout.count("TF Serving cannot load this version") == 1  # version 4 is whole
