@@ -117,7 +117,8 @@ class ScoringExampleGenExecutor(base_executor.BaseExecutor):
             for file in files:
                 try:
                     out.write(reader(file.uri, file.relative, settings))
-                    inputs.append({"file": file.relative, "error": None})
+                    renamed = {"not_utf8": True} if file.not_utf8 else {}  # named in the summary
+                    inputs.append({"file": file.relative, "error": None, **renamed})
                 except UnreadableInput as error:
                     inputs.append({"file": file.relative, "error": str(error)})
         inputs.sort(key=lambda row: row["file"])
@@ -224,7 +225,8 @@ class ScoreWriterExecutor(base_executor.BaseExecutor):
             listed = json.load(handle)
         inputs = listed["inputs"]
         unreadable = [(row["file"], row["error"]) for row in inputs if row["error"]]
-        record: dict[str, Any] = {"root": listed["root"], "inputs": len(inputs), "unreadable": unreadable}
+        record: dict[str, Any] = {"root": listed["root"], "inputs": len(inputs), "unreadable": unreadable,
+                                  "not_utf8": [row["file"] for row in inputs if row.get("not_utf8")]}
         scores.set_int_custom_property(UNREADABLE, len(unreadable))
         tf.io.gfile.makedirs(scores.uri)
         blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import tensorflow as tf
 
 from data import text_features as features
-from data import text_split
+from data import text_split, walk
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
@@ -109,7 +109,8 @@ def _check_count(name: str, value: object, example: str) -> int:
 def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
     """The windows of ``corpus`` and the facts their manifest records."""
     documents = corpus.documents
-    facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed)
+    facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed,
+                        [d.doc_id for d in documents if walk.not_utf8(d.origin)])
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
     distinct = first_distinct(word for d in documents for word in d.words)
     split = check_corpus(counts, {d.doc_id: len(d.words) for d in documents}, facts, settings, description,

@@ -78,17 +78,21 @@ class CorpusFacts:
     words: int
     skipped: list[Skip]
     guessed: list[Guessed] = dataclasses.field(default_factory=list)
+    #: Documents read whose file names are not UTF-8, by their printable ids (``data.walk.printable``).
+    not_utf8_names: list[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"documents": self.documents, "words": self.words,
                 "skipped": [dataclasses.asdict(s) for s in sorted(self.skipped, key=_order)],
-                "guessed_encodings": [dataclasses.asdict(g) for g in sorted(self.guessed, key=lambda g: g.document)]}
+                "guessed_encodings": [dataclasses.asdict(g) for g in sorted(self.guessed, key=lambda g: g.document)],
+                **({"not_utf8_names": sorted(self.not_utf8_names)} if self.not_utf8_names else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CorpusFacts:
         return cls(int(data.get("documents", 0)), int(data.get("words", 0)),
                    [Skip(**s) for s in data.get("skipped", [])],
-                   [Guessed(**g) for g in data.get("guessed_encodings", [])])
+                   [Guessed(**g) for g in data.get("guessed_encodings", [])],
+                   list(data.get("not_utf8_names", [])))
 
     def describe(self) -> str:
         """The summary line: "212 documents read (96k words); 3 not used: 2 shorter than ..."."""
@@ -101,6 +105,11 @@ class CorpusFacts:
             more = len(self.guessed) - NAMES_SHOWN
             line += (f"; {len(self.guessed)} not UTF-8, read with a guessed encoding: {names}"
                      + (f" and {more} more" if more > 0 else ""))
+        if self.not_utf8_names:
+            names = ", ".join(sorted(self.not_utf8_names)[:NAMES_SHOWN])
+            more = len(self.not_utf8_names) - NAMES_SHOWN
+            line += (f"; {len(self.not_utf8_names)} read under a file name that is not UTF-8 (each such byte shown "
+                     f"as \\xNN): {names}" + (f" and {more} more" if more > 0 else ""))
         return line
 
 

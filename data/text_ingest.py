@@ -42,6 +42,7 @@ class Counted:
     skip: Skip | None = None
     guessed_encoding: str = ""
     distinct: frozenset[str] = frozenset()  # up to text_corpus.MIN_DISTINCT_WORDS of its words
+    not_utf8: bool = False  # read under a file name that is not UTF-8 (named in the summary)
 
 
 def list_documents(root: str) -> tuple[list[DocumentRef], list[Skip]]:
@@ -80,7 +81,8 @@ def count(ref: DocumentRef, settings: dict) -> Counted:
         return Counted(ref.doc_id, skip=outcome)
     document, guessed = outcome
     return Counted(ref.doc_id, text.window_count(len(document.words), **settings), len(document.words),
-                   guessed_encoding=guessed, distinct=first_distinct(document.words))
+                   guessed_encoding=guessed, distinct=first_distinct(document.words),
+                   not_utf8=walk.not_utf8(ref.uri))
 
 
 def decide_split(counted: list[Counted], listed_skips: list[Skip], settings: dict, description: str
@@ -89,7 +91,8 @@ def decide_split(counted: list[Counted], listed_skips: list[Skip], settings: dic
     used = sorted((c for c in counted if c.skip is None), key=lambda c: c.doc_id)
     facts = CorpusFacts(len(used), sum(c.words for c in used),
                         list(listed_skips) + [c.skip for c in counted if c.skip is not None],
-                        [Guessed(c.doc_id, c.guessed_encoding) for c in used if c.guessed_encoding])
+                        [Guessed(c.doc_id, c.guessed_encoding) for c in used if c.guessed_encoding],
+                        [c.doc_id for c in used if c.not_utf8])
     distinct = first_distinct(word for c in used for word in sorted(c.distinct))
     split = text.check_corpus({c.doc_id: c.windows for c in used}, {c.doc_id: c.words for c in used}, facts,
                               settings, description, distinct)

@@ -137,3 +137,104 @@ def test_models_names_a_damaged_push_info_and_a_version_serving_cannot_load(tmp_
                       "TF Serving cannot load this version: saved_model.pb (100 bytes)",
                       "warning: the served version 5 is damaged")
     assert result.stdout.count("TF Serving cannot load this version") == 1  # version 4 is whole
+
+
+# ---- 2. File names that are not UTF-8 -------------------------------------------------------------------
+
+LATIN1_NAME = b"caf\xe9"          # a name written by a system whose file names are Latin-1
+
+
+def _bytes_name(folder: Path, name: bytes) -> Path:
+    """``folder/name`` for a name as raw bytes (how os.listdir returns it: surrogate escapes)."""
+    return Path(os.fsdecode(os.fsencode(folder) + b"/" + name))
+
+
+def test_printable_names_show_each_byte_that_is_not_utf8():
+    from data import walk
+
+    raw = os.fsdecode(LATIN1_NAME + b".txt")
+    assert walk.not_utf8(raw) and not walk.not_utf8("café.txt")
+    assert walk.printable(raw) == "caf\\xe9.txt"
+    assert walk.printable("café.txt") == "café.txt"
+    assert walk.fs_bytes(raw) == LATIN1_NAME + b".txt"
+
+
+def _two_classes(root: Path, odd: bytes | None = None) -> Path:
+    import numpy as np
+
+    for label, base in (("dark", 30), ("light", 220)):
+        (root / label).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(np.full((8, 8, 3), base + i, np.uint8)).save(root / label / f"{i}.png")
+    if odd:
+        Image.fromarray(np.full((8, 8, 3), 40, np.uint8)).save(_bytes_name(root / "dark", odd))
+    return root
+
+
+def test_image_folder_reads_counts_and_names_a_file_whose_name_is_not_utf8(tmp_path):
+    from components.ingest_config import tree_fingerprint
+    from data.images.listing import Unused, list_class_files, unused_line
+
+    root = _two_classes(tmp_path / "img", LATIN1_NAME + b".png")
+    unused = Unused()
+    per_class = list_class_files(str(root), unused)
+    assert len(per_class["dark"]) == 7 and len(per_class["light"]) == 6
+    line = unused_line(unused.facts())
+    assert "1 file" in line and f"{root}/dark/caf\\xe9.png" in line
+    before = tree_fingerprint(str(root))
+    _bytes_name(root / "dark", LATIN1_NAME + b".png").rename(_bytes_name(root / "dark", b"cafe\xe8.png"))
+    assert tree_fingerprint(str(root)) != before
+
+
+def test_a_class_folder_whose_name_is_not_utf8_is_a_printable_class(tmp_path):
+    from data.images.listing import list_class_files
+
+    root = _two_classes(tmp_path / "img")
+    (root / "light").rename(_bytes_name(root, b"l\xe9ger"))
+    assert sorted(list_class_files(str(root))) == ["dark", "l\\xe9ger"]
+
+
+def test_text_folder_reads_a_document_whose_name_is_not_utf8(tmp_path):
+    from support.example_gen_helpers import run_example_gen
+    from tfx.components.example_gen import utils
+    from tfx.proto import example_gen_pb2
+    from tfx.types import standard_component_specs as keys
+    from tfx.utils import proto_utils
+
+    from components.data_facts import read_facts
+    from components.ingest_config import WHOLE_FOLDER, settings_config
+    from components.ingest_driver import resolve_input
+    from components.text_example_gen import TextExampleGenExecutor, input_config
+    from data.text_corpus import CorpusFacts
+
+    words = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jumbled boxing".split()
+    source = tmp_path / "docs"
+    source.mkdir()
+    for i in range(4):
+        (source / f"d{i}.txt").write_text(" ".join(words[(j * 3 + i) % len(words)] for j in range(80)))
+    _bytes_name(source, LATIN1_NAME + b".txt").write_text(" ".join(words * 6))
+    config = proto_utils.proto_to_json(input_config(WHOLE_FOLDER))
+    resolved = resolve_input({keys.INPUT_BASE_KEY: str(source), keys.INPUT_CONFIG_KEY: config})
+    assert "tree:files=5," in resolved[utils.FINGERPRINT_PROPERTY_NAME]
+    splits = run_example_gen(TextExampleGenExecutor, str(source), tmp_path / "out",
+                             output_config=example_gen_pb2.Output(),
+                             input_config=input_config(WHOLE_FOLDER),
+                             custom_config=settings_config(context_words=6, target_words=2, stride=2))
+    assert sum(map(len, splits.values())) > 0
+    corpus = CorpusFacts.from_json(read_facts(str(tmp_path / "out"))["corpus"])
+    assert corpus.documents == 5 and corpus.not_utf8_names == ["caf\\xe9.txt"]
+    assert "1 read under a file name that is not UTF-8 (each such byte shown as \\xNN): caf\\xe9.txt" in \
+        corpus.describe()
+
+
+@pytest.mark.slow
+def test_a_run_and_its_scoring_read_names_that_are_not_utf8(tmp_path):
+    """The whole pipeline (ImportExampleGen died with UnicodeEncodeError, and --score in the graph build)."""
+    root = _two_classes(tmp_path / "img", LATIN1_NAME + b".png")
+    score = tmp_path / "score"
+    score.mkdir()
+    Image.new("RGB", (8, 8), (30, 30, 30)).save(_bytes_name(score, b"\xff.png"))
+    result = run_cli("run", "--data", root, "--output", tmp_path / "out", "--train-steps", "2", "--score", score,
+                     timeout=600)
+    _assert_paragraph(result, 0, "Examples: 13 in", f"1 file: {root}/dark/caf\\xe9.png",
+                      "1 scored under a file name that is not UTF-8 (each such byte shown as \\xNN): \\xff.png")

@@ -13,6 +13,7 @@ from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, Unused, list_class
 from data.images.pixels import load_image_file
 from data.images.writer import FORMAT_VERSION, ImageSet
 from data.prepare import SourcePlan, file_stats, source_fingerprint
+from data.walk import printable
 
 DEFAULT_IMAGE_SIZE = 32
 DEFAULT_CHANNELS = 3
@@ -33,7 +34,7 @@ def plan_folder(root: Path, image_size: int | None, channels: int | None) -> Sou
         return ImageSet(
             pixels=pixels,
             labels=[cls for cls, _ in items],
-            ids=[path.relative_to(root).as_posix() for _, path in items],
+            ids=[printable(path.relative_to(root).as_posix()) for _, path in items],
             classes=list(per_class),
         )
 
@@ -46,5 +47,5 @@ def plan_folder(root: Path, image_size: int | None, channels: int | None) -> Sou
             files=file_stats([p for _, p in items], root),
         ),
         load=load,
-        extra={"source_path": str(root), **({"unused": unused.facts()} if unused.entries else {})},
+        extra={"source_path": str(root), **({"unused": unused.facts()} if unused else {})},
     )
