@@ -357,9 +357,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pipeline import quiet
 
-    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py).
-    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)), _command_line_hidden_from_absl():
+    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py), unless --output
+    # and --data/--score contain each other: the command refuses that before it writes anything (config.py).
+    output = getattr(args, "output", None)
+    if output and not _beside_inputs(args, output):
+        output = None
+    with quiet.unless_verbose(args.verbose, output), _command_line_hidden_from_absl():
         return _dispatch(args)
+
+
+def _beside_inputs(args: argparse.Namespace, output: str) -> bool:
+    """False when --output and --data/--score contain each other (the command's own check says so)."""
+    from pipeline.config import check_inputs_beside_output
+
+    try:
+        check_inputs_beside_output(output, getattr(args, "data", None), getattr(args, "score_dir", None))
+    except ConfigError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -238,3 +238,56 @@ def test_a_run_and_its_scoring_read_names_that_are_not_utf8(tmp_path):
                      timeout=600)
     _assert_paragraph(result, 0, "Examples: 13 in", f"1 file: {root}/dark/caf\\xe9.png",
                       "1 scored under a file name that is not UTF-8 (each such byte shown as \\xNN): \\xff.png")
+
+
+# ---- 3. An output folder and a data or score folder that contain each other ------------------------------
+
+def _texts(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.txt").write_text("some words of a document " * 40)
+    return folder
+
+
+@pytest.mark.parametrize("row, argv, phrase", [
+    ("output-inside-data", lambda t: ["--model", "seq2seq", "--data", _texts(t / "docs"),
+                                      "--output", t / "docs" / "out"],
+     "--output: {tmp}/docs/out is inside the --data folder {tmp}/docs"),
+    ("output-is-data", lambda t: ["--data", _two_classes(t / "img"), "--output", t / "img"],
+     "--output: {tmp}/img is the --data folder {tmp}/img"),
+    ("output-linked-into-data", lambda t: ["--data", _two_classes(t / "img"), "--output",
+                                          (t / "link").symlink_to(t / "img" / "dark") or t / "link"],
+     "--output: {tmp}/link is inside the --data folder {tmp}/img"),
+    ("score-is-output", lambda t: ["--data", _two_classes(t / "img"), "--output", t / "out", "--score", t / "out"],
+     "--output: {tmp}/out is the --score folder {tmp}/out"),
+    ("score-inside-output", lambda t: ["--data", _two_classes(t / "img"), "--output", t / "out",
+                                       "--score", t / "out" / "serving"],
+     "--score: {tmp}/out/serving is inside --output"),
+    ("data-inside-output", lambda t: ["--data", _two_classes(t / "out" / "img"), "--output", t / "out"],
+     "--data: {tmp}/out/img is inside --output {tmp}/out"),
+])
+def test_an_output_beside_its_inputs_is_refused_before_anything_is_written(tmp_path, row, argv, phrase):
+    args = argv(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    result = run_cli("run", "--train-steps", "2", *args, timeout=300)
+    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_prepared_data_cache_may_be_read_as_data(tmp_path):
+    from pipeline.config import check_inputs_beside_output
+
+    cache = tmp_path / "out" / "data" / "abc123"
+    cache.mkdir(parents=True)
+    check_inputs_beside_output(str(tmp_path / "out"), str(cache), None)  # no error
+
+
+def test_an_empty_class_folder_is_never_advised_deleted(tmp_path):
+    from data.errors import DataError
+    from data.images.listing import list_class_files
+
+    root = _two_classes(tmp_path / "img")
+    (root / "notes").mkdir()
+    with pytest.raises(DataError) as raised:
+        list_class_files(str(root))
+    assert "move the folder out of the data folder" in str(raised.value)
+    assert "remove" not in str(raised.value) and "delete" not in str(raised.value)

@@ -163,7 +163,7 @@ def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[
             raise DataError(
                 f"Class folder {printable(join(root, name))} contains no images (files ending in "
                 f"{', '.join(IMAGE_SUFFIXES)}). Add images of class '{printable(name)}' to "
-                "it, or remove the folder if it is not a class."
+                "it, or move the folder out of the data folder if it is not a class."
             )
         per_class[printable(name)] = images  # the class name as the model and the summary show it
     if len(class_dirs) < 2:
