@@ -291,3 +291,45 @@ def test_an_empty_class_folder_is_never_advised_deleted(tmp_path):
         list_class_files(str(root))
     assert "move the folder out of the data folder" in str(raised.value)
     assert "remove" not in str(raised.value) and "delete" not in str(raised.value)
+
+
+# ---- 4. Cells a spreadsheet runs; Markdown that a viewer renders ------------------------------------------
+
+HOSTILE = ["=1+2.png", "+SUM(A1)", "-2+3", "@cmd", "\tx.png", "\rx.png", '=HYPERLINK("http://x","y")',
+           "plain.png", "<img src=x onerror=alert(1)>"]
+
+
+def test_scores_csv_cells_are_neutralised_as_owasp_asks_and_parquet_keeps_the_value(tmp_path):
+    import csv
+
+    import pyarrow.parquet as pq
+
+    from components.scoring import CSV_FILE, PARQUET_FILE, write_tables
+
+    rows = [{"file": name, "prediction": "=cmd|' /C calc'!A0", "score": 0.5, "scores": [0.5, 0.5],
+             "error": None} for name in HOSTILE]
+    write_tables(rows, str(tmp_path))
+    with open(tmp_path / CSV_FILE, newline="") as handle:
+        read = list(csv.DictReader(handle))
+    formula = ("=", "+", "-", "@", "\t", "\r")
+    for row, name in zip(read, HOSTILE):
+        assert not row["file"].startswith(formula) and not row["prediction"].startswith(formula)
+        assert row["file"] == (f"'{name}" if name.startswith(formula) else name)
+        assert row["prediction"] == "'=cmd|' /C calc'!A0" and row["score"] == "0.5"
+    assert pq.read_table(tmp_path / PARQUET_FILE).column("file").to_pylist() == HOSTILE
+
+
+def test_model_card_markdown_renders_user_strings_as_text():
+    import markdown
+
+    from components.model_card import to_markdown
+
+    evil = "<img src=x onerror=alert(1)>"
+    blocks = [("h1", f"Model card: {evil}"), ("p", "# not a heading *nor bold* [link](javascript:x)"),
+              ("ul", [f"class {evil}", "1. not a list", "a\n# b"]),
+              ("table", ["class", "accuracy"], [[evil, "0.9"], ["a|b", "1.0"]])]
+    rendered = markdown.markdown(to_markdown(blocks), extensions=["tables"])
+    assert "<img" not in rendered and "<a " not in rendered and "<em>" not in rendered
+    assert "<h1>" in rendered and rendered.count("<h1>") == 1 and "<ol>" not in rendered
+    assert "&lt;img src=x onerror=alert(1)&gt;" in rendered
+    assert "<td>a|b</td>" in rendered  # the pipe stays in its cell
