@@ -71,12 +71,14 @@ def command_compile(args: argparse.Namespace) -> int:
     )
     from pipeline.kubeflow.k8s_grammar import check_image, check_kfp_pipeline_name
     from pipeline.kubeflow.platform import StepSettings
-    from pipeline.kubeflow.storage import check_pipeline_root, check_s3_root
+    from pipeline.kubeflow.storage import check_cluster_input, check_pipeline_root, check_s3_root
 
     check_image(args.image)  # every string the package carries is checked before anything is prepared or written
     check_kfp_pipeline_name(config.pipeline_name)
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
     check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
+    check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
+    check_cluster_input(config.score_dir, "--score", "compile")
     settings = StepSettings(
         cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,

@@ -333,3 +333,46 @@ def test_model_card_markdown_renders_user_strings_as_text():
     assert "<h1>" in rendered and rendered.count("<h1>") == 1 and "<ol>" not in rendered
     assert "&lt;img src=x onerror=alert(1)&gt;" in rendered
     assert "<td>a|b</td>" in rendered  # the pipe stays in its cell
+
+
+# ---- 6. Kubeflow strings that compile but cannot work ------------------------------------------------------
+
+KFP_IMAGE = "registry.example.com/team/tfx-project:1.0"
+
+
+def _compile_cli(tmp_path: Path, *flags: object):
+    return run_cli("compile", "--image", KFP_IMAGE, "--pipeline-root", "gs://bucket/tfx", "--output",
+                   tmp_path / "p.yaml", *flags, timeout=300)
+
+
+@pytest.mark.parametrize("flags, phrase", [
+    (("--env", "AWS_SECRET_ACCESS_KEY=abc123"), "--secret-env AWS_SECRET_ACCESS_KEY=SECRET:KEY"),
+    (("--env", "Trainer/DB_PASSWORD=hunter2"), "--secret-env Trainer/DB_PASSWORD=SECRET:KEY"),
+    (("--env", "GITHUB_TOKEN=ghp_x"), "GITHUB_TOKEN looks like a secret"),
+    (("--secret-env", "X=sec:key:extra"), "'key:extra' is not a valid key of a Kubernetes secret"),
+    (("--secret-env", "X=sec:a key"), "'a key' is not a valid key of a Kubernetes secret"),
+    (("--score", "{tmp}"), "compile: --score {tmp} is a local path (it exists on this machine)"),
+    (("--data", "{tmp}/images"), "compile: --data {tmp}/images is a local path"),
+])
+def test_kubeflow_strings_that_cannot_work_are_refused_at_compile(tmp_path, flags, phrase):
+    result = _compile_cli(tmp_path, *(str(f).format(tmp=tmp_path) for f in flags))
+    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
+    assert "abc123" not in result.stderr and "hunter2" not in result.stderr  # the secret is not echoed
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_plain_env_names_secret_keys_and_image_paths_still_compile():
+    from pipeline.kubeflow.k8s_grammar import SECRET_KEY
+    from pipeline.kubeflow.platform import StepSettings, looks_secret
+    from pipeline.kubeflow.storage import check_cluster_input
+
+    for name in ("LOG_LEVEL", "TOKENIZERS_PARALLELISM", "GOOGLE_APPLICATION_CREDENTIALS", "TF_CPP_MIN_LOG_LEVEL"):
+        assert not looks_secret(name), name
+    settings = StepSettings(env=["LOG_LEVEL=debug"], secret_env=["DB_PASSWORD=db-creds:password",
+                                                                  "K=creds:tls.crt", "J=creds:.dockerconfigjson"])
+    assert settings.parsed_env() == {None: {"LOG_LEVEL": "debug"}}
+    assert {k for pairs in settings.parsed_secret_env()[None].values() for k, _ in pairs} == {
+        "password", "tls.crt", ".dockerconfigjson"}
+    assert all(SECRET_KEY.fullmatch(k) for k in ("a-b_c.d", "0"))
+    for path in ("gs://b/x", "s3://b/x", "minio://mlpipeline/x", "/opt/tfx-data/data/abc", None):
+        check_cluster_input(path, "--data", "compile")
