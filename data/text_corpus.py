@@ -59,6 +59,22 @@ def too_few_words_error(description: str, facts: CorpusFacts, distinct: frozense
         "a failed export), or add real text.")
 
 
+MIB = 2**20
+#: The flag of the corpus budget (the seq2seq family's ``--max-text-mb``, pipeline/families/seq2seq.py).
+BUDGET_FLAG = "--max-text-mb"
+
+
+def over_budget_error(description: str, reached: str, total: int, max_text_mb: int, done: int, files: int
+                      ) -> DataError:
+    """The paragraph for a corpus past its budget of decompressed text: where it ran out and how to raise it."""
+    return DataError(
+        f"The text of {description} is more than {BUDGET_FLAG} {max_text_mb} MiB once decompressed: {done} of "
+        f"{files} files read ({total // MIB} MiB of text) when {reached} reached the budget (compressed files "
+        "can hold far more text than their size). Nothing was written. If the machine has the memory (the "
+        f"text takes several times its size as words), raise it, e.g. {BUDGET_FLAG} {max_text_mb * 4}; or "
+        "point --data at a folder holding fewer or smaller files.")
+
+
 @dataclasses.dataclass(frozen=True)
 class Skip:
     document: str   # the id a used file would have had (its path below the folder)

@@ -376,3 +376,51 @@ def test_plain_env_names_secret_keys_and_image_paths_still_compile():
     assert all(SECRET_KEY.fullmatch(k) for k in ("a-b_c.d", "0"))
     for path in ("gs://b/x", "s3://b/x", "minio://mlpipeline/x", "/opt/tfx-data/data/abc", None):
         check_cluster_input(path, "--data", "compile")
+
+
+# ---- 5. A budget of decompressed text for the whole corpus ------------------------------------------------
+
+def _gzip_corpus(folder: Path, files: int, mib_each: float) -> Path:
+    """``files`` gzip files of ``mib_each`` MiB of real words each (a few KB compressed)."""
+    import gzip
+
+    folder.mkdir(parents=True)
+    line = b"the quick brown fox jumps over a lazy dog while seven wizards quietly hex\n"
+    for i in range(files):
+        (folder / f"part{i}.txt.gz").write_bytes(gzip.compress(line * int(mib_each * 2**20 / len(line)), 9))
+    return folder
+
+
+def test_the_prepare_path_stops_at_the_corpus_budget_naming_the_file_and_flag(tmp_path):
+    from data.errors import DataError
+    from data.text import prepare_text_dataset
+
+    source = _gzip_corpus(tmp_path / "docs", 3, 0.6)  # each file is under the budget, all three are not
+    with pytest.raises(DataError) as raised:
+        prepare_text_dataset(str(source), tmp_path / "cache", max_text_mb=1)
+    message = str(raised.value)
+    assert "more than --max-text-mb 1 MiB once decompressed" in message and "part1.txt.gz reached" in message
+    assert "--max-text-mb 4" in message and not (tmp_path / "cache").exists() or not any(
+        (tmp_path / "cache").rglob("*.tfrecord*"))
+    assert prepare_text_dataset(str(source), tmp_path / "cache2", max_text_mb=2).num_examples > 0
+
+
+@pytest.mark.parametrize("files, mib_each, phrase", [(3, 0.6, "(the largest)"), (1, 1.5, "part0.txt.gz (alone)")])
+def test_the_example_gen_stops_at_the_corpus_budget_naming_the_file_and_flag(tmp_path, files, mib_each, phrase):
+    from stackenv.errors import find_in_chain
+
+    from support.example_gen_helpers import run_example_gen
+    from tfx.proto import example_gen_pb2
+
+    from components.ingest_config import WHOLE_FOLDER, settings_config
+    from components.text_example_gen import TextExampleGenExecutor, input_config
+    from data.errors import DataError
+
+    source = _gzip_corpus(tmp_path / "docs", files, mib_each)
+    with pytest.raises(Exception) as raised:
+        run_example_gen(TextExampleGenExecutor, str(source), tmp_path / "out", output_config=example_gen_pb2.Output(),
+                        input_config=input_config(WHOLE_FOLDER),
+                        custom_config=settings_config(context_words=6, target_words=2, stride=2, max_text_mb=1))
+    error = find_in_chain(raised.value, DataError)
+    assert error is not None, raised.value
+    assert "more than --max-text-mb 1 MiB once decompressed" in str(error) and phrase in str(error)
