@@ -95,11 +95,13 @@ def interpreter(model: bytes | str) -> tf.lite.Interpreter:
     ``flatbuffer_problem`` (DamagedTflite) so a damaged file never reaches native code."""
     if isinstance(model, str):
         with tf.io.gfile.GFile(model, "rb") as handle:
-            model = handle.read()
-    problem = flatbuffer_problem(model)
+            content: bytes = handle.read()
+    else:
+        content = model
+    problem = flatbuffer_problem(content)
     if problem:
         raise DamagedTflite(problem)
-    return tf.lite.Interpreter(model_content=model)
+    return tf.lite.Interpreter(model_content=content)
 
 
 def run(model: bytes | str | tf.lite.Interpreter, signature: str, inputs: dict[str, np.ndarray],
