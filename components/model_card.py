@@ -113,9 +113,14 @@ def _gate_blocks(card: dict[str, Any], evaluation_uri: str) -> list[Block]:
         check = f"{label} >= {bound_text(gate['threshold'])} ({source}; floor {gate.get('floor')})"
     else:
         check = f"{label} >= {bound_text(gate['threshold'])} (the floor; the model has no references)"
+    from artifacts.tfma_results import slice_metrics
+
+    compared = any(m.slice_name == "overall" for m in slice_metrics(evaluation_uri, metric, "baseline")) \
+        if metric else False
+    against = (f", and is at most {card.get('max_regression')} below the served model" if compared
+               else "; it was not compared with a served model (none was served, or it could not be evaluated)")
     blocks: list[Block] = [("h2", "Gate decision"),
-                           ("p", f"Blessed and pushed: {label} {_number(value)} passed {check}, and is at most "
-                                 f"{card.get('max_regression')} below the served model.")]
+                           ("p", f"Blessed and pushed: {label} {_number(value)} passed {check}{against}.")]
     if gate.get("rule"):
         blocks.append(("p", f"Rule: {gate['rule']}"))
     return blocks

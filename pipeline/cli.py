@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -190,7 +191,8 @@ def command_predict(args: argparse.Namespace) -> int:
 
 
 def command_generate(args: argparse.Namespace) -> int:
-    for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
+    for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 1,
+                                                                                ">= 1 (1 = greedy)"),
                               ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
                                "a finite number > 0 (1.0 samples as trained, lower is more conservative)"),
                               ("--top-p", 0 < args.top_p <= 1, "a number in (0, 1], e.g. 0.9"),
@@ -214,8 +216,20 @@ def command_generate(args: argparse.Namespace) -> int:
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, stop_at,
             top_p=args.top_p, repetition_penalty=args.repetition_penalty, no_repeat_ngram=args.no_repeat_ngram,
             seed=args.seed)):
-        print(f"{prompt} -> {continuation}")
+        print(f"{terminal_text(prompt)} -> {terminal_text(continuation)}")
     return 0
+
+
+#: A terminal's escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL|ST``, two-byte ``ESC x``) and
+#: the other control characters a terminal acts on (C0 but tab, DEL, C1).
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+                               r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` as a terminal shows it literally: escape sequences dropped, other control characters (a line
+    break included) as spaces, so an echoed prompt cannot recolour, retitle or clear the user's terminal."""
+    return _TERMINAL_CONTROL.sub(lambda m: "" if m.group().startswith("\x1b") else " ", text)
 
 
 def _check_deploy_names(args: argparse.Namespace) -> None:
@@ -305,10 +319,12 @@ def command_models(args: argparse.Namespace) -> int:
 
 def command_rollback(args: argparse.Namespace) -> int:
     from pipeline.kubeflow.storage import register_filesystems
+    from pipeline.local.run_lock import serving_dir_lock
     from pipeline.serving_commands import rollback
 
     register_filesystems(args.serving_dir)
-    print(rollback(args.serving_dir))
+    with serving_dir_lock(args.serving_dir):  # the run's lock: never between a run's baseline and its push
+        print(rollback(args.serving_dir))
     return 0
 
 

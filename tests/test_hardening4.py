@@ -424,3 +424,66 @@ def test_the_example_gen_stops_at_the_corpus_budget_naming_the_file_and_flag(tmp
     error = find_in_chain(raised.value, DataError)
     assert error is not None, raised.value
     assert "more than --max-text-mb 1 MiB once decompressed" in str(error) and phrase in str(error)
+
+
+# ---- 7. Claims the run did not earn, and commands that do not coordinate ----------------------------------
+
+def test_train_steps_runs_exactly_that_many_optimizer_steps(tmp_path):
+    """20 steps spread over 8 epochs ran ceil(20 / 8) * 8 = 24; the optimizer's own count is the oracle."""
+    import logging
+    import types
+
+    import numpy as np
+    import tensorflow as tf
+
+    from models.common.training import TrainingSettings
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+    data = tf.data.Dataset.from_tensor_slices((np.ones((8, 2), "float32"), np.ones((8, 1), "float32"))).batch(2)
+    for epochs, steps in ((8, 20), (3, 20), (1, 20), (5, 3)):
+        before = int(model.optimizer.iterations.numpy())
+        args = types.SimpleNamespace(train_steps=steps, eval_steps=1, model_run_dir=str(tmp_path / f"{epochs}"))
+        history = TrainingSettings(epochs=epochs).fit(model, data.repeat(), data, args, logging.getLogger("t"))
+        assert int(model.optimizer.iterations.numpy()) - before == steps, (epochs, steps)
+        assert "val_loss" in history.history  # the end-of-training validation still ran
+
+
+def test_generate_refuses_top_k_zero_and_echoes_no_terminal_escapes(tmp_path):
+    from pipeline.cli import terminal_text
+
+    result = run_cli("generate", "--model-dir", tmp_path, "--top-k", "0", "x", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "--top-k: must be >= 1 (1 = greedy), got 0.")
+    assert terminal_text("\x1b[2J\x1b]0;owned\x07hello \x1b[31mworld\x1b[0m\nnext\x9b") == "hello world next "
+    assert terminal_text("plain words, tabs\tkept") == "plain words, tabs\tkept"
+
+
+def test_rollback_waits_for_a_run_that_holds_the_output(tmp_path):
+    import fcntl
+
+    base = tmp_path / "out" / "serving" / "cnn"
+    for version in ("1", "2"):
+        (base / version).mkdir(parents=True)
+        (base / version / "saved_model.pb").write_bytes(b"x")
+    lock = tmp_path / "out" / ".run.lock"
+    lock.write_text('{"pid": 1, "started": "now", "outcome": "running"}\n')
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a run in progress (pipeline/local/run_lock.py takes this lock)
+        result = run_cli("rollback", "--serving-dir", base, timeout=120)
+        _assert_paragraph(result, USER_ERROR, f"A pipeline run is using {tmp_path / 'out'}", "nothing was rolled back")
+        assert sorted(os.listdir(base)) == ["1", "2"]
+    result = run_cli("rollback", "--serving-dir", base, timeout=120)
+    _assert_paragraph(result, 0, "version 2 -> 1 is now served")
+    assert lock.read_text().startswith('{"pid": 1')  # the run's record is left as it was
+
+
+def test_the_summary_claims_no_comparison_it_did_not_make():
+    from pipeline.results.summary import RunSummary, SliceMetric, _regression_text
+
+    summary = RunSummary("p", [], {}, 0, "accuracy")
+    assert _regression_text(summary, 0.01) == "; no model was served before, so none to compare with"
+    summary.baseline_skipped = "the served model could not be loaded"
+    assert "not compared with the served model" in _regression_text(summary, 0.01)
+    assert "below the served model" not in _regression_text(summary, 0.01)
+    summary.baseline_overall = SliceMetric("overall", 0.9, 100)
+    assert _regression_text(summary, 0.01) == ", at most 0.01 below the served model (0.9000)"
