@@ -61,7 +61,7 @@ class TextExampleGenExecutor(StreamingExampleGenExecutor):
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
         root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], config.splits[0].pattern)
         settings, budget = _settings(exec_properties), _max_text_mb(exec_properties)
-        refs, listed_skips = list_documents(root)
+        refs, listed_skips = list_documents(root, bool(read_settings(exec_properties).get("follow_links")))
         documents = pipeline | "Documents" >> beam.Create(refs) | "Spread" >> beam.Reshuffle()
         decided = (documents | "CountWindows" >> beam.Map(count, settings, budget, len(refs))
                    | "AllCounts" >> beam.combiners.ToList()
@@ -86,7 +86,7 @@ class TextExampleGen(FileBasedExampleGen):
 
 def text_example_gen(data: str | None, *, context_words: int, target_words: int,
                      span_pattern: str | None = None, spans: tuple[int, int] | None = None,
-                     max_text_mb: int | None = None) -> TextExampleGen:
+                     max_text_mb: int | None = None, follow_links: bool = False) -> TextExampleGen:
     """The ExampleGen for ``--data`` (None: the bundled pydoc corpus), from the string alone."""
     from components.ingest_config import input_layout, range_config, settings_config
     from data.text_ingest import BUNDLED_TOPICS
@@ -96,6 +96,6 @@ def text_example_gen(data: str | None, *, context_words: int, target_words: int,
         input_base=base,
         input_config=input_config(pattern),
         custom_config=settings_config(context_words=context_words, target_words=target_words,
-                                      max_text_mb=max_text_mb),
+                                      max_text_mb=max_text_mb, follow_links=follow_links or None),
         range_config=range_config(spans),
     )

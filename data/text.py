@@ -49,6 +49,7 @@ def prepare_text_dataset(
     target_words: int = DEFAULT_TARGET_WORDS,
     stride: int = DEFAULT_STRIDE,
     max_text_mb: int | None = None,
+    follow_links: bool = False,
 ) -> DatasetManifest:
     """Window ``source`` into TFRecords under ``cache_root`` (or reuse them) and describe them.
 
@@ -60,7 +61,7 @@ def prepare_text_dataset(
     target_words = _check_count("target_words", target_words, "--target-words 4")
     stride = _check_count("stride", stride, "--stride 2")
     settings = {"context_words": context_words, "target_words": target_words, "stride": stride}
-    plan = plan_text_source(source, settings, max_text_mb)  # max_text_mb: the corpus budget, not in the key
+    plan = plan_text_source(source, settings, max_text_mb, follow_links)  # the budget is not in the cache key
     manifest, reused = prepare(plan, cache_root, "text", FORMAT_VERSION,
                                lambda corpus: _convert(corpus, plan.description, settings))
     log.info(

@@ -25,6 +25,7 @@ REASONS = {
     "unreadable": "unreadable",
     "special": "not a regular file",
     "loop": "symlink loop",
+    "outside": "symlink leaving the folder (--follow-links reads it)",
 }
 #: Names shown per reason in the summary line; data_facts.json and the report list them all.
 NAMES_SHOWN = 5

@@ -66,11 +66,12 @@ def compression_of(name: str) -> str:
     return next((suffix for suffix in COMPRESSIONS if lower.endswith(suffix)), "")
 
 
-def decompress(data: bytes, compression: str, limit: int = MAX_TEXT_BYTES) -> bytes | Unusable:
+def decompress(data: bytes, compression: str, limit: int | None = None) -> bytes | Unusable:
     """``data`` decompressed, reading at most ``limit`` + 1 bytes of output (``limit``: the smaller of the
     per-file cap and what is left of the corpus budget, ``--max-text-mb``)."""
     if not compression:
         return data
+    limit = MAX_TEXT_BYTES if limit is None else min(limit, MAX_TEXT_BYTES)
     try:
         with COMPRESSIONS[compression](io.BytesIO(data)) as stream:
             result = stream.read(limit + 1)

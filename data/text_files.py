@@ -59,11 +59,12 @@ def kind_of(name: str) -> str | None:
     return None if suffix in OTHER_FORMATS else text_markup.PLAIN
 
 
-def list_text_files(root: str, is_folder: bool) -> tuple[list[walk.File], list[Skip]]:
+def list_text_files(root: str, is_folder: bool, follow_links: bool = False) -> tuple[list[walk.File], list[Skip]]:
     """The candidate documents of a folder (or the one file ``root``), and the entries skipped
-    without opening them: other formats, fifos and devices, symlink loops, unreadable entries."""
+    without opening them: other formats, fifos and devices, symlink loops, unreadable entries, symbolic
+    links leaving the folder (unless ``follow_links``: ``--follow-links``)."""
     if is_folder:
-        files, problems = walk.walk(root)
+        files, problems = walk.walk(root, follow_links)
     else:
         found = walk.stat_one(root)
         files, problems = ([found], []) if isinstance(found, walk.File) else ([], [found])

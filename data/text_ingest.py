@@ -49,7 +49,7 @@ class Counted:
     text_bytes: int = 0     # bytes of text once decompressed (the corpus budget, --max-text-mb)
 
 
-def list_documents(root: str) -> tuple[list[DocumentRef], list[Skip]]:
+def list_documents(root: str, follow_links: bool = False) -> tuple[list[DocumentRef], list[Skip]]:
     """The candidate documents of a text source by name only, and the entries skipped unopened."""
     if root == BUNDLED_TOPICS:
         from pydoc_data.topics import topics
@@ -62,7 +62,7 @@ def list_documents(root: str) -> tuple[list[DocumentRef], list[Skip]]:
             "documentation topics."
         )
     is_folder = tf.io.gfile.isdir(root)
-    files, skipped = list_text_files(root, is_folder)
+    files, skipped = list_text_files(root, is_folder, follow_links)
     return [DocumentRef(f.relative, f.uri) for f in files], skipped
 
 

@@ -57,8 +57,9 @@ class Corpus:
 
 
 def plan_text_source(source: str | os.PathLike | None, settings: dict,
-                     max_text_mb: int | None = None) -> SourcePlan[Corpus]:
-    """How to read ``source``; ``max_text_mb``: the corpus budget of decompressed text (None: no budget)."""
+                     max_text_mb: int | None = None, follow_links: bool = False) -> SourcePlan[Corpus]:
+    """How to read ``source``; ``max_text_mb``: the corpus budget of decompressed text (None: no budget);
+    ``follow_links``: read what symbolic links leaving the folder point to (``--follow-links``)."""
     if source is None or not str(source).strip():
         return _plan_topics(settings)
     root = str(source)
@@ -72,7 +73,7 @@ def plan_text_source(source: str | os.PathLike | None, settings: dict,
             ".rst, .html, also compressed), or leave the source out to use the bundled Python "
             "documentation topics."
         )
-    return _plan_files(root, tf.io.gfile.isdir(root), settings, max_text_mb)
+    return _plan_files(root, tf.io.gfile.isdir(root), settings, max_text_mb, follow_links)
 
 
 def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
@@ -102,9 +103,10 @@ def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
 # ----------------------------------------------------------------------- user files
 
 
-def _plan_files(root: str, is_folder: bool, settings: dict, max_text_mb: int | None = None) -> SourcePlan[Corpus]:
+def _plan_files(root: str, is_folder: bool, settings: dict, max_text_mb: int | None = None,
+                follow_links: bool = False) -> SourcePlan[Corpus]:
     span = settings["context_words"] + settings["target_words"]
-    files, listed_skips = list_text_files(root, is_folder)
+    files, listed_skips = list_text_files(root, is_folder, follow_links)
     budget = max_text_mb * MIB if max_text_mb else None
 
     def load(scratch: Path) -> Corpus:

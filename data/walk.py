@@ -20,7 +20,9 @@ import os
 import stat
 
 #: Problem reasons (keys of ``data.text_corpus.REASONS``).
-UNREADABLE, SPECIAL, LOOP = "unreadable", "special", "loop"
+UNREADABLE, SPECIAL, LOOP, OUTSIDE = "unreadable", "special", "loop", "outside"
+#: The flag that reads what a symbolic link below the source points to outside it.
+FOLLOW_FLAG = "--follow-links"
 _KINDS = ((stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
 
@@ -92,15 +94,37 @@ def is_uri(path: str) -> bool:
     return "://" in path
 
 
-def walk(root: str) -> tuple[list[File], list[Problem]]:
-    """``(files, problems)`` below the folder ``root`` (a local path or a tf.io.gfile URI)."""
+def walk(root: str, follow_links: bool = True) -> tuple[list[File], list[Problem]]:
+    """``(files, problems)`` below the folder ``root`` (a local path or a tf.io.gfile URI).
+
+    ``follow_links`` False: a symbolic link whose target lies outside ``root`` is a Problem (``OUTSIDE``,
+    named with its target), neither read nor listed below (``--follow-links`` reads it)."""
     files: list[File] = []
     problems: list[Problem] = []
     if is_uri(root):
         _walk_uri(root.rstrip("/"), "", files, problems)
     else:
-        _walk_local(root, "", files, problems, {os.path.realpath(root)}, set())
+        real = os.path.realpath(root)
+        _walk_local(root, "", files, problems, {real}, set(), None if follow_links else real)
     return files, problems
+
+
+def outside_target(path: str, real_root: str) -> str | None:
+    """The target of the symbolic link ``path`` when it is a file or folder that would be read and lies outside
+    ``real_root`` (resolved), else None (a broken link, a loop or a device keeps its own reason)."""
+    if not os.path.islink(path):
+        return None
+    target = os.path.realpath(path)
+    inside = target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return None
+    return None if inside or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) else target
+
+
+def outside_detail(target: str) -> str:
+    return f"symlink to {printable(target)}, outside the folder: not read ({FOLLOW_FLAG} reads it)"
 
 
 def stat_one(path: str) -> File | Problem:
@@ -125,7 +149,7 @@ def stat_one(path: str) -> File | Problem:
 
 
 def _walk_local(folder: str, relative: str, files: list[File], problems: list[Problem],
-                ancestors: set[str], seen: set[str]) -> None:
+                ancestors: set[str], seen: set[str], fence: str | None = None) -> None:
     try:
         with os.scandir(folder) as listing:
             entries = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
@@ -135,6 +159,10 @@ def _walk_local(folder: str, relative: str, files: list[File], problems: list[Pr
     subfolders = []
     for entry in entries:
         rel = f"{relative}/{printable(entry.name)}" if relative else printable(entry.name)
+        target = outside_target(entry.path, fence) if fence and entry.is_symlink() else None
+        if target:
+            problems.append(Problem(entry.path, rel, OUTSIDE, outside_detail(target)))
+            continue
         try:
             info = entry.stat(follow_symlinks=True)
         except OSError as error:
@@ -158,7 +186,7 @@ def _walk_local(folder: str, relative: str, files: list[File], problems: list[Pr
             problems.append(Problem(entry.path, rel, LOOP, f"a second path to {printable(real)}, already read"))
         else:
             seen.add(real)
-            _walk_local(entry.path, rel, files, problems, ancestors | {real}, seen)
+            _walk_local(entry.path, rel, files, problems, ancestors | {real}, seen, fence)
 
 
 def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Problem]) -> None:

@@ -487,3 +487,36 @@ def test_the_summary_claims_no_comparison_it_did_not_make():
     assert "below the served model" not in _regression_text(summary, 0.01)
     summary.baseline_overall = SliceMetric("overall", 0.9, 100)
     assert _regression_text(summary, 0.01) == ", at most 0.01 below the served model (0.9000)"
+
+
+def test_a_symlink_leaving_the_data_folder_is_named_and_followed_only_with_the_flag(tmp_path):
+    from data.images.listing import Unused, list_class_files, unused_line
+    from data.text_files import list_text_files
+
+    elsewhere = _two_classes(tmp_path / "elsewhere")
+    root = _two_classes(tmp_path / "img")
+    (root / "dark" / "secret.png").symlink_to(elsewhere / "dark" / "0.png")
+    (root / "dark" / "inside.png").symlink_to(root / "light" / "0.png")  # stays inside: read as before
+    (root / "other").symlink_to(elsewhere / "light")                     # a whole class from elsewhere
+    unused = Unused()
+    per_class = list_class_files(str(root), unused)
+    assert sorted(per_class) == ["dark", "light"] and len(per_class["dark"]) == 7
+    line = unused_line(unused.facts())
+    assert f"{root}/dark/secret.png (symlink to {elsewhere}/dark/0.png, outside the folder: not read " \
+           "(--follow-links reads it))" in line and f"{root}/other (symlink to {elsewhere}/light" in line
+    followed = list_class_files(str(root), Unused(), follow_links=True)
+    assert sorted(followed) == ["dark", "light", "other"] and len(followed["dark"]) == 8
+
+    docs = _texts(tmp_path / "docs")
+    (tmp_path / "private.txt").write_text("not for training " * 20)
+    (docs / "notes.txt").symlink_to(tmp_path / "private.txt")
+    files, skipped = list_text_files(str(docs), True)
+    assert [f.relative for f in files] == ["a.txt"]
+    assert [(s.document, s.reason) for s in skipped] == [("notes.txt", "outside")]
+    files, skipped = list_text_files(str(docs), True, follow_links=True)
+    assert sorted(f.relative for f in files) == ["a.txt", "notes.txt"] and not skipped
+
+
+def test_follow_links_is_a_run_flag():
+    result = run_cli("run", "--help", timeout=120)
+    assert "--follow-links" in result.stdout

@@ -19,10 +19,12 @@ DEFAULT_IMAGE_SIZE = 32
 DEFAULT_CHANNELS = 3
 
 
-def plan_folder(root: Path, image_size: int | None, channels: int | None) -> SourcePlan[ImageSet]:
+def plan_folder(root: Path, image_size: int | None, channels: int | None,
+                follow_links: bool = False) -> SourcePlan[ImageSet]:
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
     unused = Unused()
-    per_class = {name: [Path(f) for f in files] for name, files in list_class_files(str(root), unused).items()}
+    per_class = {name: [Path(f) for f in files]
+                 for name, files in list_class_files(str(root), unused, follow_links).items()}
     items = [(cls, path) for cls, paths in per_class.items() for path in paths]
 
     def load(scratch: Path) -> ImageSet:

@@ -12,12 +12,13 @@ nor a folder is never opened (opening a fifo blocks until someone writes to it).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import tensorflow as tf
 
 from data.errors import DataError
 from data.prepare import special_file
-from data.walk import isdir, listdir, not_utf8, printable
+from data.walk import is_uri, isdir, listdir, not_utf8, outside_detail, outside_target, printable
 
 #: Every format Pillow decodes without a plugin; an animated GIF gives its first frame.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
@@ -99,15 +100,19 @@ def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]
 
 
 def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset(),
-               unused: Unused | None = None) -> list[str]:
+               unused: Unused | None = None, fence: str | None = None) -> list[str]:
     """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
     ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted.
-    Everything else it passes over goes to ``unused``; special files are never opened."""
+    Everything else it passes over goes to ``unused``; special files are never opened. ``fence``: the
+    resolved data folder, when a symbolic link leading out of it is named in ``unused`` and not read."""
     unused = unused if unused is not None else Unused()
     found, subdirs = [], []
     for name in _names(root):
         path = join(root, name)
-        if name.startswith("."):
+        target = outside_target(path, fence) if fence else None
+        if target:
+            unused.add(path, outside_detail(target))
+        elif name.startswith("."):
             unused.add(path, "hidden")
         elif isdir(path):
             if name in ignored:
@@ -123,15 +128,21 @@ def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = f
         else:
             unused.add(path, f"not a {'/'.join(s.lstrip('.') for s in suffixes)} file")
     for sub in subdirs:
-        found += find_files(sub, suffixes, ignored, unused)
+        found += find_files(sub, suffixes, ignored, unused, fence)
     return found
 
 
-def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[str]]:
+def list_class_files(root: str, unused: Unused | None = None, follow_links: bool = False) -> dict[str, list[str]]:
     """Class name -> its image files (searched recursively), both sorted; DataError for a
-    folder that is not one sub-folder of images per class. What is not read goes to ``unused``."""
+    folder that is not one sub-folder of images per class. What is not read goes to ``unused``:
+    a symbolic link leading out of ``root`` too, unless ``follow_links`` (``--follow-links``)."""
     unused = unused if unused is not None else Unused()
+    fence = None if follow_links or is_uri(root) else os.path.realpath(root)
     names = _names(root)
+    leaving = {n: t for n in names if fence and (t := outside_target(join(root, n), fence))}
+    for name, target in leaving.items():
+        unused.add(join(root, name), outside_detail(target))
+    names = [n for n in names if n not in leaving]
     visible = [n for n in names if not n.startswith(".") and n not in IGNORED_DIRS]
     class_dirs = [n for n in visible if isdir(join(root, n))]
     if not class_dirs:
@@ -158,7 +169,7 @@ def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[
                        else "not in a class folder")
     per_class = {}
     for name in class_dirs:
-        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused)
+        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused, fence)
         if not images:
             raise DataError(
                 f"Class folder {printable(join(root, name))} contains no images (files ending in "

@@ -56,7 +56,7 @@ class Listing:
     unused: dict | None = None           # folder: what the listing did not read (listing.Unused.facts)
 
 
-def list_source(root: str, image_size: int | None, channels: int | None) -> Listing:
+def list_source(root: str, image_size: int | None, channels: int | None, follow_links: bool = False) -> Listing:
     """Detect the kind of source at ``root`` and list its units; DataError for bad input."""
     if root == BUNDLED_DIGITS:
         return Listing("digits", root, (image_size or 8, image_size or 8, channels or 1),
@@ -94,12 +94,12 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
                  and not special_file(join(root, n))]
     if tfrecords:
         return _list_tfrecords(root, tfrecords, image_size, channels)
-    return _list_folder(root, image_size, channels)
+    return _list_folder(root, image_size, channels, follow_links)
 
 
-def _list_folder(root: str, image_size: int | None, channels: int | None) -> Listing:
+def _list_folder(root: str, image_size: int | None, channels: int | None, follow_links: bool = False) -> Listing:
     unused = Unused()
-    per_class = list_class_files(root, unused)
+    per_class = list_class_files(root, unused, follow_links)
     units = [Unit("folder", path, name, printable(path[len(root.rstrip("/")) + 1:]))
              for name, images in per_class.items() for path in images]
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS

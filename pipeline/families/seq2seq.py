@@ -44,7 +44,8 @@ def prepare_text(config: PipelineConfig) -> DatasetManifest:
 
     settings = config.family_settings
     return prepare_text_dataset(config.data, config.data_cache_dir, context_words=settings.context_words,
-                                target_words=settings.target_words, max_text_mb=settings.max_text_mb)
+                                target_words=settings.target_words, max_text_mb=settings.max_text_mb,
+                                follow_links=config.follow_links)
 
 
 def text_example_gen(config: PipelineConfig):
@@ -52,7 +53,8 @@ def text_example_gen(config: PipelineConfig):
 
     settings = config.family_settings
     return text_example_gen(config.data, context_words=settings.context_words, target_words=settings.target_words,
-                            span_pattern=config.span_pattern, spans=config.spans, max_text_mb=settings.max_text_mb)
+                            span_pattern=config.span_pattern, spans=config.spans, max_text_mb=settings.max_text_mb,
+                            follow_links=config.follow_links)
 
 
 def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
