@@ -61,3 +61,33 @@ def damaged(saved_model_dir: str, error: BaseException) -> DamagedModel:
         "files are damaged or incomplete (e.g. a truncated copy); TF Serving cannot load them either. "
         "Copy the model again, roll back to the previous version (python -m pipeline rollback "
         "--serving-dir <its parent>) or run the pipeline again to push a new one.")
+
+
+def version_problem(saved_model_dir: str) -> str | None:
+    """Why TF Serving could not load this SavedModel, in a few words, else None (cheap: no graph load).
+
+    ``saved_model.pb`` must parse as a SavedModel holding a MetaGraph, and the variables' checkpoint
+    must read whole with finite values (``models`` checks each listed version this way).
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = os.path.join(saved_model_dir, "saved_model.pb")
+    try:
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            data = handle.read()
+    except (tf.errors.OpError, OSError) as error:
+        return f"saved_model.pb cannot be read ({type(error).__name__})"
+    proto = saved_model_pb2.SavedModel()
+    try:
+        proto.ParseFromString(data)
+    except Exception as error:  # protobuf's DecodeError (its type differs by protobuf backend)
+        return f"saved_model.pb ({len(data)} bytes) does not parse as a SavedModel ({type(error).__name__})"
+    if not proto.meta_graphs:
+        return f"saved_model.pb ({len(data)} bytes) holds no MetaGraph"
+    try:
+        bad = non_finite_variables(saved_model_dir)
+    except DamagedModel:
+        return "its variables cannot be read (truncated or corrupt)"
+    if bad:
+        return f"{len(bad)} variable(s) hold nan or inf (e.g. {bad[0]})"
+    return None

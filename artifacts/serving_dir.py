@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stackenv.errors import ProjectError
+from stackenv.user_files import SMALL_JSON_MAX_BYTES, UserFileError, read_user_json
 
 import tensorflow as tf
 
@@ -159,11 +160,25 @@ def _copy_saved_model_pb_last(source: str, destination: str) -> None:
 
 
 def read_push_info(version_dir: str) -> dict[str, Any]:
+    """A version's ``push_info.json`` ({} when it has none); a damaged one is a ``UserFileError`` naming it."""
     path = os.path.join(version_dir, PUSH_INFO_FILE)
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as handle:
-        return json.load(handle)
+    what = "the Pusher's record of this version (JSON)"
+    if "://" not in path:
+        if not os.path.lexists(path):
+            return {}
+        info = read_user_json(path, flag=None, what=what, max_bytes=SMALL_JSON_MAX_BYTES)
+    else:
+        if not tf.io.gfile.exists(path):
+            return {}
+        try:
+            with tf.io.gfile.GFile(path) as handle:
+                info = json.loads(handle.read(SMALL_JSON_MAX_BYTES + 1))
+        except ValueError as error:
+            raise UserFileError(f"{path} is not valid JSON ({error}): replace it with a good copy.", path) from None
+    if not isinstance(info, dict):
+        raise UserFileError(f"{path} holds {type(info).__name__}, not a JSON object: replace it with a good copy "
+                            "or delete it (the version stays servable without it).", path)
+    return info
 
 
 ROLLED_BACK_PREFIX = ".rolled-back-"

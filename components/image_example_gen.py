@@ -205,7 +205,8 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
                       split_pattern: str) -> beam.pvalue.PCollection:
     settings = read_settings(exec_properties)
     root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
-    listing = list_source(root, settings.get("image_size"), settings.get("channels"))
+    listing = list_source(root, settings.get("image_size"), settings.get("channels"),
+                          bool(settings.get("follow_links")))
     tasks_file = exec_properties[TASKS_FILE_KEY]
     blocks_dir = tasks_file.rsplit("/", 1)[0] + "/blocks"
     tf.io.gfile.makedirs(blocks_dir)
@@ -261,7 +262,8 @@ class ImageExampleGen(FileBasedExampleGen):
 
 def image_example_gen(data: str | None, *, image_size: int | None, channels: int | None,
                       train_buckets: int, eval_buckets: int, split_feature: str,
-                      span_pattern: str | None = None, spans: tuple[int, int] | None = None) -> ImageExampleGen:
+                      span_pattern: str | None = None, spans: tuple[int, int] | None = None,
+                      follow_links: bool = False) -> ImageExampleGen:
     """The ExampleGen for ``--data`` (None: the bundled digits), from the string alone."""
     from tfx.proto import example_gen_pb2
 
@@ -276,6 +278,6 @@ def image_example_gen(data: str | None, *, image_size: int | None, channels: int
                     example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=eval_buckets)],
             # A stable id, so an example stays in its split when other features change.
             partition_feature_name=split_feature)),
-        custom_config=settings_config(image_size=image_size, channels=channels),
+        custom_config=settings_config(image_size=image_size, channels=channels, follow_links=follow_links or None),
         range_config=range_config(spans),
     )

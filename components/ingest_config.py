@@ -92,8 +92,8 @@ def tree_fingerprint(root: str) -> str:
         return ""
     files, problems = walk.walk(root)
     digest = hashlib.sha256()
-    for file in sorted(files, key=lambda f: f.uri):
-        digest.update(f"{file.uri}\0{file.size}\0{file.mtime_ns}\n".encode())
+    for file in sorted(files, key=lambda f: f.uri):  # a name's own bytes, UTF-8 or not (walk.fs_bytes)
+        digest.update(walk.fs_bytes(f"{file.uri}\0{file.size}\0{file.mtime_ns}\n"))
     for problem in sorted(problems, key=lambda p: p.uri):
-        digest.update(f"{problem.uri}\0{problem.reason}\n".encode())
+        digest.update(walk.fs_bytes(f"{problem.uri}\0{problem.reason}\n"))
     return f"tree:files={len(files)},sha256={digest.hexdigest()}"

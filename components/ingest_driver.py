@@ -29,7 +29,9 @@ class TreeFingerprintDriver(driver.FileBasedDriver):
         try:
             try:
                 resolved = super().resolve_exec_properties(dict(exec_properties), pipeline_info, component_info)
-            except (tf.errors.OpError, OSError):  # TFX stats every top-level entry: a symlink loop raises
+            # TFX stats every top-level entry: a symlink loop raises; TFX lists names as UTF-8 strictly, so a
+            # name whose bytes are not UTF-8 raises UnicodeError (the tree fingerprint below covers both)
+            except (tf.errors.OpError, OSError, UnicodeError):
                 resolved = _without_span(dict(exec_properties))
                 if resolved is None:
                     raise
@@ -82,6 +84,8 @@ def resolve_input(exec_properties: dict[str, Any]) -> dict[str, Any]:
             found = tf.io.gfile.exists(base)
             if found:
                 tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else tf.io.gfile.stat(base)
+        except UnicodeError:
+            pass  # listed: a name whose bytes are not UTF-8, which TF's listing cannot decode (data.walk reads it)
         except (tf.errors.OpError, OSError) as error:
             raise DataError(
                 f"The ExampleGen's input {base} cannot be read from this step: "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import subprocess
 from typing import Any
 
@@ -112,9 +113,14 @@ def _gate_blocks(card: dict[str, Any], evaluation_uri: str) -> list[Block]:
         check = f"{label} >= {bound_text(gate['threshold'])} ({source}; floor {gate.get('floor')})"
     else:
         check = f"{label} >= {bound_text(gate['threshold'])} (the floor; the model has no references)"
+    from artifacts.tfma_results import slice_metrics
+
+    compared = any(m.slice_name == "overall" for m in slice_metrics(evaluation_uri, metric, "baseline")) \
+        if metric else False
+    against = (f", and is at most {card.get('max_regression')} below the served model" if compared
+               else "; it was not compared with a served model (none was served, or it could not be evaluated)")
     blocks: list[Block] = [("h2", "Gate decision"),
-                           ("p", f"Blessed and pushed: {label} {_number(value)} passed {check}, and is at most "
-                                 f"{card.get('max_regression')} below the served model.")]
+                           ("p", f"Blessed and pushed: {label} {_number(value)} passed {check}{against}.")]
     if gate.get("rule"):
         blocks.append(("p", f"Rule: {gate['rule']}"))
     return blocks
@@ -182,18 +188,36 @@ def build_card(card: dict[str, Any], version: int, push_info: dict[str, Any], mo
     return blocks
 
 
+#: Characters Markdown reads as markup inside a line (CommonMark's backslash escapes); ``<``, ``>`` and ``&``
+#: become entities instead, since a renderer passes raw HTML (``<img onerror=...>``) through.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as literal Markdown text: HTML's three special characters as entities, Markdown's inline markup
+    backslash-escaped, line breaks as spaces (a class or file name cannot start a block), a leading block
+    marker (``#``, ``-``, ``+``, ``=``, ``1.``) escaped."""
+    text = " ".join(str(value).splitlines())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    text = re.sub(r"^(\s*)([#+=-])", r"\1\\\2", text)  # a heading, a list item, a setext underline
+    return re.sub(r"^(\s*\d+)([.)])(?=\s|$)", r"\1\\\2", text)  # an ordered list item ("1. x"), not "0.99"
+
+
 def to_markdown(blocks: list[Block]) -> str:
+    """Every string of every block written as literal text (``markdown_text``): a class name, a path or a
+    hyperparameter value never becomes markup or HTML in a Markdown viewer."""
     lines: list[str] = []
     for kind, *content in blocks:
         if kind in ("h1", "h2"):
-            lines += [("# " if kind == "h1" else "## ") + content[0], ""]
+            lines += [("# " if kind == "h1" else "## ") + markdown_text(content[0]), ""]
         elif kind == "p":
-            lines += [content[0], ""]
+            lines += [markdown_text(content[0]), ""]
         elif kind == "ul":
-            lines += [f"- {item}" for item in content[0]] + [""]
+            lines += [f"- {markdown_text(item)}" for item in content[0]] + [""]
         elif kind == "table":
             headers, rows = content
-            cells = lambda row: "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"  # noqa: E731
+            cells = lambda row: "| " + " | ".join(markdown_text(c) for c in row) + " |"  # noqa: E731
             lines += [cells(headers), "| " + " | ".join("---" for _ in headers) + " |", *map(cells, rows), ""]
     return "\n".join(lines)
 

@@ -117,7 +117,8 @@ class ScoringExampleGenExecutor(base_executor.BaseExecutor):
             for file in files:
                 try:
                     out.write(reader(file.uri, file.relative, settings))
-                    inputs.append({"file": file.relative, "error": None})
+                    renamed = {"not_utf8": True} if file.not_utf8 else {}  # named in the summary
+                    inputs.append({"file": file.relative, "error": None, **renamed})
                 except UnreadableInput as error:
                     inputs.append({"file": file.relative, "error": str(error)})
         inputs.sort(key=lambda row: row["file"])
@@ -189,18 +190,31 @@ def score_rows(inputs: list[dict[str, Any]], predictions: dict[str, tuple[str, l
     return rows
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"): = + - @, tab, carriage return.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting like a formula gets a leading ``'`` (OWASP's
+    rule; the csv module then quotes it and doubles any ``"``). Parquet keeps the value as it is."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def write_tables(rows: list[dict[str, Any]], uri: str) -> None:
-    """``scores.csv`` (``scores`` as a JSON list) and ``scores.parquet`` (``scores`` as list<double>)."""
+    """``scores.csv`` (``scores`` as a JSON list; text cells through ``csv_cell``) and ``scores.parquet``
+    (``scores`` as list<double>, text as it is)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     with tf.io.gfile.GFile(f"{uri}/{CSV_FILE}", "w") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        # RFC 4180 line ends: the csv module then quotes a cell holding a CR or LF (a file name may), so it
+        # stays one cell; with "\n" alone a lone CR went unquoted and split the row.
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\r\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({**row, "scores": json.dumps(row["scores"]),
+            writer.writerow({**row, "file": csv_cell(row["file"]), "scores": json.dumps(row["scores"]),
                              "score": "" if row["score"] is None else f"{row['score']:.6g}",
-                             "prediction": row["prediction"] or "", "error": row["error"] or ""})
+                             "prediction": csv_cell(row["prediction"] or ""), "error": csv_cell(row["error"] or "")})
     table = pa.table({
         "file": pa.array([r["file"] for r in rows], pa.string()),
         "prediction": pa.array([r["prediction"] for r in rows], pa.string()),
@@ -224,7 +238,8 @@ class ScoreWriterExecutor(base_executor.BaseExecutor):
             listed = json.load(handle)
         inputs = listed["inputs"]
         unreadable = [(row["file"], row["error"]) for row in inputs if row["error"]]
-        record: dict[str, Any] = {"root": listed["root"], "inputs": len(inputs), "unreadable": unreadable}
+        record: dict[str, Any] = {"root": listed["root"], "inputs": len(inputs), "unreadable": unreadable,
+                                  "not_utf8": [row["file"] for row in inputs if row.get("not_utf8")]}
         scores.set_int_custom_property(UNREADABLE, len(unreadable))
         tf.io.gfile.makedirs(scores.uri)
         blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])

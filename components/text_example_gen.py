@@ -36,6 +36,12 @@ def input_config(pattern: str) -> example_gen_pb2.Input:
                                          for name in SPLITS])
 
 
+def _max_text_mb(exec_properties: dict[str, Any]) -> int | None:
+    """The corpus budget (``--max-text-mb``), None in a graph compiled before it existed."""
+    value = read_settings(exec_properties).get("max_text_mb")
+    return int(value) if value else None
+
+
 def _settings(exec_properties: dict[str, Any]) -> dict[str, int]:
     values = read_settings(exec_properties)
     return {"context_words": int(values.get("context_words", text.DEFAULT_CONTEXT_WORDS)),
@@ -54,12 +60,12 @@ class TextExampleGenExecutor(StreamingExampleGenExecutor):
         config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
         root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], config.splits[0].pattern)
-        settings = _settings(exec_properties)
-        refs, listed_skips = list_documents(root)
+        settings, budget = _settings(exec_properties), _max_text_mb(exec_properties)
+        refs, listed_skips = list_documents(root, bool(read_settings(exec_properties).get("follow_links")))
         documents = pipeline | "Documents" >> beam.Create(refs) | "Spread" >> beam.Reshuffle()
-        decided = (documents | "CountWindows" >> beam.Map(count, settings)
+        decided = (documents | "CountWindows" >> beam.Map(count, settings, budget, len(refs))
                    | "AllCounts" >> beam.combiners.ToList()
-                   | "DecideSplit" >> beam.Map(decide_split, listed_skips, settings, f"text source {root}"))
+                   | "DecideSplit" >> beam.Map(decide_split, listed_skips, settings, f"text source {root}", budget))
         split = decided | "Split" >> beam.Map(lambda pair: pair[0])
         windows = documents | "Windows" >> beam.FlatMap(split_windows, settings, beam.pvalue.AsSingleton(split))
         parts = windows | "BySplit" >> beam.Partition(lambda item, _: SPLITS.index(item[0]), len(SPLITS))
@@ -79,7 +85,8 @@ class TextExampleGen(FileBasedExampleGen):
 
 
 def text_example_gen(data: str | None, *, context_words: int, target_words: int,
-                     span_pattern: str | None = None, spans: tuple[int, int] | None = None) -> TextExampleGen:
+                     span_pattern: str | None = None, spans: tuple[int, int] | None = None,
+                     max_text_mb: int | None = None, follow_links: bool = False) -> TextExampleGen:
     """The ExampleGen for ``--data`` (None: the bundled pydoc corpus), from the string alone."""
     from components.ingest_config import input_layout, range_config, settings_config
     from data.text_ingest import BUNDLED_TOPICS
@@ -88,6 +95,7 @@ def text_example_gen(data: str | None, *, context_words: int, target_words: int,
     return TextExampleGen(
         input_base=base,
         input_config=input_config(pattern),
-        custom_config=settings_config(context_words=context_words, target_words=target_words),
+        custom_config=settings_config(context_words=context_words, target_words=target_words,
+                                      max_text_mb=max_text_mb, follow_links=follow_links or None),
         range_config=range_config(spans),
     )

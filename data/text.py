@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import tensorflow as tf
 
 from data import text_features as features
-from data import text_split
+from data import text_split, walk
 from data.errors import DataError
 from data.manifest import DatasetManifest
 from data.prepare import Conversion, prepare, shard_count
@@ -48,6 +48,8 @@ def prepare_text_dataset(
     context_words: int = DEFAULT_CONTEXT_WORDS,
     target_words: int = DEFAULT_TARGET_WORDS,
     stride: int = DEFAULT_STRIDE,
+    max_text_mb: int | None = None,
+    follow_links: bool = False,
 ) -> DatasetManifest:
     """Window ``source`` into TFRecords under ``cache_root`` (or reuse them) and describe them.
 
@@ -59,7 +61,7 @@ def prepare_text_dataset(
     target_words = _check_count("target_words", target_words, "--target-words 4")
     stride = _check_count("stride", stride, "--stride 2")
     settings = {"context_words": context_words, "target_words": target_words, "stride": stride}
-    plan = plan_text_source(source, settings)
+    plan = plan_text_source(source, settings, max_text_mb, follow_links)  # the budget is not in the cache key
     manifest, reused = prepare(plan, cache_root, "text", FORMAT_VERSION,
                                lambda corpus: _convert(corpus, plan.description, settings))
     log.info(
@@ -109,7 +111,8 @@ def _check_count(name: str, value: object, example: str) -> int:
 def _convert(corpus: Corpus, description: str, settings: dict) -> Conversion:
     """The windows of ``corpus`` and the facts their manifest records."""
     documents = corpus.documents
-    facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed)
+    facts = CorpusFacts(len(documents), sum(len(d.words) for d in documents), corpus.skipped, corpus.guessed,
+                        [d.doc_id for d in documents if walk.not_utf8(d.origin)])
     counts = {d.doc_id: window_count(len(d.words), **settings) for d in documents}
     distinct = first_distinct(word for d in documents for word in d.words)
     split = check_corpus(counts, {d.doc_id: len(d.words) for d in documents}, facts, settings, description,

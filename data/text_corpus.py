@@ -25,6 +25,7 @@ REASONS = {
     "unreadable": "unreadable",
     "special": "not a regular file",
     "loop": "symlink loop",
+    "outside": "symlink leaving the folder (--follow-links reads it)",
 }
 #: Names shown per reason in the summary line; data_facts.json and the report list them all.
 NAMES_SHOWN = 5
@@ -59,6 +60,22 @@ def too_few_words_error(description: str, facts: CorpusFacts, distinct: frozense
         "a failed export), or add real text.")
 
 
+MIB = 2**20
+#: The flag of the corpus budget (the seq2seq family's ``--max-text-mb``, pipeline/families/seq2seq.py).
+BUDGET_FLAG = "--max-text-mb"
+
+
+def over_budget_error(description: str, reached: str, total: int, max_text_mb: int, done: int, files: int
+                      ) -> DataError:
+    """The paragraph for a corpus past its budget of decompressed text: where it ran out and how to raise it."""
+    return DataError(
+        f"The text of {description} is more than {BUDGET_FLAG} {max_text_mb} MiB once decompressed: {done} of "
+        f"{files} files read ({total // MIB} MiB of text) when {reached} reached the budget (compressed files "
+        "can hold far more text than their size). Nothing was written. If the machine has the memory (the "
+        f"text takes several times its size as words), raise it, e.g. {BUDGET_FLAG} {max_text_mb * 4}; or "
+        "point --data at a folder holding fewer or smaller files.")
+
+
 @dataclasses.dataclass(frozen=True)
 class Skip:
     document: str   # the id a used file would have had (its path below the folder)
@@ -78,17 +95,21 @@ class CorpusFacts:
     words: int
     skipped: list[Skip]
     guessed: list[Guessed] = dataclasses.field(default_factory=list)
+    #: Documents read whose file names are not UTF-8, by their printable ids (``data.walk.printable``).
+    not_utf8_names: list[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"documents": self.documents, "words": self.words,
                 "skipped": [dataclasses.asdict(s) for s in sorted(self.skipped, key=_order)],
-                "guessed_encodings": [dataclasses.asdict(g) for g in sorted(self.guessed, key=lambda g: g.document)]}
+                "guessed_encodings": [dataclasses.asdict(g) for g in sorted(self.guessed, key=lambda g: g.document)],
+                **({"not_utf8_names": sorted(self.not_utf8_names)} if self.not_utf8_names else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CorpusFacts:
         return cls(int(data.get("documents", 0)), int(data.get("words", 0)),
                    [Skip(**s) for s in data.get("skipped", [])],
-                   [Guessed(**g) for g in data.get("guessed_encodings", [])])
+                   [Guessed(**g) for g in data.get("guessed_encodings", [])],
+                   list(data.get("not_utf8_names", [])))
 
     def describe(self) -> str:
         """The summary line: "212 documents read (96k words); 3 not used: 2 shorter than ..."."""
@@ -101,6 +122,11 @@ class CorpusFacts:
             more = len(self.guessed) - NAMES_SHOWN
             line += (f"; {len(self.guessed)} not UTF-8, read with a guessed encoding: {names}"
                      + (f" and {more} more" if more > 0 else ""))
+        if self.not_utf8_names:
+            names = ", ".join(sorted(self.not_utf8_names)[:NAMES_SHOWN])
+            more = len(self.not_utf8_names) - NAMES_SHOWN
+            line += (f"; {len(self.not_utf8_names)} read under a file name that is not UTF-8 (each such byte shown "
+                     f"as \\xNN): {names}" + (f" and {more} more" if more > 0 else ""))
         return line
 
 

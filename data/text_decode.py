@@ -66,17 +66,20 @@ def compression_of(name: str) -> str:
     return next((suffix for suffix in COMPRESSIONS if lower.endswith(suffix)), "")
 
 
-def decompress(data: bytes, compression: str) -> bytes | Unusable:
-    """``data`` decompressed, reading at most ``MAX_TEXT_BYTES`` + 1 bytes of output."""
+def decompress(data: bytes, compression: str, limit: int | None = None) -> bytes | Unusable:
+    """``data`` decompressed, reading at most ``limit`` + 1 bytes of output (``limit``: the smaller of the
+    per-file cap and what is left of the corpus budget, ``--max-text-mb``)."""
     if not compression:
         return data
+    limit = MAX_TEXT_BYTES if limit is None else min(limit, MAX_TEXT_BYTES)
     try:
         with COMPRESSIONS[compression](io.BytesIO(data)) as stream:
-            result = stream.read(MAX_TEXT_BYTES + 1)
+            result = stream.read(limit + 1)
     except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as error:
         return Unusable("unreadable", f"corrupt {compression[1:]} data: {error}")
-    if len(result) > MAX_TEXT_BYTES:
-        return Unusable("too_large", f"more than {MAX_TEXT_BYTES // 2**20} MiB once decompressed")
+    if len(result) > limit:
+        flag = " (--max-text-mb raises it)" if limit < MAX_TEXT_BYTES else ""
+        return Unusable("too_large", f"more than {max(limit // 2**20, 1)} MiB once decompressed{flag}")
     return result
 
 

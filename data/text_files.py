@@ -43,6 +43,7 @@ class FileWords:
     words: list[str]
     encoding: str
     guessed: bool   # the encoding is a detected fallback (named in the run summary)
+    size: int = 0   # bytes of text once decompressed (counted against --max-text-mb)
 
 
 def kind_of(name: str) -> str | None:
@@ -58,11 +59,12 @@ def kind_of(name: str) -> str | None:
     return None if suffix in OTHER_FORMATS else text_markup.PLAIN
 
 
-def list_text_files(root: str, is_folder: bool) -> tuple[list[walk.File], list[Skip]]:
+def list_text_files(root: str, is_folder: bool, follow_links: bool = False) -> tuple[list[walk.File], list[Skip]]:
     """The candidate documents of a folder (or the one file ``root``), and the entries skipped
-    without opening them: other formats, fifos and devices, symlink loops, unreadable entries."""
+    without opening them: other formats, fifos and devices, symlink loops, unreadable entries, symbolic
+    links leaving the folder (unless ``follow_links``: ``--follow-links``)."""
     if is_folder:
-        files, problems = walk.walk(root)
+        files, problems = walk.walk(root, follow_links)
     else:
         found = walk.stat_one(root)
         files, problems = ([found], []) if isinstance(found, walk.File) else ([], [found])
@@ -78,19 +80,20 @@ def list_text_files(root: str, is_folder: bool) -> tuple[list[walk.File], list[S
     return documents, skipped
 
 
-def read_words(uri: str, name: str) -> FileWords | text_decode.Unusable:
-    """The words of the file at ``uri`` (``name``: its file name, which decides the format)."""
+def read_words(uri: str, name: str, limit: int = text_decode.MAX_TEXT_BYTES) -> FileWords | text_decode.Unusable:
+    """The words of the file at ``uri`` (``name``: its file name, which decides the format); at most ``limit``
+    bytes of text once decompressed."""
     data = _read_bytes(uri)
     if isinstance(data, text_decode.Unusable):
         return data
-    data = text_decode.decompress(data, text_decode.compression_of(name))
+    data = text_decode.decompress(data, text_decode.compression_of(name), min(limit, text_decode.MAX_TEXT_BYTES))
     if isinstance(data, text_decode.Unusable):
         return data
     decoded = text_decode.decode(data)
     if isinstance(decoded, text_decode.Unusable):
         return decoded
     kind = kind_of(name) or text_markup.PLAIN
-    return FileWords(text_markup.prose(decoded.text, kind).split(), decoded.encoding, decoded.guessed)
+    return FileWords(text_markup.prose(decoded.text, kind).split(), decoded.encoding, decoded.guessed, len(data))
 
 
 def _read_bytes(uri: str) -> bytes | text_decode.Unusable:

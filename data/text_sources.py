@@ -26,8 +26,8 @@ from pathlib import Path
 from data import walk
 from data.errors import DataError
 from data.prepare import SourcePlan, source_fingerprint
-from data.text_corpus import Guessed, Skip
-from data.text_decode import Unusable
+from data.text_corpus import MIB, Guessed, Skip, over_budget_error
+from data.text_decode import MAX_TEXT_BYTES, Unusable
 from data.text_files import kind_of, list_text_files, read_words
 from data.text_markup import PLAIN
 
@@ -44,6 +44,7 @@ class Document:
     doc_id: str
     words: list[str]
     origin: str  # what to name in messages: a file path or the topic name
+    text_bytes: int = 0  # bytes of text once decompressed (counted against --max-text-mb)
 
 
 @dataclasses.dataclass
@@ -55,7 +56,10 @@ class Corpus:
     guessed: list[Guessed] = dataclasses.field(default_factory=list)
 
 
-def plan_text_source(source: str | os.PathLike | None, settings: dict) -> SourcePlan[Corpus]:
+def plan_text_source(source: str | os.PathLike | None, settings: dict,
+                     max_text_mb: int | None = None, follow_links: bool = False) -> SourcePlan[Corpus]:
+    """How to read ``source``; ``max_text_mb``: the corpus budget of decompressed text (None: no budget);
+    ``follow_links``: read what symbolic links leaving the folder point to (``--follow-links``)."""
     if source is None or not str(source).strip():
         return _plan_topics(settings)
     root = str(source)
@@ -69,7 +73,7 @@ def plan_text_source(source: str | os.PathLike | None, settings: dict) -> Source
             ".rst, .html, also compressed), or leave the source out to use the bundled Python "
             "documentation topics."
         )
-    return _plan_files(root, tf.io.gfile.isdir(root), settings)
+    return _plan_files(root, tf.io.gfile.isdir(root), settings, max_text_mb, follow_links)
 
 
 def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
@@ -99,14 +103,24 @@ def _plan_topics(settings: dict) -> SourcePlan[Corpus]:
 # ----------------------------------------------------------------------- user files
 
 
-def _plan_files(root: str, is_folder: bool, settings: dict) -> SourcePlan[Corpus]:
+def _plan_files(root: str, is_folder: bool, settings: dict, max_text_mb: int | None = None,
+                follow_links: bool = False) -> SourcePlan[Corpus]:
     span = settings["context_words"] + settings["target_words"]
-    files, listed_skips = list_text_files(root, is_folder)
+    files, listed_skips = list_text_files(root, is_folder, follow_links)
+    budget = max_text_mb * MIB if max_text_mb else None
 
     def load(scratch: Path) -> Corpus:
-        docs, skipped, guessed = [], list(listed_skips), []
-        for file in files:
-            read = read_document(file.relative, file.uri, span)
+        docs, skipped, guessed, total = [], list(listed_skips), [], 0
+        for done, file in enumerate(files, 1):
+            left = MAX_TEXT_BYTES if budget is None else budget - total
+            read = read_document(file.relative, file.uri, span, max(left, 0))
+            if budget is not None and (total + _size(read) > budget or (
+                    isinstance(read, Skip) and read.reason == "too_large" and left < MAX_TEXT_BYTES)):
+                raise over_budget_error(f"{'folder' if is_folder else 'file'} {root}", file.relative, total,
+                                        max_text_mb or 0, done, len(files))
+            total += _size(read)
+            if done % 100 == 0 or done == len(files):
+                log.info("Text read: %d of %d files, %d MiB of text", done, len(files), total // MIB)
             if isinstance(read, Skip):
                 skipped.append(read)
                 continue
@@ -129,17 +143,22 @@ def _plan_files(root: str, is_folder: bool, settings: dict) -> SourcePlan[Corpus
     )
 
 
-def read_document(doc_id: str, uri: str, span: int) -> tuple[Document, str] | Skip:
+def read_document(doc_id: str, uri: str, span: int, limit: int = MAX_TEXT_BYTES) -> tuple[Document, str] | Skip:
     """``(document, guessed encoding or "")`` for a file with at least one window of ``span``
-    words, else why it is skipped. The prepare step and the ExampleGen both read through here."""
-    read = read_words(uri, doc_id.rsplit("/", 1)[-1])
+    words, else why it is skipped. The prepare step and the ExampleGen both read through here.
+    ``limit``: the most bytes of text the file may hold once decompressed."""
+    read = read_words(uri, doc_id.rsplit("/", 1)[-1], limit)
     if isinstance(read, Unusable):
         return Skip(doc_id, read.reason, read.detail)
     if not read.words:
         return Skip(doc_id, "empty", "no words" + (" outside the markup" if _is_markup(doc_id) else ""))
     if len(read.words) < span:
         return Skip(doc_id, "short", f"{len(read.words)} words, a window needs {span}")
-    return Document(doc_id, read.words, uri), read.encoding if read.guessed else ""
+    return Document(doc_id, read.words, uri, read.size), read.encoding if read.guessed else ""
+
+
+def _size(read: tuple[Document, str] | Skip) -> int:
+    return read[0].text_bytes if isinstance(read, tuple) else 0
 
 
 def _is_markup(name: str) -> bool:

@@ -228,7 +228,8 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
                       "SECRET:KEY=ENV still works)")
     pods.add_argument("--env", action="append", default=[], metavar="[STEP/]NAME=VALUE",
                       help="an environment variable of every step, or of STEP alone, e.g. "
-                      "Trainer/TF_CPP_MIN_LOG_LEVEL=1 (repeatable)")
+                      "Trainer/TF_CPP_MIN_LOG_LEVEL=1 (repeatable; written in plain text into the package, so a "
+                      "secret-looking NAME such as *_PASSWORD, *_TOKEN or *SECRET* is refused: use --secret-env)")
     pods.add_argument("--secret-volume", action="append", default=[], metavar="SECRET=/PATH",
                       help="a Kubernetes secret mounted as files in every step (repeatable)")
     pods.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE", help="(repeatable)")

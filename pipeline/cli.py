@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -71,12 +72,14 @@ def command_compile(args: argparse.Namespace) -> int:
     )
     from pipeline.kubeflow.k8s_grammar import check_image, check_kfp_pipeline_name
     from pipeline.kubeflow.platform import StepSettings
-    from pipeline.kubeflow.storage import check_pipeline_root, check_s3_root
+    from pipeline.kubeflow.storage import check_cluster_input, check_pipeline_root, check_s3_root
 
     check_image(args.image)  # every string the package carries is checked before anything is prepared or written
     check_kfp_pipeline_name(config.pipeline_name)
     check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
     check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
+    check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
+    check_cluster_input(config.score_dir, "--score", "compile")
     settings = StepSettings(
         cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
         memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
@@ -188,7 +191,8 @@ def command_predict(args: argparse.Namespace) -> int:
 
 
 def command_generate(args: argparse.Namespace) -> int:
-    for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 0, ">= 0"),
+    for flag, valid, rule in (("--max-tokens", args.max_tokens >= 1, ">= 1"), ("--top-k", args.top_k >= 1,
+                                                                                ">= 1 (1 = greedy)"),
                               ("--temperature", math.isfinite(args.temperature) and args.temperature > 0,
                                "a finite number > 0 (1.0 samples as trained, lower is more conservative)"),
                               ("--top-p", 0 < args.top_p <= 1, "a number in (0, 1], e.g. 0.9"),
@@ -212,8 +216,20 @@ def command_generate(args: argparse.Namespace) -> int:
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, stop_at,
             top_p=args.top_p, repetition_penalty=args.repetition_penalty, no_repeat_ngram=args.no_repeat_ngram,
             seed=args.seed)):
-        print(f"{prompt} -> {continuation}")
+        print(f"{terminal_text(prompt)} -> {terminal_text(continuation)}")
     return 0
+
+
+#: A terminal's escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL|ST``, two-byte ``ESC x``) and
+#: the other control characters a terminal acts on (C0 but tab, DEL, C1).
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+                               r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` as a terminal shows it literally: escape sequences dropped, other control characters (a line
+    break included) as spaces, so an echoed prompt cannot recolour, retitle or clear the user's terminal."""
+    return _TERMINAL_CONTROL.sub(lambda m: "" if m.group().startswith("\x1b") else " ", text)
 
 
 def _check_deploy_names(args: argparse.Namespace) -> None:
@@ -303,10 +319,12 @@ def command_models(args: argparse.Namespace) -> int:
 
 def command_rollback(args: argparse.Namespace) -> int:
     from pipeline.kubeflow.storage import register_filesystems
+    from pipeline.local.run_lock import serving_dir_lock
     from pipeline.serving_commands import rollback
 
     register_filesystems(args.serving_dir)
-    print(rollback(args.serving_dir))
+    with serving_dir_lock(args.serving_dir):  # the run's lock: never between a run's baseline and its push
+        print(rollback(args.serving_dir))
     return 0
 
 
@@ -357,9 +375,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pipeline import quiet
 
-    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py).
-    with quiet.unless_verbose(args.verbose, getattr(args, "output", None)), _command_line_hidden_from_absl():
+    # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py), unless --output
+    # and --data/--score contain each other: the command refuses that before it writes anything (config.py).
+    output = getattr(args, "output", None)
+    if output and not _beside_inputs(args, output):
+        output = None
+    with quiet.unless_verbose(args.verbose, output), _command_line_hidden_from_absl():
         return _dispatch(args)
+
+
+def _beside_inputs(args: argparse.Namespace, output: str) -> bool:
+    """False when --output and --data/--score contain each other (the command's own check says so)."""
+    from pipeline.config import check_inputs_beside_output
+
+    try:
+        check_inputs_beside_output(output, getattr(args, "data", None), getattr(args, "score_dir", None))
+    except ConfigError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -51,6 +51,38 @@ def _is_uri(path: str) -> bool:
     return "://" in path
 
 
+def _inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it (both resolved: symlinks, ``..``, ``~``)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_inputs_beside_output(output_dir: str, data: str | None, score_dir: str | None) -> None:
+    """ConfigError when --output and --data or --score contain each other (local paths), before anything is
+    written: a run reads its own logs, vocabulary, schema and model cards as data on the next run (and
+    changes the evaluation split), or scores ML Metadata's database while it is written. The prepared-data
+    cache (``<output>/data/``: content-addressed, never changed) may be read as --data."""
+    if _is_uri(output_dir):
+        return
+    output = os.path.realpath(os.path.expanduser(output_dir))
+    for flag, path in (("--data", data), ("--score", score_dir)):
+        if not path or _is_uri(path):
+            continue
+        real = os.path.realpath(os.path.expanduser(path))
+        if _inside(output, real):
+            where = "is" if output == real else "is inside"
+            raise ConfigError("--output", f"{output_dir} {where} the {flag} folder {path}: every run would "
+                              f"{'read' if flag == '--data' else 'score'} what the previous one wrote there (logs, "
+                              "vocabulary, schema, model cards, ML Metadata's database) as input. Nothing was "
+                              f"written. Choose an --output outside {path} (e.g. --output "
+                              f"{os.path.join(os.path.dirname(real.rstrip(os.sep)) or os.sep, 'pipeline-output')}), "
+                              f"or move the data out of it.")
+        cache = os.path.join(output, "data")
+        if _inside(real, output) and not (flag == "--data" and _inside(real, cache) and real != cache):
+            raise ConfigError(flag, f"{path} is inside --output {output_dir}, which the run writes (models, "
+                              "ML Metadata's database, logs) while it reads this folder. Nothing was written. "
+                              f"Move the files to a folder outside {output_dir}, or choose another --output.")
+
+
 TUNING = "hyperparameter search (KerasTuner through TFX's Tuner)"
 TRAINER_JOB = "multi-worker Trainer (Kubeflow Training Operator TFJob)"
 TUNER_JOB = "parallel Tuner trials (Kubeflow Training Operator TFJob)"
@@ -195,6 +227,9 @@ class PipelineConfig:
 
     # Transform's pre-/post-transform statistics cost time on every run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
+    follow_links: bool = setting(False, flag="--follow-links", commands=DATA_COMMANDS, help=(
+        "read what a symbolic link inside --data points to outside it (by default such links are named in the "
+        "summary and not read)"))
     transform_statistics: bool = setting(False, flag="--transform-statistics", help=(
         "let Transform compute pre-/post-transform statistics for TFDV (a longer Transform; off by default since "
         "StatisticsGen already describes the input)"))
@@ -269,6 +304,7 @@ class PipelineConfig:
             read_hyperparameters(self.hyperparameters_file, self.model)  # a bad file stops here, before any work
         if not _is_uri(self.output_dir):
             self.output_dir = os.path.abspath(self.output_dir)
+        check_inputs_beside_output(self.output_dir, self.data, self.score_dir)
         self.pipeline_name = self.pipeline_name or f"{self.model}-pipeline"
         self.serving_model_name = self.serving_model_name or self.model
 

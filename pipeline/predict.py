@@ -7,6 +7,7 @@ run by TensorFlow's own interpreter (``tf.lite.Interpreter``), as a device would
 import os
 from collections.abc import Iterator, Sequence
 
+from stackenv import user_files
 from stackenv.errors import MissingInput, PathError, ProjectError
 
 import numpy as np
@@ -139,8 +140,13 @@ def _tflite_outputs(version_dir: str, quantization: str, image_paths: Sequence[s
 
     path = tflite_path(version_dir, quantization)
     try:
-        interpreter = tflite.interpreter(path)
-        height, width, channels = tflite.input_shape(path, PREDICT_IMAGE_SIGNATURE, "images")
+        cap = user_files.TFLITE_MAX_BYTES
+        data = path if "://" in path else user_files.read_user_bytes(path, flag=None, what="a TFLite model",
+                                                                     max_bytes=cap)
+        interpreter = tflite.interpreter(data)
+        height, width, channels = tflite.input_shape(interpreter, PREDICT_IMAGE_SIGNATURE, "images")
+    except user_files.UserFileError as error:
+        raise ProjectError(f"{error.paragraph} Run predict without --tflite to use the SavedModel.") from None
     except (ValueError, RuntimeError, KeyError) as error:
         raise ProjectError(f"Cannot run the TFLite model {path}: {error}. The file is damaged or not this "
                            "project's image model; run predict without --tflite to use the SavedModel.") from error

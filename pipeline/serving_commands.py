@@ -3,8 +3,9 @@ import json
 import os
 
 from stackenv.errors import MissingInput, PathError
+from stackenv.user_files import UserFileError
 
-from artifacts import serving_dir
+from artifacts import model_files, serving_dir
 from models.common import references
 from pipeline.families import gate_metrics
 
@@ -30,14 +31,26 @@ def list_models(base_dir: str) -> list[str]:
         return [f"No model versions in {base_dir}.", *_ignored_lines(base_dir)]
     key_metrics = (*gate_metrics(), COUNT_METRIC)  # every family's gate metric: a dir may hold any
     lines = [f"{'':2}{'version':<12} {'pushed at (UTC)':<26} {'metrics':<60} run"]
+    served_problem = None
     for version in reversed(versions):
-        info = serving_dir.read_push_info(os.path.join(base_dir, str(version)))
+        version_dir = os.path.join(base_dir, str(version))
+        warnings = []
+        try:
+            info = serving_dir.read_push_info(version_dir)
+        except UserFileError as error:
+            info, warnings = {}, [f"warning: {error.paragraph}"]
+        problem = model_files.version_problem(version_dir)
+        if problem:
+            warnings.append(f"warning: TF Serving cannot load this version: {problem}.")
+            if version == versions[-1]:
+                served_problem = problem
         metrics = info.get("metrics", {})
         shown = "  ".join(f"{k}={metrics[k]:.4f}" if k != COUNT_METRIC else f"n={metrics[k]:.0f}"
                           for k in key_metrics if k in metrics)
         marker = "* " if version == versions[-1] else "  "
         lines.append(f"{marker}{version:<12} {info.get('pushed_at', '?'):<26} {shown or '-':<60} "
                      f"{info.get('pipeline_run_id') or '-'}")
+        lines.extend(f"{'':16}{warning}" for warning in warnings)
         refs = references.read_references(os.path.join(base_dir, str(version)))
         if refs:  # what the model had to beat, on the same eval split (models/common/references.py)
             lines.append(f"{'':16}references: " + "  ".join(
@@ -46,6 +59,10 @@ def list_models(base_dir: str) -> list[str]:
         if trained_with:
             lines.append(f"{'':16}{trained_with}")
     lines.append("* = served (TF Serving's default policy serves the highest version)")
+    if served_problem:
+        lines.append(f"warning: the served version {versions[-1]} is damaged ({served_problem}): TF Serving "
+                     f"keeps serving the version it loaded before, or nothing. Roll back (python -m pipeline "
+                     f"rollback --serving-dir {base_dir}) or run the pipeline again to push a new one.")
     lines.extend(_ignored_lines(base_dir))
     return lines
 
@@ -70,8 +87,13 @@ def _hyperparameters_line(version_dir: str) -> str | None:
     path = os.path.join(version_dir, references.ASSETS_EXTRA, "training.json")
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as handle:
-        training = json.load(handle)
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            training = json.loads(handle.read(1024 * 1024))
+    except ValueError:
+        return f"hyperparameters: unknown ({path} is not valid JSON)"
+    if not isinstance(training, dict):
+        return None
     tuned = training.get("tuned") or {}
     shown = lambda values: ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"  # noqa: E731
                                      for k, v in sorted(values.items()))

@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from stackenv import user_files
 from stackenv.errors import ConfigError
 
 from artifacts.search_record import BEST_FILE
@@ -60,8 +61,10 @@ def _read(path: str) -> str:
             return handle.read()
     if os.path.isdir(path):
         path = os.path.join(path, BEST_FILE)
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
+    return user_files.read_user_file(path, flag="--hyperparameters", what="hyperparameters as JSON",
+                                     max_bytes=user_files.CONFIG_MAX_BYTES)
 
 
 def read_hyperparameters(path: str, model: str) -> dict[str, Any]:
@@ -70,6 +73,9 @@ def read_hyperparameters(path: str, model: str) -> dict[str, Any]:
            "values, e.g. {\"dropout\": 0.3}")
     try:
         content = json.loads(_read(path))
+    except user_files.UserFileError as error:
+        raise ConfigError("--hyperparameters", error.paragraph.removeprefix("--hyperparameters ") +
+                          f" {how}.") from None
     except FileNotFoundError:
         raise ConfigError("--hyperparameters", f"{path} does not exist (or a folder without {BEST_FILE}). "
                                                f"{how}.") from None

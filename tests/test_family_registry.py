@@ -243,6 +243,6 @@ def test_score_with_a_family_that_declares_no_reader_is_one_paragraph(tmp_path):
     from pipeline.kubeflow.compile import dataset_for_cluster
 
     with families.registered(dense_family.FAMILY) as family:
-        config = PipelineConfig(model="dense", output_dir=str(tmp_path), score_dir=str(tmp_path))
+        config = PipelineConfig(model="dense", output_dir=str(tmp_path / "out"), score_dir=str(tmp_path / "score"))
         with pytest.raises(ConfigError, match="--score.*model family 'dense' declares no reader of files to score"):
             create_pipeline(config, dataset_for_cluster(config, family.prepare_data))

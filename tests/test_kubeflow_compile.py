@@ -131,7 +131,9 @@ def test_compile_refuses_roots_a_pod_cannot_write(tmp_path, root, expected):
 
 def test_compile_rejects_unprepared_data(tmp_path):
     # Only the prepare path reads a manifest at compile time (the default reads nothing).
-    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--data", tmp_path, "--ingest", "prepare")
+    # (a local path is refused before it is read: tests/test_hardening4.py; a URI that holds no manifest here)
+    result = run_cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "--data", f"ram://{tmp_path.name}",
+                     "--ingest", "prepare")
     assert result.returncode == 2
     assert "not a prepared dataset" in result.stderr and "python -m pipeline prepare" in result.stderr
 

@@ -47,6 +47,7 @@ def prepare_image_dataset(
     cache_root: str | os.PathLike,
     image_size: int | None = None,
     channels: int | None = None,
+    follow_links: bool = False,
 ) -> DatasetManifest:
     """Convert ``source`` to TFRecords under ``cache_root`` (or reuse them) and describe them.
 
@@ -56,7 +57,7 @@ def prepare_image_dataset(
     Raises DataError with an actionable message for any bad input.
     """
     image_size, channels = _check_shape_args(image_size, channels)
-    plan = _plan(source, image_size, channels)
+    plan = _plan(source, image_size, channels, follow_links)
     manifest, reused = prepare(plan, cache_root, "image", FORMAT_VERSION, convert)
     shown = ", ".join(manifest.classes[:10]) + (", ..." if len(manifest.classes) > 10 else "")
     log.info(
@@ -92,7 +93,7 @@ def _check_shape_args(image_size: object, channels: object) -> tuple[int | None,
 
 
 def _plan(source: str | os.PathLike | None, image_size: int | None,
-          channels: int | None) -> SourcePlan[ImageSet]:
+          channels: int | None, follow_links: bool = False) -> SourcePlan[ImageSet]:
     if source is None or not str(source).strip():
         return plan_digits(image_size, channels)
     path = Path(source).expanduser()
@@ -132,5 +133,5 @@ def _plan(source: str | os.PathLike | None, image_size: int | None,
     records = [e for e in entries if e.is_file() and is_tfrecord_path(e)]
     if records:
         return plan_tfrecords(path, records, image_size, channels)
-    return plan_folder(path, image_size, channels)
+    return plan_folder(path, image_size, channels, follow_links)
 

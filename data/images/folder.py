@@ -13,15 +13,18 @@ from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, Unused, list_class
 from data.images.pixels import load_image_file
 from data.images.writer import FORMAT_VERSION, ImageSet
 from data.prepare import SourcePlan, file_stats, source_fingerprint
+from data.walk import printable
 
 DEFAULT_IMAGE_SIZE = 32
 DEFAULT_CHANNELS = 3
 
 
-def plan_folder(root: Path, image_size: int | None, channels: int | None) -> SourcePlan[ImageSet]:
+def plan_folder(root: Path, image_size: int | None, channels: int | None,
+                follow_links: bool = False) -> SourcePlan[ImageSet]:
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
     unused = Unused()
-    per_class = {name: [Path(f) for f in files] for name, files in list_class_files(str(root), unused).items()}
+    per_class = {name: [Path(f) for f in files]
+                 for name, files in list_class_files(str(root), unused, follow_links).items()}
     items = [(cls, path) for cls, paths in per_class.items() for path in paths]
 
     def load(scratch: Path) -> ImageSet:
@@ -33,7 +36,7 @@ def plan_folder(root: Path, image_size: int | None, channels: int | None) -> Sou
         return ImageSet(
             pixels=pixels,
             labels=[cls for cls, _ in items],
-            ids=[path.relative_to(root).as_posix() for _, path in items],
+            ids=[printable(path.relative_to(root).as_posix()) for _, path in items],
             classes=list(per_class),
         )
 
@@ -46,5 +49,5 @@ def plan_folder(root: Path, image_size: int | None, channels: int | None) -> Sou
             files=file_stats([p for _, p in items], root),
         ),
         load=load,
-        extra={"source_path": str(root), **({"unused": unused.facts()} if unused.entries else {})},
+        extra={"source_path": str(root), **({"unused": unused.facts()} if unused else {})},
     )

@@ -12,11 +12,13 @@ nor a folder is never opened (opening a fifo blocks until someone writes to it).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import tensorflow as tf
 
 from data.errors import DataError
 from data.prepare import special_file
+from data.walk import is_uri, isdir, listdir, not_utf8, outside_detail, outside_target, printable
 
 #: Every format Pillow decodes without a plugin; an animated GIF gives its first frame.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
@@ -30,22 +32,48 @@ class Unused:
     """Entries a listing saw and will not read, each with why."""
 
     entries: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: Files read whose names are not UTF-8, in their printable form (``data.walk.printable``).
+    not_utf8: list[str] = dataclasses.field(default_factory=list)
 
     def add(self, path: str, why: str) -> None:
-        self.entries.append((path, why))
+        self.entries.append((printable(path), why))
+
+    def read_not_utf8(self, path: str) -> None:
+        self.not_utf8.append(printable(path))
+
+    def __bool__(self) -> bool:
+        return bool(self.entries or self.not_utf8)
 
     def facts(self) -> dict:
         """What the data facts carry: the count and the first few, so a million skipped files stay small."""
-        return {"count": len(self.entries),
-                "shown": [f"{path} ({why})" for path, why in self.entries[:SHOWN_UNUSED]]}
+        facts = {"count": len(self.entries),
+                 "shown": [f"{path} ({why})" for path, why in self.entries[:SHOWN_UNUSED]]}
+        if self.not_utf8:
+            facts["not_utf8"] = {"count": len(self.not_utf8), "shown": self.not_utf8[:SHOWN_UNUSED]}
+        return facts
 
 
 def unused_line(facts: dict | None) -> str | None:
-    """The run summary's line for :meth:`Unused.facts`, None when everything was read."""
+    """The run summary's line for :meth:`Unused.facts` (and the names read that are not UTF-8), None when
+    everything was read under a UTF-8 name."""
+    if not facts:
+        return None
+    lines = []
+    if facts.get("count"):
+        more = facts["count"] - len(facts["shown"])
+        lines.append(f"Not read from the data: {facts['count']} entr{'y' if facts['count'] == 1 else 'ies'}: "
+                     + "; ".join(facts["shown"]) + (f"; and {more} more" if more > 0 else ""))
+    lines.extend(filter(None, [not_utf8_line(facts.get("not_utf8"))]))
+    return "\n".join(lines) or None
+
+
+def not_utf8_line(facts: dict | None) -> str | None:
+    """The summary's line for files read whose names are not UTF-8 (named with ``\\xNN`` for each such byte)."""
     if not facts or not facts.get("count"):
         return None
     more = facts["count"] - len(facts["shown"])
-    return (f"Not read from the data: {facts['count']} entr{'y' if facts['count'] == 1 else 'ies'}: "
+    return (f"Read under names that are not UTF-8 (each such byte shown as \\xNN; renaming them to UTF-8 is "
+            f"safer for other tools): {facts['count']} file{'' if facts['count'] == 1 else 's'}: "
             + "; ".join(facts["shown"]) + (f"; and {more} more" if more > 0 else ""))
 
 
@@ -58,11 +86,11 @@ def join(root: str, name: str) -> str:
 
 def _names(root: str) -> list[str]:
     try:
-        return sorted({n.rstrip("/") for n in tf.io.gfile.listdir(root)})
-    except tf.errors.OpError as exc:
+        return sorted(set(listdir(root)))  # local names that are not UTF-8 kept (as surrogate escapes)
+    except (tf.errors.OpError, OSError) as exc:
         raise DataError(
-            f"Cannot list folder {root} ({exc.message}). Check that it exists and is readable by "
-            "the user (or service account) running the pipeline."
+            f"Cannot list folder {printable(root)} ({getattr(exc, 'message', None) or exc.strerror}). Check that it "
+            "exists and is readable by the user (or service account) running the pipeline."
         ) from exc
 
 
@@ -72,17 +100,21 @@ def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]
 
 
 def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset(),
-               unused: Unused | None = None) -> list[str]:
+               unused: Unused | None = None, fence: str | None = None) -> list[str]:
     """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
     ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted.
-    Everything else it passes over goes to ``unused``; special files are never opened."""
+    Everything else it passes over goes to ``unused``; special files are never opened. ``fence``: the
+    resolved data folder, when a symbolic link leading out of it is named in ``unused`` and not read."""
     unused = unused if unused is not None else Unused()
     found, subdirs = [], []
     for name in _names(root):
         path = join(root, name)
-        if name.startswith("."):
+        target = outside_target(path, fence) if fence else None
+        if target:
+            unused.add(path, outside_detail(target))
+        elif name.startswith("."):
             unused.add(path, "hidden")
-        elif tf.io.gfile.isdir(path):
+        elif isdir(path):
             if name in ignored:
                 unused.add(path + "/", "OS metadata folder")
             else:
@@ -91,20 +123,28 @@ def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = f
             unused.add(path, _SPECIAL)
         elif name.lower().endswith(suffixes):
             found.append(path)
+            if not_utf8(path):
+                unused.read_not_utf8(path)
         else:
             unused.add(path, f"not a {'/'.join(s.lstrip('.') for s in suffixes)} file")
     for sub in subdirs:
-        found += find_files(sub, suffixes, ignored, unused)
+        found += find_files(sub, suffixes, ignored, unused, fence)
     return found
 
 
-def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[str]]:
+def list_class_files(root: str, unused: Unused | None = None, follow_links: bool = False) -> dict[str, list[str]]:
     """Class name -> its image files (searched recursively), both sorted; DataError for a
-    folder that is not one sub-folder of images per class. What is not read goes to ``unused``."""
+    folder that is not one sub-folder of images per class. What is not read goes to ``unused``:
+    a symbolic link leading out of ``root`` too, unless ``follow_links`` (``--follow-links``)."""
     unused = unused if unused is not None else Unused()
+    fence = None if follow_links or is_uri(root) else os.path.realpath(root)
     names = _names(root)
+    leaving = {n: t for n in names if fence and (t := outside_target(join(root, n), fence))}
+    for name, target in leaving.items():
+        unused.add(join(root, name), outside_detail(target))
+    names = [n for n in names if n not in leaving]
     visible = [n for n in names if not n.startswith(".") and n not in IGNORED_DIRS]
-    class_dirs = [n for n in visible if tf.io.gfile.isdir(join(root, n))]
+    class_dirs = [n for n in visible if isdir(join(root, n))]
     if not class_dirs:
         if any(n.lower().endswith(IMAGE_SUFFIXES) for n in visible):
             raise DataError(
@@ -121,7 +161,7 @@ def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[
         path = join(root, name)
         if name in class_dirs:
             continue
-        if tf.io.gfile.isdir(path):
+        if isdir(path):
             unused.add(path + "/", "its name starts with a dot: not a class" if name.startswith(".")
                        else "OS metadata folder")
         else:
@@ -129,17 +169,17 @@ def list_class_files(root: str, unused: Unused | None = None) -> dict[str, list[
                        else "not in a class folder")
     per_class = {}
     for name in class_dirs:
-        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused)
+        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused, fence)
         if not images:
             raise DataError(
-                f"Class folder {join(root, name)} contains no images (files ending in "
-                f"{', '.join(IMAGE_SUFFIXES)}). Add images of class '{name}' to "
-                "it, or remove the folder if it is not a class."
+                f"Class folder {printable(join(root, name))} contains no images (files ending in "
+                f"{', '.join(IMAGE_SUFFIXES)}). Add images of class '{printable(name)}' to "
+                "it, or move the folder out of the data folder if it is not a class."
             )
-        per_class[name] = images
+        per_class[printable(name)] = images  # the class name as the model and the summary show it
     if len(class_dirs) < 2:
         raise DataError(
-            f"Image folder {root} has only one class ('{class_dirs[0]}'), but a "
+            f"Image folder {root} has only one class ('{printable(class_dirs[0])}'), but a "
             "classifier needs at least two. Add a sub-folder of images for each other class."
         )
     return per_class

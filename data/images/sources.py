@@ -23,6 +23,7 @@ from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE
 from data.images.listing import IGNORED_DIRS, Unused, join, list_class_files, special_file, visible_names
 from data.images.pixels import MODES, convert_all, convert_array, load_image_file
 from data.tfrecords import is_tfrecord_path, iter_file_examples
+from data.walk import isdir, printable
 
 #: ``input_base`` of the bundled digits: no file to read, so nothing machine-specific in the spec.
 BUNDLED_DIGITS = "bundled:digits"
@@ -55,7 +56,7 @@ class Listing:
     unused: dict | None = None           # folder: what the listing did not read (listing.Unused.facts)
 
 
-def list_source(root: str, image_size: int | None, channels: int | None) -> Listing:
+def list_source(root: str, image_size: int | None, channels: int | None, follow_links: bool = False) -> Listing:
     """Detect the kind of source at ``root`` and list its units; DataError for bad input."""
     if root == BUNDLED_DIGITS:
         return Listing("digits", root, (image_size or 8, image_size or 8, channels or 1),
@@ -81,7 +82,7 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
         )
     names = visible_names(root, IGNORED_DIRS)
     for candidate in (root, join(root, "cifar-10-batches-py")):
-        batches = _cifar_batches(candidate) if tf.io.gfile.isdir(candidate) else []
+        batches = _cifar_batches(candidate) if isdir(candidate) else []
         if batches and tf.io.gfile.exists(join(candidate, "batches.meta")):
             return _list_cifar(candidate, batches, image_size, channels)
     if any(cifar.CIFAR_BATCH_RE.match(n) for n in names):
@@ -89,17 +90,17 @@ def list_source(root: str, image_size: int | None, channels: int | None) -> List
             f"Folder {root} holds CIFAR-10 batch files but no batches.meta (which has the "
             "class names). Copy batches.meta from the CIFAR-10 python archive into it."
         )
-    tfrecords = [join(root, n) for n in names if is_tfrecord_path(n) and not tf.io.gfile.isdir(join(root, n))
+    tfrecords = [join(root, n) for n in names if is_tfrecord_path(n) and not isdir(join(root, n))
                  and not special_file(join(root, n))]
     if tfrecords:
         return _list_tfrecords(root, tfrecords, image_size, channels)
-    return _list_folder(root, image_size, channels)
+    return _list_folder(root, image_size, channels, follow_links)
 
 
-def _list_folder(root: str, image_size: int | None, channels: int | None) -> Listing:
+def _list_folder(root: str, image_size: int | None, channels: int | None, follow_links: bool = False) -> Listing:
     unused = Unused()
-    per_class = list_class_files(root, unused)
-    units = [Unit("folder", path, name, path[len(root.rstrip("/")) + 1:])
+    per_class = list_class_files(root, unused, follow_links)
+    units = [Unit("folder", path, name, printable(path[len(root.rstrip("/")) + 1:]))
              for name, images in per_class.items() for path in images]
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
     return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class), unused=unused.facts())

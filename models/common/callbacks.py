@@ -34,6 +34,23 @@ class StepCounter(tf.keras.callbacks.Callback):
         progress.count("training steps", 1, total=self._total)
 
 
+class StopAtStep(tf.keras.callbacks.Callback):
+    """End training after exactly ``total`` optimizer steps: ``--train-steps`` split into ``epochs`` epochs of
+    ``ceil(total / epochs)`` steps would otherwise run up to ``epochs - 1`` more (20 steps in 8 epochs ran 24).
+    tf_keras checks ``stop_training`` after every batch; the epoch's end (validation, logs) still runs."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self._total = total
+        self._done = 0
+        self._supports_tf_logs = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._done += 1
+        if self._done >= self._total:
+            self.model.stop_training = True
+
+
 class BestWeights(tf.keras.callbacks.Callback):
     """Early stopping that always ends on the best epoch's weights.
 

@@ -56,11 +56,52 @@ def convert(saved_model_dir: str, signature: str, quantization: str,
     return converter.convert()
 
 
+#: A TFLite flatbuffer's file identifier (bytes 4-8), from TFLite's schema.fbs (``file_identifier "TFL3"``).
+FILE_IDENTIFIER = b"TFL3"
+
+
+def flatbuffer_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a whole TFLite model, else None: checked in Python before the native interpreter
+    sees it, which reads a truncated or corrupt flatbuffer without bounds checks (a SIGSEGV, nothing printed).
+
+    The header's identifier, then every table and vector unpacked (Python's flatbuffers reader bounds-checks
+    each read, so an offset past the end raises), then each buffer stored outside the flatbuffer in range.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    if len(data) < 8:
+        return f"{len(data)} bytes, shorter than a TFLite header"
+    if data[4:8] != FILE_IDENTIFIER:
+        return f"no TFLite identifier ({FILE_IDENTIFIER.decode()}) at byte 4"
+    try:
+        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    except Exception as error:  # struct.error, IndexError, ValueError from a read past the end
+        return f"the flatbuffer does not unpack ({type(error).__name__}: {str(error)[:120]}): truncated or corrupt"
+    if not model.subgraphs:
+        return "the flatbuffer holds no subgraph"
+    for index, buffer in enumerate(model.buffers or []):
+        offset, size = int(buffer.offset or 0), int(buffer.size or 0)
+        if offset > 1 and offset + size > len(data):
+            return f"buffer {index} lies past the end of the file (bytes {offset}-{offset + size} of {len(data)})"
+    return None
+
+
+class DamagedTflite(ValueError):
+    """A TFLite file that would crash the native interpreter (``flatbuffer_problem``)."""
+
+
 def interpreter(model: bytes | str) -> tf.lite.Interpreter:
-    """TensorFlow's own TFLite interpreter on a flatbuffer (bytes) or a .tflite path."""
-    if isinstance(model, bytes):
-        return tf.lite.Interpreter(model_content=model)
-    return tf.lite.Interpreter(model_path=model)
+    """TensorFlow's own TFLite interpreter on a flatbuffer (bytes) or a .tflite path, after
+    ``flatbuffer_problem`` (DamagedTflite) so a damaged file never reaches native code."""
+    if isinstance(model, str):
+        with tf.io.gfile.GFile(model, "rb") as handle:
+            content: bytes = handle.read()
+    else:
+        content = model
+    problem = flatbuffer_problem(content)
+    if problem:
+        raise DamagedTflite(problem)
+    return tf.lite.Interpreter(model_content=content)
 
 
 def run(model: bytes | str | tf.lite.Interpreter, signature: str, inputs: dict[str, np.ndarray],
@@ -76,7 +117,8 @@ def run(model: bytes | str | tf.lite.Interpreter, signature: str, inputs: dict[s
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-def input_shape(model: bytes | str, signature: str, input_name: str) -> tuple[int, ...]:
+def input_shape(model: bytes | str | tf.lite.Interpreter, signature: str, input_name: str) -> tuple[int, ...]:
     """The signature input's shape without the batch dimension."""
-    details = interpreter(model).get_signature_runner(signature).get_input_details()[input_name]
+    loaded = model if isinstance(model, tf.lite.Interpreter) else interpreter(model)
+    details = loaded.get_signature_runner(signature).get_input_details()[input_name]
     return tuple(int(v) for v in details["shape"][1:])

@@ -77,19 +77,21 @@ class TrainingSettings:
     def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger, callbacks):
         import tensorflow as tf
 
-        from models.common.callbacks import StepCounter
+        from models.common.callbacks import StepCounter, StopAtStep
 
         steps_per_epoch = self.steps_per_epoch(fn_args.train_steps)
+        total = min(self.epochs * steps_per_epoch, max(1, fn_args.train_steps or 1))  # exactly --train-steps
+        epochs = math.ceil(total / steps_per_epoch)  # the last one cut short by StopAtStep
         history = model.fit(
             train,
-            epochs=self.epochs,
+            epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             validation_data=evaluation,
             validation_steps=max(1, fn_args.eval_steps or 1),
-            validation_freq=1 if validate_every_epoch else self.epochs,
+            validation_freq=1 if validate_every_epoch else epochs,
             # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
-            callbacks=[*callbacks, self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, self.epochs),
-                       StepCounter(self.epochs * steps_per_epoch), tf.keras.callbacks.TerminateOnNaN()],
+            callbacks=[*callbacks, self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, epochs),
+                       StepCounter(total), StopAtStep(total), tf.keras.callbacks.TerminateOnNaN()],
             verbose=0,
         )
         check_finite_loss(history, self.learning_rate)

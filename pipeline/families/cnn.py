@@ -42,8 +42,8 @@ def prepare_images(config: PipelineConfig) -> DatasetManifest:
     from data.images import prepare_image_dataset
 
     settings = config.family_settings
-    dataset = prepare_image_dataset(config.data, config.data_cache_dir,
-                                    image_size=settings.image_size, channels=settings.channels)
+    dataset = prepare_image_dataset(config.data, config.data_cache_dir, image_size=settings.image_size,
+                                    channels=settings.channels, follow_links=config.follow_links)
     _check_base_model(config)
     return dataset
 
@@ -69,7 +69,8 @@ def image_example_gen(config: PipelineConfig):
     settings = config.family_settings
     return image_example_gen(config.data, image_size=settings.image_size, channels=settings.channels,
                              train_buckets=config.train_buckets, eval_buckets=config.eval_buckets,
-                             split_feature="example_id", span_pattern=config.span_pattern, spans=config.spans)
+                             split_feature="example_id", span_pattern=config.span_pattern, spans=config.spans,
+                             follow_links=config.follow_links)
 
 
 def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:

@@ -30,6 +30,10 @@ class TextSettings:
     # Most frequent tokens kept (+ reserved ids and 1 OOV bucket).
     vocab_size: int = option("--vocab-size", 4000, low=2, high=1_000_000,
                              help="seq2seq: tokens kept in the vocabulary")
+    # The corpus budget (data/text_corpus.py): a few MB of gzip can hold GBs of text.
+    max_text_mb: int = option("--max-text-mb", 1024, low=1, high=1_000_000,
+                              help="seq2seq: the most text --data may hold in all once decompressed, in MiB (a run "
+                                   "past it stops naming the file that reached it)")
 
     def __post_init__(self) -> None:
         check_values(self)
@@ -40,7 +44,8 @@ def prepare_text(config: PipelineConfig) -> DatasetManifest:
 
     settings = config.family_settings
     return prepare_text_dataset(config.data, config.data_cache_dir, context_words=settings.context_words,
-                                target_words=settings.target_words)
+                                target_words=settings.target_words, max_text_mb=settings.max_text_mb,
+                                follow_links=config.follow_links)
 
 
 def text_example_gen(config: PipelineConfig):
@@ -48,7 +53,8 @@ def text_example_gen(config: PipelineConfig):
 
     settings = config.family_settings
     return text_example_gen(config.data, context_words=settings.context_words, target_words=settings.target_words,
-                            span_pattern=config.span_pattern, spans=config.spans)
+                            span_pattern=config.span_pattern, spans=config.spans, max_text_mb=settings.max_text_mb,
+                            follow_links=config.follow_links)
 
 
 def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:

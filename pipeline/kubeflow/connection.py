@@ -10,9 +10,9 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+from stackenv import user_files
 from stackenv.compat import bound_kfp_client_io
 from stackenv.errors import ProjectError
 
@@ -66,11 +66,11 @@ def resolve_token(existing_token: str | None) -> str | None:
     if not token_path:
         return None
     try:
-        token = Path(token_path).read_text().strip()
-    except OSError as error:
-        raise DeployError(f"{TOKEN_PATH_ENV} is set to {token_path}, but that file cannot be read "
-                          f"({error.strerror}). Point it at a file holding a KFP token, or unset "
-                          "it.") from error
+        token = user_files.read_user_file(token_path, flag=TOKEN_PATH_ENV, what="a KFP token",
+                                          max_bytes=user_files.SECRET_MAX_BYTES).strip()
+    except user_files.UserFileError as error:
+        raise DeployError(f"{error.paragraph} Point {TOKEN_PATH_ENV} at a file holding a KFP token, or unset "
+                          "it.") from None
     if not token:
         raise DeployError(f"{TOKEN_PATH_ENV} points at {token_path}, which is empty. Write a KFP "
                           "token into it, or unset the variable.")

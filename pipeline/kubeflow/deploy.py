@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackenv import user_files
+
 import kfp
 import yaml
 
@@ -99,23 +101,23 @@ def load_pipeline_spec(package_path: str) -> dict:
     path = Path(package_path)
     how_to_compile = ("Compile the pipeline with TFX's KubeflowV2DagRunner and an output_filename "
                       "ending in .yaml (e.g. output_filename='pipeline.yaml') and pass that file.")
-    if not path.is_file():
-        state = "is a directory, not a file" if path.is_dir() else "does not exist"
-        raise DeployError(f"Pipeline package {path} {state}. {how_to_compile}")
+    if not path.exists():
+        raise DeployError(f"Pipeline package {path} does not exist. {how_to_compile}")
     if path.name.endswith((".tar.gz", ".tgz", ".zip")):
         raise DeployError(
             f"Pipeline package {path} is an archive; this command expects the KFP v2 PipelineSpec "
             "YAML itself (TFX's v1 KubeflowDagRunner writes Argo .tar.gz packages, which the KFP v2 "
             f"API cannot run). {how_to_compile}")
     try:
-        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        data = user_files.read_user_bytes(path, flag="Pipeline package", what="a compiled pipeline (YAML)",
+                                          max_bytes=user_files.CONFIG_MAX_BYTES)
+        documents = list(yaml.safe_load_all(data.decode("utf-8")))
+    except user_files.UserFileError as error:
+        raise DeployError(f"{error.paragraph} {how_to_compile}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as error:
         detail = str(error).strip().replace("\n", " ")
         raise DeployError(f"Pipeline package {path} is not a YAML file ({detail}). "
                           f"{how_to_compile}") from error
-    except OSError as error:
-        raise DeployError(f"Cannot read pipeline package {path}: {error.strerror}. "
-                          "Check the file's permissions.") from error
     spec = documents[0] if documents else None
     if isinstance(spec, dict) and isinstance(spec.get("pipelineSpec"), dict):
         raise DeployError(

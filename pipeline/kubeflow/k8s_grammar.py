@@ -124,6 +124,21 @@ def check_dns_subdomain(value: str, flag: str, what: str = "name", text: str | N
     return value
 
 
+#: A Secret's data key (apimachinery validation.IsConfigMapKey: ``[-._a-zA-Z0-9]+``, at most 253, not "." or "..").
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def check_secret_key(key: str, flag: str, text: str) -> str:
+    """The key of a Kubernetes Secret a step reads (a ``secretKeyRef``'s ``key``)."""
+    if not SECRET_KEY.fullmatch(key) or len(key) > 253 or key in (".", ".."):
+        raise KubeflowConfigError(
+            f"{flag} {text!r}: {key!r} is not a valid key of a Kubernetes secret: at most 253 letters, digits, "
+            "'-', '_' and '.', not '.' or '..' (apimachinery IsConfigMapKey), so the pod could never start. Name "
+            "a key the secret holds (`kubectl get secret NAME -o jsonpath='{.data}'`), e.g. "
+            "DB_PASSWORD=db-credentials:password.")
+    return key
+
+
 def check_label_key(key: str, flag: str, text: str) -> str:
     """A label or toleration key: ``[PREFIX/]NAME``, PREFIX a DNS subdomain, NAME at most 63 (IsQualifiedName)."""
     prefix, slash, name = key.rpartition("/")

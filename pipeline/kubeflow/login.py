@@ -30,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from pathlib import Path
 from urllib.parse import urljoin, urlsplit
+
+from stackenv import user_files
 
 from pipeline.kubeflow.connection import TOKEN_PATH_ENV, DeployError, resolve_token
 
@@ -59,19 +60,23 @@ def tls_setting(ca_bundle: str | None, verify_tls: bool) -> bool | str:
         if not verify_tls:
             raise DeployError("--ca-bundle and --no-verify-tls contradict each other: pass the CA to check the "
                               "server's certificate against, or skip the check, not both.")
-        if not Path(ca_bundle).is_file():
-            raise DeployError(f"--ca-bundle {ca_bundle} is not a file: pass the PEM file of the CA that signed the "
-                              "Kubeflow endpoint's certificate (e.g. `kubectl -n istio-system get secret "
-                              "kubeflow-ingressgateway-certs -o jsonpath='{.data.ca\\.crt}' | base64 -d > ca.crt`).")
+        what = ("the PEM file of the CA that signed the Kubeflow endpoint's certificate (e.g. `kubectl -n "
+                "istio-system get secret kubeflow-ingressgateway-certs -o jsonpath='{.data.ca\\.crt}' | base64 -d > "
+                "ca.crt`)")
+        try:  # the same checks as every file a flag names; requests reads the file itself later
+            os.close(user_files.open_user_file(ca_bundle, flag="--ca-bundle", what=what,
+                                               max_bytes=user_files.CA_BUNDLE_MAX_BYTES))
+        except user_files.UserFileError as error:
+            raise DeployError(error.paragraph) from None
         return ca_bundle
     return verify_tls
 
 
 def _read_secret_file(path: str, flag: str, what: str) -> str:
     try:
-        value = Path(path).read_text().strip()
-    except OSError as error:
-        raise DeployError(f"{flag} {path} cannot be read ({error.strerror}): pass a file holding {what}.") from None
+        value = user_files.read_user_file(path, flag=flag, what=what, max_bytes=user_files.SECRET_MAX_BYTES).strip()
+    except user_files.UserFileError as error:
+        raise DeployError(error.paragraph) from None
     if not value:
         raise DeployError(f"{flag} {path} is empty: write {what} into it.")
     return value

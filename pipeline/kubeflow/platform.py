@@ -28,6 +28,7 @@ from pipeline.kubeflow.k8s_grammar import (
     check_label_key,
     check_label_value,
     check_request_within_limit,
+    check_secret_key,
     parse_quantity,
 )
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
@@ -38,6 +39,16 @@ TRAINER_TASK = "Trainer"
 # KFP's own MinIO keeps its keys under these names (backend src/v2/config/env.go).
 S3_SECRET_KEYS = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Environment variable names that hold secrets by convention: *SECRET* (AWS_SECRET_ACCESS_KEY), *PASSWORD*,
+#: *_TOKEN (GITHUB_TOKEN; not TOKENIZERS_PARALLELISM), *API_KEY, *PRIVATE_KEY. GOOGLE_APPLICATION_CREDENTIALS
+#: holds a path (to a --secret-volume), not the secret: not matched.
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|(^|_)(PASS|PWD|TOKEN|API_?KEY|PRIVATE_?KEY|AUTH_?KEY)(_|$)",
+                          re.IGNORECASE)
+
+
+def looks_secret(name: str) -> bool:
+    """True for an environment variable name that by convention holds a secret (--env refuses it)."""
+    return bool(_SECRET_NAME.search(name))
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -110,6 +121,7 @@ class StepSettings:
             if not key or not _ENV.fullmatch(env):
                 raise KubeflowConfigError(f"--secret-env {text!r}: the secret key must be non-empty and "
                                           f"{env!r} a valid environment variable name (letters, digits, _).")
+            check_secret_key(key, "--secret-env", text)
             _step_name(step, "--secret-env", text, steps)
             result.setdefault(step, {}).setdefault(secret, []).append((key, env))
         return result
@@ -125,6 +137,13 @@ class StepSettings:
                     f"--env {text!r} is not [STEP/]NAME=VALUE with NAME a valid environment variable name "
                     "(letters, digits, _), e.g. --env LOG_LEVEL=debug, or --env Trainer/TF_CPP_MIN_LOG_LEVEL=1 "
                     "for the Trainer alone.")
+            if looks_secret(name):
+                raise KubeflowConfigError(
+                    f"--env {head}=...: {name} looks like a secret, and --env writes its value in plain text into "
+                    "the compiled package (readable by anyone who can read the package or the pipeline in the KFP "
+                    f"UI). Keep it in a Kubernetes secret and pass --secret-env {head}=SECRET:KEY instead (e.g. "
+                    f"`kubectl create secret generic my-secret --from-literal=key=...` and --secret-env "
+                    f"{head}=my-secret:key).")
             _step_name(step or None, "--env", text, steps)
             result.setdefault(step or None, {})[name] = value
         return result

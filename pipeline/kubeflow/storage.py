@@ -61,6 +61,26 @@ def check_pipeline_root(root: str, where: str) -> None:
         "minio://mlpipeline/tfx for KFP's own store.")
 
 
+#: Where a path inside the pipeline image may point (kubeflow/Dockerfile bakes data sets there).
+IMAGE_PATH_PREFIX = "/opt/tfx-data/"
+
+
+def check_cluster_input(path: str | None, flag: str, where: str) -> None:
+    """Raise a paragraph when ``path`` (``--data``, ``--score``) is a path on this machine: the steps run in pods,
+    which see object storage and the image's own files, so such a path compiles but fails in the pod (a
+    ``--score`` folder only after training). A path under the image's data root is the image's own."""
+    if not path or "://" in path or path.startswith(IMAGE_PATH_PREFIX):
+        return
+    here = " (it exists on this machine)" if os.path.exists(os.path.expanduser(path)) else ""
+    name = os.path.basename(path.rstrip("/")) or "data"
+    raise KubeflowConfigError(
+        f"{where}: {flag} {path} is a local path{here}, but on Kubeflow every step runs in a pod that sees object "
+        "storage and the pipeline image's files, not this machine's disk, so the run would fail in the pod that "
+        f"reads it. Upload the folder (e.g. `gsutil cp -r {path} gs://my-bucket/{name}` or `aws s3 cp --recursive`)"
+        f" and pass that gs://, s3:// or minio:// URI as {flag}; a folder baked into "
+        f"the image is accepted under {IMAGE_PATH_PREFIX}.")
+
+
 def check_s3_root(root: str, s3_endpoint: str | None, where: str) -> None:
     """An ``s3://`` root needs an endpoint for the steps (AWS included: the region's endpoint)."""
     if scheme_of(root) != "s3" or s3_endpoint:

@@ -136,6 +136,33 @@ def stop_signal() -> str | None:
 
 
 @contextlib.contextmanager
+def serving_dir_lock(serving_dir: str) -> Iterator[None]:
+    """Hold the run lock of the output that ``serving_dir`` belongs to (``<output>/serving/<model>``, where a
+    run's Pusher writes), so ``rollback`` never renames a version while a run compares against it or pushes
+    over it. A serving dir outside a run's output (an object store, a copy) has no run to wait for."""
+    parent = os.path.dirname(os.path.abspath(serving_dir.rstrip("/")))
+    output_dir = os.path.dirname(parent)
+    path = os.path.join(output_dir, LOCK_FILE)
+    if "://" in serving_dir or os.path.basename(parent) != "serving" or not os.path.isfile(path):
+        yield
+        return
+    fd = _open_lock_file(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = last_attempt(output_dir)
+            held_by = f"pid {holder.pid}, started {holder.started}" if holder else "another process"
+            raise OutputDirBusy(
+                f"A pipeline run is using {output_dir} ({held_by}), whose Pusher and Evaluator read and write "
+                f"{serving_dir}; nothing was rolled back. Wait for the run to finish (it may push a new version), "
+                "then run rollback again.") from None
+        yield
+    finally:
+        os.close(fd)  # releases the flock; the lock file's record of the last run is left as it was
+
+
+@contextlib.contextmanager
 def exclusive_run(output_dir: str) -> Iterator[None]:
     """Hold ``output_dir``'s lock for a run and record its outcome; say how the last one ended."""
     if "://" in output_dir:  # object stores have no flock; Kubeflow runs are isolated per run anyway

@@ -44,8 +44,12 @@ def line(score_writer: mlmd.NodeExecution | None, blessed_reasons: list[str]) ->
         why = f" ({'; '.join(blessed_reasons)})" if blessed_reasons else ""
         return f"Scores: nothing scored: {reason}{why}."
     rows, scored = mlmd.custom_property(scores, ROWS), mlmd.custom_property(scores, SCORED)
+    renamed = _record(scores.uri).get("not_utf8") or []
+    named = ("; " + f"{len(renamed)} scored under a file name that is not UTF-8 (each such byte shown as \\xNN): "
+             + ", ".join(renamed[:5]) + (f" and {len(renamed) - 5} more" if len(renamed) > 5 else "")
+             if renamed else "")
     return (f"Scores: {rows} rows ({scored} scored, {rows - scored} unreadable) -> "
-            f"{os.path.join(scores.uri, CSV_FILE)} and {PARQUET_FILE}")
+            f"{os.path.join(scores.uri, CSV_FILE)} and {PARQUET_FILE}{named}")
 
 
 def check_unreadable(uri: str | None) -> None:

@@ -37,6 +37,7 @@ class RunSummary:
     metric_label: str = "Accuracy"
     overall: SliceMetric | None = None
     baseline_overall: SliceMetric | None = None
+    baseline_skipped: str | None = None  # why the served model was not compared (components/evaluator.py)
     slices: list[SliceMetric] = dataclasses.field(default_factory=list)
     blessed: bool | None = None
     not_blessed_reasons: list[str] = dataclasses.field(default_factory=list)
@@ -120,6 +121,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
         skipped = mlmd.custom_property(evaluation, "baseline_skipped")  # components/evaluator.py
         if skipped:
             summary.warnings.append(f"evaluated without a baseline: {skipped}")
+            summary.baseline_skipped = str(skipped)
         metrics = slice_metrics(evaluation_uri, metric_name)
         summary.overall = next((m for m in metrics if m.slice_name == "overall"), None)
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
@@ -189,7 +191,7 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, worst.slice_name)}")
     lines.extend(f"  WARNING: {warning}" for warning in summary.warnings)
     gate = (f"{summary.metric_label.lower()} >= {gate_summary.value_bound(summary.evaluation_uri, config.min_accuracy)}"
-            f", at most {config.max_regression} below the served model")
+            f"{_regression_text(summary, config.max_regression)}")
     if summary.blessed is None:
         lines.append("Blessed: unknown (the Evaluator did not run)")
     elif summary.blessed:
@@ -215,3 +217,13 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"Evaluation: {summary.evaluation_uri}")
     lines.append(f"Wall time: {wall_seconds:.1f} s")
     return "\n".join(lines)
+
+
+def _regression_text(summary: RunSummary, max_regression: float) -> str:
+    """The gate's comparison with the served model, as it happened: checked against its value, not made (the
+    served model could not be loaded: the run's warning says why), or no model served before."""
+    if summary.baseline_overall is not None:
+        return f", at most {max_regression} below the served model ({summary.baseline_overall.value:.4f})"
+    if summary.baseline_skipped:
+        return "; not compared with the served model, which could not be evaluated (see the warning above)"
+    return "; no model was served before, so none to compare with"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stackenv.user_files import UserFileError
+
 from artifacts.serving_dir import read_push_info
 
 
@@ -42,4 +44,9 @@ def line(record: dict[str, Any] | None) -> str | None:
 
 
 def line_for_version(version_dir: str | None) -> str | None:
-    return line(read_push_info(version_dir).get("tflite")) if version_dir else None
+    if not version_dir:
+        return None
+    try:
+        return line(read_push_info(version_dir).get("tflite"))
+    except UserFileError as error:
+        return f"TFLite: unknown ({error.paragraph})"
