@@ -22,7 +22,7 @@ import pytest
 import yaml
 from support import s3_server
 from support.kfp_backends import BACKENDS, NEWEST, PROFILE_NAMESPACE, STANDALONE_NAMESPACE, Backend
-from support.kfp_contract import EXECUTOR_LOGS, Cluster, TaskFailed, topological_tasks
+from support.kfp_contract import EXECUTOR_LOGS, Cluster, TaskFailed, local_path_for_uri, topological_tasks
 
 from pipeline.config import PipelineConfig
 from pipeline.families import FAMILIES
@@ -272,8 +272,8 @@ def test_kfp_contract_inputs_are_what_the_backend_passes(runs):
     backend, run_root = runs["backend"], f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/{run_id}"
     assert re.fullmatch(output_uri_pattern(backend, run_root, "Trainer", "model"), model_out["uri"])
     assert model_out.get("name") == ("model" if backend.task_root_outputs else None)
-    # 2.15+: the output file in the task root's local path (the launcher's /minio/... folder of the run)
-    expected_file = (f"/minio/{model_out['uri'].split('://', 1)[1].rsplit('/', 1)[0]}/output_metadata.json"
+    # 2.15+: the output file in the task root's local path (the launcher's /minio/... or /s3/... folder of the run)
+    expected_file = (f"{local_path_for_uri(model_out['uri'].rsplit('/', 1)[0])}/output_metadata.json"
                      if backend.task_root_outputs else "/kfp_outputs/output_metadata.json")
     assert trainer["outputs"]["outputFile"].endswith(expected_file), trainer["outputs"]["outputFile"]
     assert (EXECUTOR_LOGS in trainer["outputs"]["artifacts"]) == backend.executor_logs
