@@ -105,7 +105,7 @@ class ScoringExampleGenExecutor(base_executor.BaseExecutor):
         settings = fill_custom_config(json.loads(exec_properties["reader_config"]), read_facts(training.uri) or {})
         reader = _load(exec_properties["reader"])
         root = exec_properties["score_dir"].rstrip("/") or "/"
-        files, problems = list_inputs(root)
+        files, problems = list_inputs(root, bool(settings.get("follow_links")))
         inputs: list[dict[str, Any]] = [{"file": p.relative, "error": f"not a regular file: {p.detail or p.reason}"}
                                         for p in problems]
         examples = artifact_utils.get_single_instance(output_dict["examples"])

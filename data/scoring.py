@@ -28,14 +28,15 @@ class UnreadableInput(DataError):
     """A scoring file that yields no example; its message says why."""
 
 
-def list_inputs(root: str) -> tuple[list[File], list[Problem]]:
+def list_inputs(root: str, follow_links: bool = False) -> tuple[list[File], list[Problem]]:
     """Every file below ``root`` (local or a ``tf.io.gfile`` URI; hidden ones not listed), and the
-    entries that are not regular files (fifos, devices, symlink loops: never opened)."""
+    entries that are not regular files (fifos, devices, symlink loops: never opened) or, unless
+    ``follow_links`` (``--follow-links``), symlinks leading out of ``root``: as for ``--data``."""
     if not tf.io.gfile.isdir(root):
         what = "does not exist" if not tf.io.gfile.exists(root) else "is a file, not a folder"
         raise DataError(f"--score {root} {what}. Pass a folder of the files to score (images for the image "
                         "family, text files for the text family); every file below it is scored.")
-    files, problems = walk(root)
+    files, problems = walk(root, follow_links)
     if not files and not problems:
         raise DataError(f"--score folder {root} holds no file to score (hidden files are not read). Put the "
                         "images or text files to score in it, or leave --score out.")

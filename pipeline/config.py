@@ -228,8 +228,8 @@ class PipelineConfig:
     # Transform's pre-/post-transform statistics cost time on every run, and nothing here reads them
     # (StatisticsGen already describes the input). On for inspecting features in TFDV.
     follow_links: bool = setting(False, flag="--follow-links", commands=DATA_COMMANDS, help=(
-        "read what a symbolic link inside --data points to outside it (by default such links are named in the "
-        "summary and not read)"))
+        "read what a symbolic link inside --data or --score points to outside it (by default such links are "
+        "named in the summary and not read)"))
     transform_statistics: bool = setting(False, flag="--transform-statistics", help=(
         "let Transform compute pre-/post-transform statistics for TFDV (a longer Transform; off by default since "
         "StatisticsGen already describes the input)"))

@@ -230,7 +230,8 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
     assert config.score_dir  # the graph adds these steps only for --score
     scoring_examples = ScoringExampleGen(
         score_dir=config.score_dir, reader=family.score_reader,
-        reader_config={**family.score_config(config, dataset), "listing": listing_key(config.score_dir)},
+        reader_config={**family.score_config(config, dataset), "listing": listing_key(config.score_dir),
+                       "follow_links": config.follow_links},
         training_examples=example_gen.outputs["examples"],
     ).with_id(SCORING_EXAMPLE_GEN)
     bulk_inferrer = BulkInferrer(

@@ -520,3 +520,19 @@ def test_a_symlink_leaving_the_data_folder_is_named_and_followed_only_with_the_f
 def test_follow_links_is_a_run_flag():
     result = run_cli("run", "--help", timeout=120)
     assert "--follow-links" in result.stdout
+
+
+def test_a_symlink_leaving_the_score_folder_is_named_and_followed_only_with_the_flag(tmp_path):
+    from data.scoring import list_inputs
+
+    elsewhere, score = tmp_path / "elsewhere", tmp_path / "score"
+    elsewhere.mkdir()
+    score.mkdir()
+    (elsewhere / "secret.txt").write_text("outside the folder")
+    (score / "inside.txt").write_text("to score")
+    os.symlink(elsewhere / "secret.txt", score / "link.txt")
+    files, problems = list_inputs(str(score))
+    assert [f.relative for f in files] == ["inside.txt"]
+    assert [p.relative for p in problems] == ["link.txt"] and str(elsewhere / "secret.txt") in problems[0].detail
+    files, problems = list_inputs(str(score), follow_links=True)
+    assert sorted(f.relative for f in files) == ["inside.txt", "link.txt"] and not problems
