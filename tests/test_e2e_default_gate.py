@@ -105,7 +105,7 @@ def test_seq2seq_ties_the_perfect_bigram_reference_and_is_pushed(counting_run):
     # Printed rounded up (4 decimals, more where 4 would read 1.0000).
     assert 0 <= float(gate.group(1)) - (1 - 0.5 / count) < 1e-4 and float(gate.group(1)) < 1.0
     assert "  Rule: The model must reach the gate reference plus the smaller of the margin 0.01 " in out
-    assert f"Blessed: yes (top-5 next-word accuracy >= {gate.group(1)}," in out
+    assert f"Blessed: yes (top-5 next-word accuracy >= {gate.group(1)}; no model was served before" in out
     assert "does not beat the best reference" not in out  # a perfect score ties a perfect reference
     versions = _versions(config)
     assert len(versions) == 1, versions
@@ -160,7 +160,7 @@ def test_seq2seq_that_only_matches_the_bigram_is_not_pushed_on_too_little_eviden
     assert gate, out[-3000:]
     threshold = float(gate.group(1))
     assert threshold == pytest.approx(scores[strongest] + 0.01, abs=1.5e-4) and overall < threshold
-    assert f"Blessed: NO (top-5 next-word accuracy >= {gate.group(1)}," in out
+    assert f"Blessed: NO (top-5 next-word accuracy >= {gate.group(1)}; no model was served before" in out
     assert "  - not enough evidence: " in out and "--push-inconclusive" in out
     assert f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)" in out
     assert _versions(config) == []
@@ -184,7 +184,7 @@ def test_cnn_one_step_on_digits_3_and_9_is_refused_by_the_logistic_reference(tmp
                      rf"-> {verdict} \({overall:.4f}", out)
     assert gate, out[-3000:]
     assert 0 <= float(gate.group(1)) - bar < 1e-4  # printed rounded up
-    assert f"Blessed: NO (accuracy >= {gate.group(1)}," in out
+    assert f"Blessed: NO (accuracy >= {gate.group(1)}; no model was served before" in out
     assert f"  - sparse_categorical_accuracy (overall) = {overall:.4f} fails the minimum " in out
     assert f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)" in out
     assert _versions(config) == []
