@@ -82,7 +82,7 @@ def test_cli_options_are_declared_by_the_families_and_fill_their_settings(capsys
     assert "(1e-09 to 10; default: cnn 0.001, seq2seq 0.003)" in text
     assert "--batch-size BATCH_SIZE batch size per replica (1 to 65536; default: 64)" in text
     assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this, on top of --gate-margin (0 to 1; default: " \
-           "cnn 0.0, gated on its reference predictors, seq2seq 0.0, gated on its bigram reference)" in text
+           "cnn 0.0, gated on its reference predictors, seq2seq 0.0, gated on its strongest n-gram reference)" in text
     assert "--runner" not in text.replace("--runner=FlinkRunner", "")
 
 
