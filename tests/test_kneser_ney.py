@@ -144,15 +144,17 @@ def test_a_reference_that_cannot_be_fitted_is_left_out_of_the_gate_and_named():
 
 def test_the_summary_names_kneser_ney_and_the_gate_takes_the_strongest():
     reference = {"unigram_top5": 0.2, "bigram_top5": 0.3, "eval_examples": 100,
-                 baselines.KNESER_NEY: {"kneser_ney_top5": 0.4, "kneser_ney_top1": 0.25, "order": 5,
+                 baselines.KNESER_NEY: {"kneser_ney_top5": 0.4, "kneser_ney_top1": 0.25, "order": 4,
+                                        "description": "interpolated modified Kneser-Ney 4-gram + a cache of the "
+                                                       "window's words (0.10)",
                                         "train_tokens": 12345, "sequences": 2, "eval_examples": 100}}
     scores, extra = reference_scores(reference)
     assert scores == {"unigram": 0.2, "bigram": 0.3, "kneser_ney": 0.4}
     assert max(scores, key=lambda name: scores[name]) == "kneser_ney"
     lines = gate_summary.references_lines({"references": scores, "gate_reference": "kneser_ney", **extra}, LABEL, 0.5)
     assert "bigram 0.3000 [95% CI " in lines[0] and "kneser_ney 0.4000 [95% CI " in lines[0]
-    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 5-gram over every position of the train text "
-                        "(12,345 tokens)")
+    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 4-gram + a cache of the window's words (0.10) "
+                        "over every position of the train text (12,345 tokens; order and shares cross-fitted on train)")
 
 
 def _write(path, contexts: np.ndarray, targets: np.ndarray) -> str:
@@ -182,3 +184,15 @@ def test_the_reference_on_windows_of_a_cycle_and_of_one_word(tmp_path):
     one_word = _write(tmp_path / "one.gz", *_windows([[A]] * 60))
     assert baselines.kneser_ney_reference(one_word, evaluation, V, 32, 8)["not_fitted"].startswith(
         "the train text holds 1 distinct token")
+
+
+def test_the_orders_fitted_together_are_each_order_fitted_alone():
+    # fit_orders counts the text once; each model differs only at its top order (occurrences there).
+    stream = np.array([A, B, A, C, A, B, kneser_ney.BREAK, C, A, B, D, A, B, A, C])
+    together = kneser_ney.fit_orders(stream, V, (2, 3, 4, 9))
+    for order in (2, 3, 4, 9):
+        alone = kneser_ney.fit(stream, V, order)
+        assert sorted(together[order]) == sorted(alone)
+        for key, value in alone.items():
+            np.testing.assert_array_equal(together[order][key], value, err_msg=f"order {order}, {key}")
+    assert int(together[9]["order"]) == 8  # the longer sequence holds 8 tokens: the order falls back to 8

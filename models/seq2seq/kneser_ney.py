@@ -184,6 +184,14 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
     ``splits_k``/``cols_k``/``vals_k`` (history id -> next token, discounted share) and ``gamma_k``.
     Raises :class:`NotFitted` for a stream with fewer than two distinct tokens.
     """
+    return fit_orders(stream, vocab_size, (max_order,))[max_order]
+
+
+def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> dict[int, dict[str, np.ndarray]]:
+    """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
+    differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
+    (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
+    falls back to the highest it can."""
     V = int(vocab_size)
     stream = np.asarray(stream, np.int64)
     tokens = stream[stream != BREAK]
@@ -195,7 +203,7 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
     # k-grams are the indices of their sorted keys ``id of the (k-1)-gram suffix * V + first token``.
     gram = {1: np.where(stream == BREAK, BREAK, stream)}
     keys: dict[int, np.ndarray] = {}
-    for k in range(2, max_order + 1):
+    for k in range(2, max(orders) + 1):
         valid = np.zeros(len(stream), bool)
         valid[k - 1:] = (gram[k - 1][k - 1:] != BREAK) & (stream[:len(stream) - k + 1] != BREAK)
         if not valid.any():
@@ -206,48 +214,62 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
         keys[k], ids = np.unique(key[valid], return_inverse=True)
         gram[k] = np.full(len(stream), BREAK, np.int64)
         gram[k][valid] = ids.reshape(-1)
-    order = max(gram)
-    tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
-    for k in range(order, 0, -1):
-        if k == order:  # occurrences
-            present = gram[k] != BREAK
-            grams, counts = np.unique(gram[k][present], return_counts=True)
-        else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
-            grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
-        # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
-        if k > 1:
-            positions = np.flatnonzero(gram[k] != BREAK)
-            where = np.zeros(len(keys[k]), np.int64)
-            where[gram[k][positions]] = positions  # any occurrence will do
-            at = where[grams]
-            history, word = gram[k - 1][at - 1], stream[at]
-        else:
-            history, word = np.zeros(len(grams), np.int64), grams
-        d = discounts(counts)
-        discount = np.where(counts >= 3, d[2], np.where(counts == 2, d[1], d[0]))
-        rows = len(keys[k - 1]) if k > 2 else V if k == 2 else 1
-        total = np.bincount(history, weights=counts, minlength=rows)
-        left = np.bincount(history, weights=discount, minlength=rows)
-        seen = total > 0
-        safe = np.where(seen, total, 1.0)
-        value = np.maximum(counts - discount, 0) / safe[history]
-        if k == 1:
-            uniform = _uniform_ids(V)
-            p1 = np.zeros(V)
-            p1[word] = value
-            p1 += left[0] / safe[0] * uniform / uniform.sum()
-            tables["unigram"] = p1.astype(np.float32)
-            continue
-        sort = np.lexsort((word, history))
-        splits = np.zeros(rows + 1, np.int64)
-        np.add.at(splits, history + 1, 1)
-        tables[f"splits_{k}"] = np.cumsum(splits)
-        tables[f"cols_{k}"] = word[sort].astype(np.int32)
-        tables[f"vals_{k}"] = value[sort].astype(np.float32)
-        tables[f"gamma_{k}"] = np.where(seen, left / safe, 1.0).astype(np.float32)
-        if k >= 3:
-            tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
-    return tables
+    top = max(gram)
+    levels: dict[tuple[int, bool], dict[str, np.ndarray]] = {}
+
+    def level(k: int, occurrences: bool) -> dict[str, np.ndarray]:
+        if (k, occurrences) not in levels:
+            levels[k, occurrences] = _level(k, occurrences, gram, keys, stream, V)
+        return levels[k, occurrences]
+
+    fitted: dict[int, dict[str, np.ndarray]] = {}
+    for order in sorted({min(wanted, top) for wanted in orders}):
+        tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
+        for k in range(order, 0, -1):
+            tables.update(level(k, k == order))
+            if k >= 3:
+                tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
+        fitted[order] = tables
+    return {wanted: fitted[min(wanted, top)] for wanted in orders}
+
+
+def _level(k: int, occurrences: bool, gram: dict[int, np.ndarray], keys: dict[int, np.ndarray], stream: np.ndarray,
+           V: int) -> dict[str, np.ndarray]:
+    """Order ``k``'s tables: from occurrence counts (the model's top order) or continuation counts (below it)."""
+    if occurrences:
+        present = gram[k] != BREAK
+        grams, counts = np.unique(gram[k][present], return_counts=True)
+    else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
+        grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
+    # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
+    if k > 1:
+        positions = np.flatnonzero(gram[k] != BREAK)
+        where = np.zeros(len(keys[k]), np.int64)
+        where[gram[k][positions]] = positions  # any occurrence will do
+        at = where[grams]
+        history, word = gram[k - 1][at - 1], stream[at]
+    else:
+        history, word = np.zeros(len(grams), np.int64), grams
+    d = discounts(counts)
+    discount = np.where(counts >= 3, d[2], np.where(counts == 2, d[1], d[0]))
+    rows = len(keys[k - 1]) if k > 2 else V if k == 2 else 1
+    total = np.bincount(history, weights=counts, minlength=rows)
+    left = np.bincount(history, weights=discount, minlength=rows)
+    seen = total > 0
+    safe = np.where(seen, total, 1.0)
+    value = np.maximum(counts - discount, 0) / safe[history]
+    if k == 1:
+        uniform = _uniform_ids(V)
+        p1 = np.zeros(V)
+        p1[word] = value
+        p1 += left[0] / safe[0] * uniform / uniform.sum()
+        return {"unigram": p1.astype(np.float32)}
+    sort = np.lexsort((word, history))
+    splits = np.zeros(rows + 1, np.int64)
+    np.add.at(splits, history + 1, 1)
+    return {f"splits_{k}": np.cumsum(splits), f"cols_{k}": word[sort].astype(np.int32),
+            f"vals_{k}": value[sort].astype(np.float32),
+            f"gamma_{k}": np.where(seen, left / safe, 1.0).astype(np.float32)}
 
 
 # ----------------------------------------------------------------------------- scoring (TF)
