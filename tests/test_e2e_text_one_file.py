@@ -43,6 +43,9 @@ def test_one_file_is_split_into_train_and_eval_and_pushed(one_file_run):
     assert set(counts) == {"train", "eval"} and counts["train"] > 0 and counts["eval"] > 0
     assert 0.15 <= counts["eval"] / (counts["train"] + counts["eval"]) <= 0.25, counts
     assert "Split: blocks inside documents" in result.stdout
+    # Top-1 and the figures on known next words (what generate can emit) under the headline (issue 43).
+    also = next(line for line in result.stdout.splitlines() if line.startswith("  also: "))
+    assert "top-1 0." in also and "on known next words (what generate can emit): top-5 0." in also
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
 
 
