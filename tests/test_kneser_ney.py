@@ -130,6 +130,25 @@ def test_the_train_text_is_rebuilt_from_stride_two_windows():
     assert len(sequences[0]) - 1 > 2 * len(first[0])
 
 
+def test_windows_out_of_order_are_put_back_in_the_order_of_the_text():
+    # Transform need not keep the text's order: on a 909k-word folder most windows came out of order, and
+    # rebuilding in file order counted each window's whole context (10M tokens instead of 1M).
+    rng = np.random.RandomState(1)
+    documents = [[list(rng.randint(3, 400, size=rng.choice([1, 1, 2, 5]))) for _ in range(n)] for n in (150, 220)]
+    (c1, t1), (c2, t2) = _windows(documents[0]), _windows(documents[1])
+    contexts, targets = np.concatenate([c1, c2]), np.concatenate([t1, t2])
+    in_order = kneser_ney.rebuild_sequences(contexts, targets)
+    shuffle = rng.permutation(len(contexts))
+    stream, owners = kneser_ney.rebuild_with_owners(contexts[shuffle], targets[shuffle])
+    assert (stream != kneser_ney.BREAK).sum() == (in_order != kneser_ney.BREAK).sum()
+    # The same text, sequence for sequence (their order may differ), each token owned by a window of its own.
+    split = lambda x: sorted(tuple(s) for s in np.split(x, np.flatnonzero(x == kneser_ney.BREAK) + 1) if len(s))  # noqa: E731
+    assert split(stream) == split(in_order)
+    assert set(owners.tolist()) <= set(range(len(contexts)))
+    order = kneser_ney.text_order(contexts[shuffle], targets[shuffle])
+    assert sorted(order.tolist()) == list(range(len(contexts)))  # a permutation
+
+
 def test_a_reference_that_cannot_be_fitted_is_left_out_of_the_gate_and_named():
     reference = {"unigram_top5": 0.2, "bigram_top5": 0.3, "eval_examples": 100,
                  baselines.KNESER_NEY: {"not_fitted": "the train text holds 1 distinct token: nothing to predict "
