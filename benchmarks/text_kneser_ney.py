@@ -38,7 +38,7 @@ from seq2seq_quality import split_raw_records, transform  # noqa: E402
 from data.text import prepare_text_dataset  # noqa: E402
 from models.common import intervals  # noqa: E402
 from models.common.training import TrainingSettings  # noqa: E402
-from models.seq2seq import baselines, features, kneser_ney  # noqa: E402
+from models.seq2seq import baselines, count_reference, features, kneser_ney, ngram  # noqa: E402
 
 CONFIG = {"vocab_size": 4000, "context_tokens": 32, "target_tokens": 8}
 
@@ -62,7 +62,7 @@ def served_hits(export_dir: str, eval_records: list[bytes], batch: int = 512):
         transformed = transform_fn(examples=chunk)
         label = transformed[features.NEXT_TOKEN_XF].numpy().reshape(-1)
         higher = (p > p[np.arange(len(label)), label][:, None]).sum(axis=1)
-        top1.append(p.argmax(axis=1) == label)
+        top1.append(higher < 1)  # as TFMA and the references count it: ties to the label
         top5.append(higher < 5)
         labels.append(label)
         contexts.append(transformed[features.CONTEXT_XF].numpy())
@@ -84,21 +84,24 @@ def run(source: str | None, args) -> dict:
                   + features.NUM_OOV_BUCKETS)
     started = time.monotonic()
     reference = baselines.ngram_baselines(train_glob, eval_glob)
-    contexts, targets = kneser_ney.read_windows(train_glob, CONFIG["context_tokens"], CONFIG["target_tokens"])
-    stream = kneser_ney.rebuild_sequences(contexts, targets)
-    tables = kneser_ney.fit(stream, vocab_size, args.order)
+    fitted, tables, choice = baselines.fit_kneser_ney_reference(
+        train_glob, eval_glob, vocab_size, CONFIG["context_tokens"], CONFIG["target_tokens"],
+        tuple(order for order in count_reference.ORDERS if order <= args.order) or (args.order,))
     reference_seconds = time.monotonic() - started
+    assert tables is not None and choice is not None, fitted
     row = {"source": source or "bundled (pydoc topics)", "words": manifest.extra["num_words"],
            "documents": manifest.extra["num_documents"], "train_windows": len(splits["train"]),
-           "eval_windows": len(splits["eval"]), "train_tokens": int((stream >= 0).sum()),
-           "order": int(tables["order"]), "unigram": reference["unigram_top5"], "bigram": reference["bigram_top5"],
-           "reference_seconds": reference_seconds}
+           "eval_windows": len(splits["eval"]), "train_tokens": fitted["train_tokens"],
+           "order": int(tables["order"]), "reference": fitted["description"], "unigram": reference["unigram_top5"],
+           "bigram": reference["bigram_top5"], "reference_seconds": reference_seconds,
+           "cross_fitting": fitted["cross_fitting"]}
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_glob, CONFIG["context_tokens"], CONFIG["target_tokens"])
-    kn_top1, kn_top5 = baselines.kneser_ney_hits(kneser_ney.KneserNey(tables), eval_contexts, eval_targets[:, 0])
+    scored = count_reference.eval_hits(ngram.ServedCounts(tables), choice, eval_contexts, eval_targets[:, 0])
+    kn_top1, kn_top5 = scored["top1"], scored["top5"]
     known = eval_targets[:, 0] < vocab_size - features.NUM_OOV_BUCKETS
     row.update(kneser_ney=float(kn_top5.mean()), kneser_ney_top1=float(kn_top1.mean()),
                kneser_ney_known=float(kn_top5[known].mean()), kneser_ney_top1_known=float(kn_top1[known].mean()),
-               oov_labels=float(1 - known.mean()))
+               kneser_ney_alone=float(scored["alone_top5"].mean()), oov_labels=float(1 - known.mean()))
     if args.references_only:
         return row
     n_train = len(splits["train"])
@@ -140,6 +143,7 @@ def main(argv=None) -> None:
     n = row["eval_windows"]
     print(f"{row['source']}: {row['words']:,} words, {row['documents']} documents, {row['train_windows']:,} train / "
           f"{n:,} eval windows, Kneser-Ney {row['order']}-gram on {row['train_tokens']:,} train tokens")
+    print(f"  reference: {row['reference']} (Kneser-Ney alone: {row['kneser_ney_alone']:.4f})")
     for name in ("unigram", "bigram", "kneser_ney") + (() if args.references_only else ("served",)):
         print(f"  {name:>10} top-5 {row[name]:.4f}{intervals.text(row[name], n)}")
     print(f"  Kneser-Ney top-1 {row['kneser_ney_top1']:.4f}; on known next words ({1 - row['oov_labels']:.1%}): "

@@ -43,6 +43,9 @@ def test_one_file_is_split_into_train_and_eval_and_pushed(one_file_run):
     assert set(counts) == {"train", "eval"} and counts["train"] > 0 and counts["eval"] > 0
     assert 0.15 <= counts["eval"] / (counts["train"] + counts["eval"]) <= 0.25, counts
     assert "Split: blocks inside documents" in result.stdout
+    # Top-1 and the figures on known next words (what generate can emit) under the headline (issue 43).
+    also = next(line for line in result.stdout.splitlines() if line.startswith("  also: "))
+    assert "top-1 0." in also and "on known next words (what generate can emit): top-5 0." in also
     assert f"Pushed: {config.serving_model_dir}" in result.stdout
 
 
@@ -63,7 +66,16 @@ def test_pushed_model_carries_its_reference_scores(one_file_run):
     assert references["references"][references["gate_reference"]] == strongest  # the gate's is the strongest
     assert references["margin"] == -1.0  # RUN_ARGS --gate-margin
     # Counted over every position of the train text (~2,400 of the 3,000 words), not one event per window.
-    assert measured["kneser_ney"]["order"] == 5 and measured["kneser_ney"]["train_tokens"] >= 2000
+    # Its order (3-5) and its cache and unknown-word shares cross-fitted on train (count_reference.py).
+    fitted = measured["kneser_ney"]
+    assert fitted["order"] in (3, 4, 5) and fitted["train_tokens"] >= 2000
+    assert fitted["description"].startswith(f"interpolated modified Kneser-Ney {fitted['order']}-gram")
+    # The served model is that reference with the network mixed on top: its count shares are the reference's.
+    with open(os.path.join(latest_version_dir(config.serving_model_dir), "assets.extra", "training.json")) as handle:
+        weights = json.load(handle)["blend"]["weights"]
+    rest = 1 - weights["network"]
+    assert weights["cache"] == pytest.approx(rest * fitted["cache_share"])
+    assert weights["unknown"] == pytest.approx(rest * fitted["unknown_share"])
     assert all(0 < value < 1 for value in references["references"].values())
 
 

@@ -130,6 +130,25 @@ def test_the_train_text_is_rebuilt_from_stride_two_windows():
     assert len(sequences[0]) - 1 > 2 * len(first[0])
 
 
+def test_windows_out_of_order_are_put_back_in_the_order_of_the_text():
+    # Transform need not keep the text's order: on a 909k-word folder most windows came out of order, and
+    # rebuilding in file order counted each window's whole context (10M tokens instead of 1M).
+    rng = np.random.RandomState(1)
+    documents = [[list(rng.randint(3, 400, size=rng.choice([1, 1, 2, 5]))) for _ in range(n)] for n in (150, 220)]
+    (c1, t1), (c2, t2) = _windows(documents[0]), _windows(documents[1])
+    contexts, targets = np.concatenate([c1, c2]), np.concatenate([t1, t2])
+    in_order = kneser_ney.rebuild_sequences(contexts, targets)
+    shuffle = rng.permutation(len(contexts))
+    stream, owners = kneser_ney.rebuild_with_owners(contexts[shuffle], targets[shuffle])
+    assert (stream != kneser_ney.BREAK).sum() == (in_order != kneser_ney.BREAK).sum()
+    # The same text, sequence for sequence (their order may differ), each token owned by a window of its own.
+    split = lambda x: sorted(tuple(s) for s in np.split(x, np.flatnonzero(x == kneser_ney.BREAK) + 1) if len(s))  # noqa: E731
+    assert split(stream) == split(in_order)
+    assert set(owners.tolist()) <= set(range(len(contexts)))
+    order = kneser_ney.text_order(contexts[shuffle], targets[shuffle])
+    assert sorted(order.tolist()) == list(range(len(contexts)))  # a permutation
+
+
 def test_a_reference_that_cannot_be_fitted_is_left_out_of_the_gate_and_named():
     reference = {"unigram_top5": 0.2, "bigram_top5": 0.3, "eval_examples": 100,
                  baselines.KNESER_NEY: {"not_fitted": "the train text holds 1 distinct token: nothing to predict "
@@ -144,15 +163,17 @@ def test_a_reference_that_cannot_be_fitted_is_left_out_of_the_gate_and_named():
 
 def test_the_summary_names_kneser_ney_and_the_gate_takes_the_strongest():
     reference = {"unigram_top5": 0.2, "bigram_top5": 0.3, "eval_examples": 100,
-                 baselines.KNESER_NEY: {"kneser_ney_top5": 0.4, "kneser_ney_top1": 0.25, "order": 5,
+                 baselines.KNESER_NEY: {"kneser_ney_top5": 0.4, "kneser_ney_top1": 0.25, "order": 4,
+                                        "description": "interpolated modified Kneser-Ney 4-gram + a cache of the "
+                                                       "window's words (0.10)",
                                         "train_tokens": 12345, "sequences": 2, "eval_examples": 100}}
     scores, extra = reference_scores(reference)
     assert scores == {"unigram": 0.2, "bigram": 0.3, "kneser_ney": 0.4}
     assert max(scores, key=lambda name: scores[name]) == "kneser_ney"
     lines = gate_summary.references_lines({"references": scores, "gate_reference": "kneser_ney", **extra}, LABEL, 0.5)
     assert "bigram 0.3000 [95% CI " in lines[0] and "kneser_ney 0.4000 [95% CI " in lines[0]
-    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 5-gram over every position of the train text "
-                        "(12,345 tokens)")
+    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 4-gram + a cache of the window's words (0.10) "
+                        "over every position of the train text (12,345 tokens; order and shares cross-fitted on train)")
 
 
 def _write(path, contexts: np.ndarray, targets: np.ndarray) -> str:
@@ -182,3 +203,15 @@ def test_the_reference_on_windows_of_a_cycle_and_of_one_word(tmp_path):
     one_word = _write(tmp_path / "one.gz", *_windows([[A]] * 60))
     assert baselines.kneser_ney_reference(one_word, evaluation, V, 32, 8)["not_fitted"].startswith(
         "the train text holds 1 distinct token")
+
+
+def test_the_orders_fitted_together_are_each_order_fitted_alone():
+    # fit_orders counts the text once; each model differs only at its top order (occurrences there).
+    stream = np.array([A, B, A, C, A, B, kneser_ney.BREAK, C, A, B, D, A, B, A, C])
+    together = kneser_ney.fit_orders(stream, V, (2, 3, 4, 9))
+    for order in (2, 3, 4, 9):
+        alone = kneser_ney.fit(stream, V, order)
+        assert sorted(together[order]) == sorted(alone)
+        for key, value in alone.items():
+            np.testing.assert_array_equal(together[order][key], value, err_msg=f"order {order}, {key}")
+    assert int(together[9]["order"]) == 8  # the longer sequence holds 8 tokens: the order falls back to 8

@@ -223,17 +223,16 @@ def test_inconclusive_advice_names_the_data_needed(tmp_path):
 def test_the_text_training_line_shows_the_served_mix():
     text = {"regime": "early_stopping", "best_epoch": 2, "epochs_run": 4, "steps_per_epoch": 18,
             "stopped_early": True, "holdout_examples": 160,
-            "blend": {"weights": {"network": 0.4, "interpolated": 0.1, "bigram": 0.5},
-                      "components": {"network": {"top5": 0.21}, "interpolated": {"top5": 0.25},
-                                     "bigram": {"top5": 0.26}}, "mix": {"top5": 0.28}}}
+            "blend": {"weights": {"network": 0.4, "kneser_ney": 0.48, "cache": 0.06, "unknown": 0.06},
+                      "components": {"network": {"top5": 0.21}, "counts": {"top5": 0.25}}, "mix": {"top5": 0.28}}}
     assert gate_summary.training_line(text).endswith(
-        "best on 160 held-out train examples), served mix of network and n-gram counts: network 0.4, "
-        "interpolated 0.1, bigram 0.5; held-out top-5 network 0.2100, interpolated 0.2500, bigram 0.2600 -> mix "
-        "0.2800")
-    text["blend"]["weights"] = {"network": 0.0, "kneser_ney": 1.0, "cache": 0.0, "unknown": 0.0}
+        "best on 160 held-out train examples), served mix of network and n-gram counts: network 0.40, "
+        "kneser_ney 0.48, cache 0.06, unknown 0.06; held-out top-5 network 0.2100, counts 0.2500 -> mix 0.2800")
+    # No network share: the reference's own count mix (its cache and unknown shares included) is served.
+    text["blend"]["weights"] = {"network": 0.0, "kneser_ney": 0.8, "cache": 0.0, "unknown": 0.2}
     assert gate_summary.training_line(text).endswith(
-        "-> mix 0.2800; the served model ranks as the Kneser-Ney reference itself: nothing else beat it beyond the "
-        "noise of the held-out train windows, so it can tie the reference but not beat it")
+        "-> mix 0.2800; the served model ranks as the Kneser-Ney reference itself: the network did not beat it "
+        "beyond the noise of the held-out train windows, so it can tie the reference but not beat it")
 
 
 @pytest.mark.parametrize("value,bound,shown", [

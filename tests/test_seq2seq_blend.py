@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.seq2seq import blend, features, holdout, ngram
+from models.seq2seq import blend, count_reference, features, holdout, ngram
 
 V = 12
 
@@ -109,40 +109,43 @@ def test_split_files_writes_each_window_where_its_label_says_in_order(tmp_path):
     assert counts["holdout"] > 0 and counts["gap"] > 0
 
 
-def test_two_step_fit_takes_the_counts_mix_from_cross_fitting_and_the_network_share_from_the_holdout():
+def _sharp(labels: np.ndarray, size: int = V) -> np.ndarray:
+    p = np.full((len(labels), size), 0.01)
+    p[np.arange(len(labels)), labels] = 1.0
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def test_the_network_share_is_taken_only_when_it_clearly_beats_the_reference_counts():
     rng = np.random.RandomState(1)
-
-    def onehot_like(labels, sharp):
-        p = np.full((len(labels), V), 0.01)
-        p[np.arange(len(labels)), labels] = sharp
-        return p / p.sum(axis=1, keepdims=True)
-
-    crossed_labels, held_labels = rng.randint(0, V, 500), rng.randint(0, V, 200)
-    noise = lambda n: rng.dirichlet(np.ones(V), size=n)  # noqa: E731
-    crossed = {"unknown": noise(500), "kneser_ney": onehot_like(crossed_labels, 1.0), "cache": noise(500)}
-    on_holdout = {"unknown": noise(200), "kneser_ney": noise(200), "cache": noise(200)}
-    weights, record = blend.fit_shares(crossed, crossed_labels, onehot_like(held_labels, 1.0), on_holdout,
-                                       held_labels)
-    assert weights["network"] >= 0.5 and weights["unknown"] == weights["cache"] == 0.0, weights
-    assert record["cross_fitted_windows"] == 500 and record["mix"]["top5"] == 1.0
-    assert abs(sum(weights.values()) - 1.0) < 1e-9
+    labels = rng.randint(0, V, 300)
+    noise = rng.dirichlet(np.ones(V), size=300)
+    shares = {"kneser_ney": 0.7, "cache": 0.2, "unknown": 0.1}
+    weights, record = blend.fit_network_share(_sharp(labels), noise, labels, shares)
+    assert weights["network"] >= 0.5 and record["mix"]["top5"] == 1.0, weights
+    assert weights["cache"] == pytest.approx((1 - weights["network"]) * 0.2)
+    assert sum(weights.values()) == pytest.approx(1.0)
+    # A network no better than the counts leaves the reference's mix exactly as it was.
+    weights, _ = blend.fit_network_share(noise, _sharp(labels), labels, shares)
+    assert weights == {"network": 0.0, **shares}
+    weights, _ = blend.fit_network_share(noise, noise, labels, shares)
+    assert weights == {"network": 0.0, **shares}
 
 
-def test_the_cache_gets_a_share_when_it_beats_kneser_ney_on_cross_fitted_windows_and_none_when_it_ties():
+def test_the_reference_takes_the_order_and_shares_with_the_best_cross_fitted_top5():
     rng = np.random.RandomState(2)
-    labels = rng.randint(0, V, 400)
-    sharp = np.full((400, V), 0.01)
-    sharp[np.arange(400), labels] = 1.0
-    sharp /= sharp.sum(axis=1, keepdims=True)
-    noise = rng.dirichlet(np.ones(V), size=400)
-    network = rng.dirichlet(np.ones(V), size=400)
-    weights, _ = blend.fit_shares({"unknown": noise, "kneser_ney": noise, "cache": sharp}, labels, network,
-                                  {"unknown": noise, "kneser_ney": noise, "cache": sharp}, labels)
-    assert weights["cache"] >= 0.5 and weights["network"] == 0.0, weights
-    # A cache exactly as good as Kneser-Ney is not worth leaving the reference's ranking for.
-    weights, _ = blend.fit_shares({"unknown": noise, "kneser_ney": noise, "cache": noise}, labels, network,
-                                  {"unknown": noise, "kneser_ney": noise, "cache": noise}, labels)
-    assert weights["kneser_ney"] == 1.0, weights
+    labels = rng.randint(3, V - 1, 400)
+    noise = lambda: rng.dirichlet(np.ones(V), size=400)  # noqa: E731
+    choice = count_reference.choose({3: noise(), 4: _sharp(labels), 5: noise()}, noise(), labels)
+    assert (choice.order, choice.cache, choice.unknown) == (4, 0.0, 0.0), choice
+    assert choice.record["kneser_ney_alone"]["4"] == 1.0
+    # The cache carries the labels: it gets a share; every order ties, so the lowest is taken.
+    kn = noise()
+    choice = count_reference.choose({3: kn, 4: kn, 5: kn}, _sharp(labels), labels)
+    assert choice.order == 3 and choice.cache > 0 and choice.shares()["kneser_ney"] == pytest.approx(1 - choice.cache)
+    # Next words unknown to the model (the OOV id, the last): the unknown word gets a share.
+    oov = np.full(400, V - 1)
+    choice = count_reference.choose({3: kn, 4: kn, 5: kn}, noise(), oov)
+    assert choice.unknown > 0 and choice.record["top5"] == 1.0
 
 
 def test_the_cache_counts_the_windows_own_context_tokens_plus_one_unigram_pseudo_token():

@@ -340,7 +340,7 @@ def _keras_scores(labels, probabilities, k):
     return values + [math.exp(values[2])]
 
 
-def _next_token_values(labels, probabilities, k):
+def _next_token_values(labels, probabilities, k, classes=None):
     """The TFMA-native metrics run as TFMA runs them: each metric's combiner, then its derived result."""
     from tensorflow_model_analysis.metrics import metric_types
 
@@ -348,8 +348,8 @@ def _next_token_values(labels, probabilities, k):
 
     config = evaluation.eval_config(min_top5=0.0, max_regression=0.01)
     values = []
-    for cls in (next_token.NextTokenAccuracy, next_token.NextTokenTopKAccuracy, next_token.NextTokenCrossEntropy,
-                next_token.NextTokenPerplexity):
+    for cls in classes or (next_token.NextTokenAccuracy, next_token.NextTokenTopKAccuracy,
+                           next_token.NextTokenCrossEntropy, next_token.NextTokenPerplexity):
         combiner_step, derived = cls(k=k).computations(eval_config=config)
         combiner = combiner_step.combiner
         halves = []
@@ -377,13 +377,32 @@ def test_next_token_metrics_equal_the_keras_metrics_they_replace():
                                                                              rel=1e-5)
 
 
+def test_known_next_word_metrics_leave_out_the_oov_label():
+    """Top-1/top-k on known next words: the Keras metrics on the rows whose label is not the OOV id (the last)."""
+    from models.seq2seq import metrics as next_token
+
+    rng = np.random.default_rng(4)
+    probabilities = rng.dirichlet(np.ones(30) * 0.3, size=120).astype(np.float32)
+    probabilities[:30, 29] = 1.0  # OOV ranked first where it is the label: a hit the known figures leave out
+    labels = rng.integers(0, 29, 120)
+    labels[:30] = 29
+    known = labels != 29
+    classes = (next_token.NextTokenKnownAccuracy, next_token.NextTokenKnownTopKAccuracy)
+    for k in (1, 5):
+        expected = _keras_scores(labels[known], probabilities[known], k)[:2]
+        assert _next_token_values(labels, probabilities, k, classes) == pytest.approx(expected, rel=1e-5)
+        assert _next_token_values(labels, probabilities, k)[:2] != pytest.approx(expected, rel=1e-3)
+    # No known next word at all: NaN, which the run summary leaves out.
+    assert all(math.isnan(v) for v in _next_token_values(labels[:30], probabilities[:30], 5, classes))
+
+
 def test_next_token_metrics_share_one_combiner():
     """TFMA de-duplicates computations by keys and combiner name: four metrics, one pass over the examples."""
     from models.seq2seq import metrics as next_token
 
     combiners = {cls().computations()[0].keys[0] for cls in (
         next_token.NextTokenAccuracy, next_token.NextTokenTopKAccuracy, next_token.NextTokenCrossEntropy,
-        next_token.NextTokenPerplexity)}
+        next_token.NextTokenPerplexity, next_token.NextTokenKnownAccuracy, next_token.NextTokenKnownTopKAccuracy)}
     assert len(combiners) == 1
 
 
@@ -397,7 +416,7 @@ def test_eval_config_gates_top5_on_the_overall_slice_only():
     assert spec.model_type == "tf_generic"
     metrics = {m.class_name: m for m in config.metrics_specs[0].metrics}
     assert set(metrics) == {"ExampleCount", "NextTokenAccuracy", "NextTokenTopKAccuracy", "NextTokenCrossEntropy",
-                            "NextTokenPerplexity"}
+                            "NextTokenPerplexity", "NextTokenKnownAccuracy", "NextTokenKnownTopKAccuracy"}
     assert all(m.module == "models.seq2seq.metrics" for name, m in metrics.items() if name != "ExampleCount")
     gate = metrics["NextTokenTopKAccuracy"]
     (per_slice,) = gate.per_slice_thresholds

@@ -8,13 +8,16 @@ model's: a model that does not beat them has learned nothing a frequency table w
   token in train (a window boundary always falls between two words, so the counts are
   taken at the same kind of boundary), backing off to the unigram guess for a last token
   never seen in train.
-- kneser_ney: interpolated modified Kneser-Ney up to 5-grams, counted over every position
-  of the train text rebuilt from its windows (models/seq2seq/kneser_ney.py): the model a
-  practitioner would build first, and the strongest of the three (the gate's reference).
+- kneser_ney: interpolated modified Kneser-Ney of order 3, 4 or 5, counted over every position
+  of the train text rebuilt from its windows (models/seq2seq/kneser_ney.py), with a cache of
+  the window's words and an unknown-word share, the order and shares cross-fitted on train
+  (models/seq2seq/count_reference.py): the model a practitioner would build first, and the
+  strongest of the three (the gate's reference).
 
 Ties are broken by the smaller token id, so results are deterministic (Kneser-Ney's as TFMA
 counts the served model's: the label is in the top 5 when fewer than 5 ids score higher).
 """
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from data.tfrecords import list_files
-from models.seq2seq import features, kneser_ney, ngram
+from models.seq2seq import count_reference, features, kneser_ney, ngram
 
 TOP_K = 5
 Patterns = str | Sequence[str]  # a glob, or a list of them (TFX fn_args files)
@@ -69,37 +72,44 @@ KNESER_NEY = "kneser_ney"
 
 
 def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_size: int, context_tokens: int,
-                         target_tokens: int, max_order: int = kneser_ney.MAX_ORDER) -> dict[str, Any]:
-    """The Kneser-Ney reference on the eval windows: ``{"kneser_ney_top5", "kneser_ney_top1", "eval_examples",
-    "order", "train_tokens", "sequences"}``, or ``{"not_fitted": why, "eval_examples"}`` when the train text
-    cannot give the model (fewer than two distinct tokens).
+                         target_tokens: int, orders: tuple[int, ...] = count_reference.ORDERS) -> dict[str, Any]:
+    """The Kneser-Ney reference on the eval windows: ``{"kneser_ney_top5", "kneser_ney_top1",
+    "kneser_ney_alone_top5", "eval_examples", "order", "cache_share", "unknown_share", "description",
+    "train_tokens", "sequences", "cross_fitting"}``, or ``{"not_fitted": why, "eval_examples"}`` when the
+    train text cannot give the model (fewer than two distinct tokens).
 
-    Fitted on every position of the train text (``kneser_ney.rebuild_sequences``), scored at each eval
+    Its order and shares are cross-fitted on the train windows (``count_reference.cross_fit``), then it is
+    fitted on every position of the train text (``kneser_ney.rebuild_sequences``) and scored at each eval
     window's boundary on its own context, as the unigram and bigram references are.
     """
     return fit_kneser_ney_reference(train_pattern, eval_pattern, vocab_size, context_tokens, target_tokens,
-                                    max_order)[0]
+                                    orders)[0]
 
 
 def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_size: int,
-                             context_tokens: int, target_tokens: int, max_order: int = kneser_ney.MAX_ORDER
-                             ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
-    """``kneser_ney_reference``'s scores and the fitted tables (None when not fitted): the served model's
-    count component is the same model (models/seq2seq/trainer.py)."""
+                             context_tokens: int, target_tokens: int, orders: tuple[int, ...] = count_reference.ORDERS
+                             ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None, count_reference.Choice | None]:
+    """``kneser_ney_reference``'s scores, the fitted tables and the choice (None, None when not fitted): the
+    served model's count part is the same model (models/seq2seq/trainer.py)."""
     contexts, targets = kneser_ney.read_windows(train_pattern, context_tokens, target_tokens)
     stream = kneser_ney.rebuild_sequences(contexts, targets)
+    choice = count_reference.cross_fit(contexts, targets, vocab_size, orders)
+    del contexts, targets
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_pattern, context_tokens, target_tokens)
-    labels = eval_targets[:, 0] if len(eval_targets) else np.zeros([0], np.int64)
     try:
-        tables = kneser_ney.fit(stream, vocab_size, max_order)
+        tables = kneser_ney.fit(stream, vocab_size, choice.order)
     except kneser_ney.NotFitted as error:
-        return {"not_fitted": str(error), "eval_examples": int(len(labels))}, None
-    top1, top5 = kneser_ney_hits(kneser_ney.KneserNey(tables), eval_contexts, labels)
-    return {"kneser_ney_top5": float(top5.mean()) if len(labels) else 0.0,
-            "kneser_ney_top1": float(top1.mean()) if len(labels) else 0.0,
-            "eval_examples": int(len(labels)), "order": int(tables["order"]),
+        return {"not_fitted": str(error), "eval_examples": int(len(eval_targets))}, None, None
+    choice = dataclasses.replace(choice, order=int(tables["order"]))  # a short text keeps the orders it has
+    labels = eval_targets[:, 0] if len(eval_targets) else np.zeros([0], np.int64)
+    scored = count_reference.eval_hits(ngram.ServedCounts(tables), choice, eval_contexts, labels)
+    mean = {k: float(v.mean()) if len(labels) else 0.0 for k, v in scored.items()}
+    return {"kneser_ney_top5": mean["top5"], "kneser_ney_top1": mean["top1"],
+            "kneser_ney_alone_top5": mean["alone_top5"], "eval_examples": int(len(labels)),
+            "order": int(tables["order"]), "cache_share": choice.cache, "unknown_share": choice.unknown,
+            "description": choice.describe(), "cross_fitting": choice.record,
             "train_tokens": int((stream != kneser_ney.BREAK).sum()),
-            "sequences": int((stream == kneser_ney.BREAK).sum())}, tables
+            "sequences": int((stream == kneser_ney.BREAK).sum())}, tables, choice
 
 
 def kneser_ney_hits(model: kneser_ney.KneserNey, contexts: np.ndarray, labels: np.ndarray,
@@ -108,10 +118,9 @@ def kneser_ney_hits(model: kneser_ney.KneserNey, contexts: np.ndarray, labels: n
     top1, top5 = [np.zeros([0])], [np.zeros([0])]
     for start in range(0, len(labels), batch):
         p = model.probabilities(tf.constant(contexts[start:start + batch])).numpy()
-        label = labels[start:start + batch]
-        higher = (p > p[np.arange(len(label)), label][:, None]).sum(axis=1)
-        top1.append((p.argmax(axis=1) == label).astype(np.float64))
-        top5.append((higher < TOP_K).astype(np.float64))
+        one, five = count_reference.hits(p, np.asarray(labels[start:start + batch], np.int64))
+        top1.append(one)
+        top5.append(five)
     return np.concatenate(top1), np.concatenate(top5)
 
 

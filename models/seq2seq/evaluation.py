@@ -16,12 +16,15 @@ GATE_METRIC = "sparse_top_k_categorical_accuracy"   # TFMA's name for the top-5 
 ACCURACY = "sparse_categorical_accuracy"
 CROSS_ENTROPY = "sparse_categorical_crossentropy"
 PERPLEXITY = "perplexity"
+#: Top-1 and top-5 on known next words (models/seq2seq/metrics.py), printed beside the overall figures.
+KNOWN_TOP1, KNOWN_TOP5 = "known_word_accuracy", "known_word_top_k_accuracy"
 TOP_K = 5
 METRICS_MODULE = "models.seq2seq.metrics"
 
 
 def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
-    """Count, top-1, top-5, cross-entropy and perplexity, overall / by document / by position.
+    """Count, top-1, top-5, cross-entropy, perplexity, and top-1/top-5 on known next words, overall / by
+    document / by position.
 
     Blessing needs overall top-5 accuracy >= ``min_top5`` and at most ``max_regression``
     (absolute) below the served model. The model's compiled (per-token, logits)
@@ -47,6 +50,9 @@ def eval_config(min_top5: float, max_regression: float) -> tfma.EvalConfig:
                               per_slice_thresholds=overall_gate(min_top5, max_regression)),
             tfma.MetricConfig(class_name="NextTokenCrossEntropy", module=METRICS_MODULE),
             tfma.MetricConfig(class_name="NextTokenPerplexity", module=METRICS_MODULE),
+            tfma.MetricConfig(class_name="NextTokenKnownAccuracy", module=METRICS_MODULE),
+            tfma.MetricConfig(class_name="NextTokenKnownTopKAccuracy", module=METRICS_MODULE,
+                              config=f'{{"k": {TOP_K}}}'),
         ])],
         options=tfma.Options(include_default_metrics=wrappers_pb2.BoolValue(value=False)),
     )

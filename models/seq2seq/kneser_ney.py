@@ -45,6 +45,8 @@ FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 BREAK = -1
 #: The widest shift (tokens) looked for between two consecutive windows.
 MAX_SHIFT = 16
+#: Tokens two windows must share to be linked out of file order (text_order).
+MIN_OVERLAP = 8
 _CHUNK = 65536
 
 
@@ -112,6 +114,107 @@ def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.n
     n = len(contexts)
     if not n:
         return np.zeros([0], np.int64), np.zeros([0], np.int64)
+    order = text_order(contexts, targets)
+    stream, owners = _rebuild_in_order(contexts[order], targets[order])
+    return stream, order[owners]
+
+
+def text_order(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_SHIFT) -> np.ndarray:
+    """A permutation of the windows that puts each after the window it continues, wherever one does.
+
+    Transform (Beam) need not write the windows in the order of the text: on a large corpus most of
+    them arrive out of order, and rebuilding in file order counts nearly every window's whole context
+    as a sequence of its own (a 909k-word folder gave 10M tokens instead of 1M). Window ``b`` continues
+    ``a`` when ``b``'s context is ``a``'s without its first ``d`` tokens, followed by the first ``s`` tokens
+    of ``a``'s target (``d``, ``s``: the tokens of the words the stride dropped and added, at most
+    ``max_shift``; the two share ``MIN_OVERLAP`` tokens at least). Found in any order by hashing the
+    contexts' suffixes and prefixes (polynomial hashes, checked exactly), the smallest ``s`` first; each
+    window continues at most one and is continued by at most one.
+    """
+    n, width = contexts.shape
+    contexts = contexts.astype(np.int64)
+    successor = np.full(n, -1, np.int64)
+    predecessor = np.full(n, -1, np.int64)
+    length = _real(contexts, (features.PAD_ID,))
+    target_len = _real(targets, (features.PAD_ID, features.END_ID))
+    with np.errstate(over="ignore"):
+        base = np.uint64(1_000_003)
+        powers = np.cumprod(np.r_[np.uint64(1), np.full(width, base, np.uint64)]).astype(np.uint64)
+        prefix = np.zeros([n, width + 1], np.uint64)       # prefix[i, k]: hash of the first k tokens
+        prefix[:, 1:] = np.cumsum(contexts.astype(np.uint64) * powers[None, :width], axis=1, dtype=np.uint64)
+        rows = np.arange(n)
+        # Every suffix a[d:la] of every window (as the start of a successor's context): its hash is
+        # (prefix[la] - prefix[d]) / base**d, compared as prefix hashes scaled by base**d instead.
+        suffixes = []
+        for d in range(1, max_shift + 1):
+            ok = length - d >= MIN_OVERLAP
+            a = rows[ok]
+            key = (prefix[a, length[a]] - prefix[a, d]) * _inverse(base) ** np.uint64(d)
+            suffixes.append(np.stack([key ^ (length[a] - d).astype(np.uint64), a.astype(np.uint64),
+                                      np.full(len(a), d, np.uint64)], axis=1))
+        table = np.concatenate(suffixes) if suffixes else np.zeros([0, 3], np.uint64)
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        for s in range(1, max_shift + 1):
+            for in_file in (True, False):  # the previous window in the file first: the text's own order there
+                heads = np.flatnonzero((predecessor < 0) & (length - s >= MIN_OVERLAP))
+                if in_file:
+                    heads = heads[heads > 0]
+                    a = heads - 1
+                    d = length[a] - (length[heads] - s)
+                    ok = (d >= 1) & (d <= max_shift)
+                    heads, a, d = heads[ok], a[ok], d[ok]
+                else:
+                    key = prefix[heads, length[heads] - s] ^ (length[heads] - s).astype(np.uint64)
+                    at = np.minimum(np.searchsorted(table[:, 0], key), max(len(table) - 1, 0))
+                    hit = (table[at, 0] == key) if len(table) else np.zeros(len(heads), bool)
+                    heads, a, d = heads[hit], table[at[hit], 1].astype(np.int64), table[at[hit], 2].astype(np.int64)
+                free = (successor[a] < 0) & (a != heads)
+                heads, a, d = heads[free], a[free], d[free]
+                _link(contexts, targets, length, target_len, successor, predecessor, heads, a, d, s)
+    # Chains from their first window; a cycle (a text repeated whole) is cut where it is entered.
+    order, seen = [], np.zeros(n, bool)
+    for start in [*np.flatnonzero(predecessor < 0), *range(n)]:
+        window = start
+        while window >= 0 and not seen[window]:
+            seen[window] = True
+            order.append(window)
+            window = successor[window]
+    return np.asarray(order, np.int64)
+
+
+def _link(contexts: np.ndarray, targets: np.ndarray, length: np.ndarray, target_len: np.ndarray,
+          successor: np.ndarray, predecessor: np.ndarray, heads: np.ndarray, a: np.ndarray, d: np.ndarray,
+          s: int) -> None:
+    """Link ``a -> heads`` (candidates continuing by ``s`` tokens after dropping ``d``) where checked exactly."""
+    width = contexts.shape[1]
+    # Checked exactly: the shared tokens, and the new ones against the previous window's target.
+    j = np.arange(width)[None, :]
+    overlap = (length[heads] - s)[:, None]
+    shared = contexts[a[:, None], np.clip(d[:, None] + j, 0, width - 1)]
+    same = (shared == contexts[heads[:, None], j]) | (j >= overlap)
+    k = np.arange(s)[None, :]
+    added = contexts[heads[:, None], np.clip(overlap + k, 0, width - 1)]
+    new = (added == targets[a[:, None], np.minimum(k, targets.shape[1] - 1)]) | (k >= target_len[a][:, None])
+    good = same.all(axis=1) & new.all(axis=1)
+    heads, a = heads[good], a[good]
+    a, first = np.unique(a, return_index=True)      # a window is continued by one window at most
+    heads = heads[first]
+    heads, first = np.unique(heads, return_index=True)
+    a = a[first]
+    successor[a], predecessor[heads] = heads, a
+
+
+def _inverse(odd: np.uint64) -> np.uint64:
+    """The inverse of an odd number modulo 2**64 (Newton's iteration)."""
+    with np.errstate(over="ignore"):
+        x = odd
+        for _ in range(6):
+            x = x * (np.uint64(2) - odd * x)
+    return x
+
+
+def _rebuild_in_order(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(contexts)
     shifts = window_shifts(contexts, targets)
     starts = np.r_[True, shifts == 0]                    # the window opens a sequence
     ends = np.r_[shifts == 0, True]                      # the window closes one
@@ -184,6 +287,14 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
     ``splits_k``/``cols_k``/``vals_k`` (history id -> next token, discounted share) and ``gamma_k``.
     Raises :class:`NotFitted` for a stream with fewer than two distinct tokens.
     """
+    return fit_orders(stream, vocab_size, (max_order,))[max_order]
+
+
+def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> dict[int, dict[str, np.ndarray]]:
+    """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
+    differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
+    (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
+    falls back to the highest it can."""
     V = int(vocab_size)
     stream = np.asarray(stream, np.int64)
     tokens = stream[stream != BREAK]
@@ -195,7 +306,7 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
     # k-grams are the indices of their sorted keys ``id of the (k-1)-gram suffix * V + first token``.
     gram = {1: np.where(stream == BREAK, BREAK, stream)}
     keys: dict[int, np.ndarray] = {}
-    for k in range(2, max_order + 1):
+    for k in range(2, max(orders) + 1):
         valid = np.zeros(len(stream), bool)
         valid[k - 1:] = (gram[k - 1][k - 1:] != BREAK) & (stream[:len(stream) - k + 1] != BREAK)
         if not valid.any():
@@ -206,48 +317,62 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict
         keys[k], ids = np.unique(key[valid], return_inverse=True)
         gram[k] = np.full(len(stream), BREAK, np.int64)
         gram[k][valid] = ids.reshape(-1)
-    order = max(gram)
-    tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
-    for k in range(order, 0, -1):
-        if k == order:  # occurrences
-            present = gram[k] != BREAK
-            grams, counts = np.unique(gram[k][present], return_counts=True)
-        else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
-            grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
-        # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
-        if k > 1:
-            positions = np.flatnonzero(gram[k] != BREAK)
-            where = np.zeros(len(keys[k]), np.int64)
-            where[gram[k][positions]] = positions  # any occurrence will do
-            at = where[grams]
-            history, word = gram[k - 1][at - 1], stream[at]
-        else:
-            history, word = np.zeros(len(grams), np.int64), grams
-        d = discounts(counts)
-        discount = np.where(counts >= 3, d[2], np.where(counts == 2, d[1], d[0]))
-        rows = len(keys[k - 1]) if k > 2 else V if k == 2 else 1
-        total = np.bincount(history, weights=counts, minlength=rows)
-        left = np.bincount(history, weights=discount, minlength=rows)
-        seen = total > 0
-        safe = np.where(seen, total, 1.0)
-        value = np.maximum(counts - discount, 0) / safe[history]
-        if k == 1:
-            uniform = _uniform_ids(V)
-            p1 = np.zeros(V)
-            p1[word] = value
-            p1 += left[0] / safe[0] * uniform / uniform.sum()
-            tables["unigram"] = p1.astype(np.float32)
-            continue
-        sort = np.lexsort((word, history))
-        splits = np.zeros(rows + 1, np.int64)
-        np.add.at(splits, history + 1, 1)
-        tables[f"splits_{k}"] = np.cumsum(splits)
-        tables[f"cols_{k}"] = word[sort].astype(np.int32)
-        tables[f"vals_{k}"] = value[sort].astype(np.float32)
-        tables[f"gamma_{k}"] = np.where(seen, left / safe, 1.0).astype(np.float32)
-        if k >= 3:
-            tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
-    return tables
+    top = max(gram)
+    levels: dict[tuple[int, bool], dict[str, np.ndarray]] = {}
+
+    def level(k: int, occurrences: bool) -> dict[str, np.ndarray]:
+        if (k, occurrences) not in levels:
+            levels[k, occurrences] = _level(k, occurrences, gram, keys, stream, V)
+        return levels[k, occurrences]
+
+    fitted: dict[int, dict[str, np.ndarray]] = {}
+    for order in sorted({min(wanted, top) for wanted in orders}):
+        tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
+        for k in range(order, 0, -1):
+            tables.update(level(k, k == order))
+            if k >= 3:
+                tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
+        fitted[order] = tables
+    return {wanted: fitted[min(wanted, top)] for wanted in orders}
+
+
+def _level(k: int, occurrences: bool, gram: dict[int, np.ndarray], keys: dict[int, np.ndarray], stream: np.ndarray,
+           V: int) -> dict[str, np.ndarray]:
+    """Order ``k``'s tables: from occurrence counts (the model's top order) or continuation counts (below it)."""
+    if occurrences:
+        present = gram[k] != BREAK
+        grams, counts = np.unique(gram[k][present], return_counts=True)
+    else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
+        grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
+    # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
+    if k > 1:
+        positions = np.flatnonzero(gram[k] != BREAK)
+        where = np.zeros(len(keys[k]), np.int64)
+        where[gram[k][positions]] = positions  # any occurrence will do
+        at = where[grams]
+        history, word = gram[k - 1][at - 1], stream[at]
+    else:
+        history, word = np.zeros(len(grams), np.int64), grams
+    d = discounts(counts)
+    discount = np.where(counts >= 3, d[2], np.where(counts == 2, d[1], d[0]))
+    rows = len(keys[k - 1]) if k > 2 else V if k == 2 else 1
+    total = np.bincount(history, weights=counts, minlength=rows)
+    left = np.bincount(history, weights=discount, minlength=rows)
+    seen = total > 0
+    safe = np.where(seen, total, 1.0)
+    value = np.maximum(counts - discount, 0) / safe[history]
+    if k == 1:
+        uniform = _uniform_ids(V)
+        p1 = np.zeros(V)
+        p1[word] = value
+        p1 += left[0] / safe[0] * uniform / uniform.sum()
+        return {"unigram": p1.astype(np.float32)}
+    sort = np.lexsort((word, history))
+    splits = np.zeros(rows + 1, np.int64)
+    np.add.at(splits, history + 1, 1)
+    return {f"splits_{k}": np.cumsum(splits), f"cols_{k}": word[sort].astype(np.int32),
+            f"vals_{k}": value[sort].astype(np.float32),
+            f"gamma_{k}": np.where(seen, left / safe, 1.0).astype(np.float32)}
 
 
 # ----------------------------------------------------------------------------- scoring (TF)

@@ -1,5 +1,7 @@
 """The Evaluator's next-token metrics, TFMA-native (``MetricConfig(class_name="NextToken...",
-module="models.seq2seq.metrics")``): top-1, top-k, cross-entropy and perplexity.
+module="models.seq2seq.metrics")``): top-1, top-k, cross-entropy and perplexity, and top-1 and top-k on
+the examples whose next word is known (not the OOV id, the vocabulary's last: ``generate`` never emits
+it, so a hit on OOV is no help to a user of ``generate``, issue 43).
 
 Perplexity is the exp of the mean cross-entropy over the slice, not a mean of per-batch
 exps, which would overweight bad batches.
@@ -10,6 +12,8 @@ import apache_beam as beam
 import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_types, metric_util
+
+from models.seq2seq import features
 
 # The Evaluator computes top-1, top-k, cross-entropy and perplexity from ONE pass over the
 # examples: a single TFMA combiner sums the four per-example scores, and each metric is a
@@ -38,6 +42,9 @@ class _Totals:
     top1: float = 0.0
     topk: float = 0.0
     cross_entropy: float = 0.0
+    known_weight: float = 0.0
+    known_top1: float = 0.0
+    known_topk: float = 0.0
 
 
 def example_scores(label: int, probabilities: np.ndarray, k: int) -> tuple[float, float, float]:
@@ -61,12 +68,17 @@ class _NextTokenCombiner(beam.CombineFn):
                 element, eval_config=self._eval_config, model_name=self._key.model_name,
                 output_name=self._key.output_name, example_weighted=self._example_weighted,
                 flatten=False, squeeze=False):
-            top1, topk, cross_entropy = example_scores(int(np.asarray(label).reshape(-1)[0]), prediction, self._k)
+            label = int(np.asarray(label).reshape(-1)[0])
+            top1, topk, cross_entropy = example_scores(label, prediction, self._k)
             weight = float(np.asarray(weight).reshape(-1)[0])
             totals.weight += weight
             totals.top1 += weight * top1
             totals.topk += weight * topk
             totals.cross_entropy += weight * cross_entropy
+            if label < np.size(prediction) - features.NUM_OOV_BUCKETS:  # a known next word
+                totals.known_weight += weight
+                totals.known_top1 += weight * top1
+                totals.known_topk += weight * topk
         return totals
 
     def merge_accumulators(self, accumulators) -> _Totals:
@@ -76,6 +88,9 @@ class _NextTokenCombiner(beam.CombineFn):
             merged.top1 += totals.top1
             merged.topk += totals.topk
             merged.cross_entropy += totals.cross_entropy
+            merged.known_weight += totals.known_weight
+            merged.known_top1 += totals.known_top1
+            merged.known_topk += totals.known_topk
         return merged
 
     def extract_output(self, totals: _Totals) -> dict:
@@ -93,6 +108,9 @@ def _scores(value_name: str, k: int, name: str, eval_config=None, model_name: st
 
     def result(metrics) -> dict:
         totals = metrics[totals_key]
+        if value_name.startswith("known_"):
+            known = {"known_top1": totals.known_top1, "known_topk": totals.known_topk}[value_name]
+            return {own: known / totals.known_weight if totals.known_weight else float("nan")}
         if not totals.weight:
             return {own: float("nan")}
         mean = {"top1": totals.top1, "topk": totals.topk, "cross_entropy": totals.cross_entropy,
@@ -138,3 +156,13 @@ class NextTokenCrossEntropy(_NextTokenMetric):
 class NextTokenPerplexity(_NextTokenMetric):
     """``exp`` of the mean cross-entropy (``perplexity``)."""
     NAME, VALUE = "perplexity", "perplexity"
+
+
+class NextTokenKnownAccuracy(_NextTokenMetric):
+    """Top-1 accuracy on the examples whose next word is known (not OOV)."""
+    NAME, VALUE = "known_word_accuracy", "known_top1"
+
+
+class NextTokenKnownTopKAccuracy(_NextTokenMetric):
+    """Top-k accuracy on the examples whose next word is known (not OOV)."""
+    NAME, VALUE = "known_word_top_k_accuracy", "known_topk"

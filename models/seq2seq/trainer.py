@@ -34,7 +34,7 @@ from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
 from models.common.training import TrainingSettings
 from models.common.warm_start import write_record
-from models.seq2seq import baselines, blend, export, features, holdout, kneser_ney, ngram
+from models.seq2seq import baselines, blend, count_reference, export, features, holdout, kneser_ney, ngram
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
 from models.seq2seq.model import build_seq2seq, teacher_forcing
@@ -62,74 +62,37 @@ def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
     return {**MODEL_DEFAULTS, **family}
 
 
-#: Folds of the train windows for the counts' cross-fitted mix (blend.fit_shares); windows scored at most.
-NGRAM_FOLDS, MAX_NGRAM_FIT_WINDOWS = 5, 6000
+def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int, target_tokens: int,
+               choice: count_reference.Choice | None) -> tuple[dict[str, float], dict]:
+    """The mix of network and counts (models/seq2seq/blend.py): the counts are the reference's model
+    (``choice``: its order and shares, cross-fitted on train), here fitted on the fit windows' text only, as
+    the network's training: the held-out windows are new to both; the network's share is chosen on them.
 
-
-def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int, target_tokens: int
-               ) -> tuple[dict[str, float], dict]:
-    """The mix of network and n-gram counts (models/seq2seq/blend.py): the counts' shares cross-fitted on the
-    fit windows (a Kneser-Ney model of the text of four fifths scores the fifth), the network's share on the
-    held-out windows (the counts from the fit windows only, as the network's training: the held-out windows
-    are new to both).
-
-    Both scorings see text new to their tables as the eval split reaches the served model: a token the
-    tables' text never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never
-    held is out of the vocabulary at eval time. Without this the fit would never see an unknown next word,
-    which is a sixth of the eval windows of a 3,000-word text.
+    The held-out windows reach the counts as the eval split reaches the served model: a token the fit text
+    never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never held is out of
+    the vocabulary at eval time.
     """
-    contexts, targets = kneser_ney.read_windows(fit_file, context_tokens, target_tokens)
+    if choice is None:
+        return dict(blend.FALLBACK), {"note": "no Kneser-Ney model: the network alone"}
     held_contexts, held_targets = kneser_ney.read_windows(holdout_file, context_tokens, target_tokens)
-    if not len(held_targets) or len(targets) < NGRAM_FOLDS:
-        return blend.fit_weights({}, np.zeros(0))
-    stream, owners = kneser_ney.rebuild_with_owners(contexts, targets)
+    contexts, targets = kneser_ney.read_windows(fit_file, context_tokens, target_tokens)
+    stream = kneser_ney.rebuild_sequences(contexts, targets)
+    del contexts, targets
     try:
-        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size))
+        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size, choice.order))
     except kneser_ney.NotFitted:
-        return blend.fit_weights({}, np.zeros(0))
+        held_targets = held_targets[:0]
     keep = references.subsample(len(held_targets), blend.MAX_FIT_WINDOWS, seed=0)
-    seen = _seen(stream, vocab_size)
+    seen = count_reference.seen_ids(stream, vocab_size)
     held = ngram.unseen_as_oov(held_contexts[keep].astype(np.int64), seen)
     labels = ngram.unseen_as_oov(held_targets[keep, 0].astype(np.int64), seen)
-    network: list[np.ndarray] = []
-    on_holdout: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
+    network, mixed = [np.zeros([0, vocab_size], np.float32)], [np.zeros([0, vocab_size], np.float32)]
     for start in range(0, len(held), 256):
         chunk = tf.constant(held[start:start + 256])
         network.append(tf.nn.softmax(model.next_token_logits(chunk)).numpy())
-        for name, value in counts.probabilities(chunk).items():
-            on_holdout[name].append(value.numpy())
-    # Cross-fitting: contiguous folds; the text of the windows within holdout.GAP of a fold is left out of
-    # the model that scores it too (a window's target holds its neighbours' next words).
-    fold_of = np.arange(len(targets)) * NGRAM_FOLDS // len(targets)
-    scored = references.subsample(len(targets), MAX_NGRAM_FIT_WINDOWS, seed=1)
-    crossed: dict[str, list[np.ndarray]] = {name: [] for name in blend.COMPONENTS[1:]}
-    crossed_labels = []
-    for fold in range(NGRAM_FOLDS):
-        inside = np.flatnonzero(fold_of == fold)
-        left_out = np.zeros(len(targets), bool)
-        left_out[max(0, inside[0] - holdout.GAP):inside[-1] + holdout.GAP + 1] = True
-        without = np.where(left_out[owners], kneser_ney.BREAK, stream)
-        try:
-            fold_counts = ngram.ServedCounts(kneser_ney.fit(without, vocab_size))
-        except kneser_ney.NotFitted:
-            return blend.fit_weights({}, np.zeros(0))
-        seen_without = _seen(without, vocab_size)
-        rows = scored[fold_of[scored] == fold]
-        fold_contexts = ngram.unseen_as_oov(contexts[rows].astype(np.int64), seen_without)
-        for start in range(0, len(rows), 256):
-            for name, value in fold_counts.probabilities(tf.constant(fold_contexts[start:start + 256])).items():
-                crossed[name].append(value.numpy())
-        crossed_labels.append(ngram.unseen_as_oov(targets[rows, 0].astype(np.int64), seen_without))
-    return blend.fit_shares({k: np.concatenate(v) for k, v in crossed.items()}, np.concatenate(crossed_labels),
-                            np.concatenate(network), {k: np.concatenate(v) for k, v in on_holdout.items()}, labels)
-
-
-def _seen(stream: np.ndarray, vocab_size: int) -> np.ndarray:
-    """``[vocab_size]`` booleans: the token ids a (rebuilt) train text holds."""
-    seen = np.zeros(vocab_size, bool)
-    seen[stream[stream != kneser_ney.BREAK]] = True
-    seen[features.PAD_ID] = False
-    return seen
+        parts = {name: value.numpy() for name, value in counts.probabilities(chunk).items()}
+        mixed.append(count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown))
+    return blend.fit_network_share(np.concatenate(network), np.concatenate(mixed), labels, choice.shares())
 
 
 def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
@@ -143,9 +106,10 @@ def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], di
         extra["not_fitted"][baselines.KNESER_NEY] = f"interpolated modified Kneser-Ney: {fitted['not_fitted']}"
     elif fitted:
         scores[baselines.KNESER_NEY] = float(fitted["kneser_ney_top5"])
+        what = fitted.get("description") or f"interpolated modified Kneser-Ney {fitted['order']}-gram"
         extra["descriptions"] = {baselines.KNESER_NEY: (
-            f"interpolated modified Kneser-Ney {fitted['order']}-gram over every position of the train text "
-            f"({fitted['train_tokens']:,} tokens)")}
+            f"{what} over every position of the train text ({fitted['train_tokens']:,} tokens; order and shares "
+            "cross-fitted on train)")}
         extra["kneser_ney_top1"] = float(fitted["kneser_ney_top1"])
     return scores, extra
 
@@ -153,7 +117,8 @@ def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], di
 def _kneser_ney_text(fitted: Mapping[str, Any]) -> str:
     if "not_fitted" in fitted:
         return f"Kneser-Ney not fitted ({fitted['not_fitted']})"
-    return f"Kneser-Ney ({fitted['order']}-gram, {fitted['train_tokens']} train tokens) {fitted['kneser_ney_top5']:.4f}"
+    return (f"Kneser-Ney ({fitted.get('description', str(fitted['order']) + '-gram')}, {fitted['train_tokens']} train "
+            f"tokens) {fitted['kneser_ney_top5']:.4f}")
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -171,7 +136,7 @@ def run_fn(fn_args: FnArgs) -> None:
     target_tokens = spec[features.TARGET_XF].shape[0]
 
     reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
-    reference[baselines.KNESER_NEY], kneser_ney_tables = baselines.fit_kneser_ney_reference(
+    reference[baselines.KNESER_NEY], kneser_ney_tables, choice = baselines.fit_kneser_ney_reference(
         fn_args.train_files, fn_args.eval_files, vocab_size, context_tokens, target_tokens)
     log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
              reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
@@ -222,7 +187,8 @@ def run_fn(fn_args: FnArgs) -> None:
                  validate_every_epoch=True, callbacks=(stopper,))
     # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
     log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
-    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens, target_tokens)
+    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens, target_tokens,
+                                       choice)
     log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
              blend_record.get("mix"))
     # The served counts are the Kneser-Ney reference itself (every train window's text), when it was fitted.

@@ -136,6 +136,9 @@ class ModelFamily:
     # setting to lower when even one example does not fit; checked before a local run (pipeline/local/memory.py).
     # None: no estimate.
     batch_memory: Callable[[PipelineConfig], BatchMemory] | None = None
+    # (label, TFMA metric) printed on one line under the headline metric, overall (pipeline/results/summary.py):
+    # e.g. the text family's top-1 and its figures on known next words.
+    summary_metrics: tuple[tuple[str, str], ...] = ()
 
     def pusher_tflite_config(self) -> dict[str, str]:
         """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""

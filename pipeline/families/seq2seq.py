@@ -134,6 +134,11 @@ FAMILY = register(ModelFamily(
     search_space="models.seq2seq.hparams.SEARCH_SPACE",
     default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
     batch_memory=batch_memory,
+    # TFMA names of models/seq2seq/evaluation.py (ACCURACY, KNOWN_TOP5, KNOWN_TOP1): `generate` never emits the
+    # OOV id, so the figures on known next words say what it can use (issue 43).
+    summary_metrics=(("top-1", "sparse_categorical_accuracy"),
+                     ("on known next words (what generate can emit): top-5", "known_word_top_k_accuracy"),
+                     ("top-1", "known_word_accuracy")),
     intended_use=("Suggesting the next words of prose like the training corpus (next-word ranking, short "
                   "continuations); a demonstration of a gated TFX pipeline for text, not a general language model."),
     known_limits=(

@@ -63,14 +63,14 @@ def _blend_clause(mix: dict[str, Any] | None) -> str:
     """How the text model's served mix was chosen (models/seq2seq/blend.py), for the training line."""
     if not mix or not mix.get("weights"):
         return "network alone"
-    weights = ", ".join(f"{name} {value:.1f}" for name, value in mix["weights"].items())
+    weights = ", ".join(f"{name} {value:.2f}" for name, value in mix["weights"].items())
     parts = mix.get("components") or {}
     scores = ", ".join(f"{name} {value['top5']:.4f}" for name, value in parts.items())
     chosen = (mix.get("mix") or {}).get("top5")
     held = f"; held-out top-5 {scores} -> mix {chosen:.4f}" if scores and chosen is not None else ""
-    alone = ("; the served model ranks as the Kneser-Ney reference itself: nothing else beat it beyond the noise "
-             "of the held-out train windows, so it can tie the reference but not beat it"
-             if mix["weights"].get("kneser_ney") == 1.0 else "")
+    alone = ("; the served model ranks as the Kneser-Ney reference itself: the network did not beat it beyond the "
+             "noise of the held-out train windows, so it can tie the reference but not beat it"
+             if not mix["weights"].get("network") else "")
     return f"served mix of network and n-gram counts: {weights}{held}{alone}"
 
 

@@ -4,6 +4,7 @@ Everything here is read back from MLMD and the artifacts the components wrote, s
 summary is also correct for a run that was fully served from cache.
 """
 import dataclasses
+import math
 import os
 
 from stackenv.errors import EXIT_PIPELINE_FAILED, ProjectError
@@ -52,6 +53,7 @@ class RunSummary:
     warm_start: str | None = None  # "Warm start: ..." when the run asked for it (pipeline/warm_start.py)
     tuning_lines: list[str] = dataclasses.field(default_factory=list)  # pipeline/results/tuning_summary.py
     score_writer: mlmd.NodeExecution | None = None  # run --score (pipeline/results/score_summary.py)
+    metric_line: str | None = None  # the family's summary_metrics, overall
 
     @property
     def worst_slice(self) -> SliceMetric | None:
@@ -127,6 +129,7 @@ def collect(config: PipelineConfig, dataset: DatasetManifest) -> RunSummary:
         summary.slices = [m for m in metrics if m.slice_name != "overall"]
         summary.baseline_overall = next(
             (m for m in slice_metrics(evaluation_uri, metric_name, "baseline") if m.slice_name == "overall"), None)
+        summary.metric_line = _metric_line(evaluation_uri, family.summary_metrics)
     evaluator = run.get(graph.EVALUATOR)
     blessing = (evaluator.outputs.get("blessing") or [None])[0] if evaluator else None
     if blessing is not None and mlmd.custom_property(blessing, "blessed") is not None:
@@ -156,6 +159,17 @@ def check_scoring(summary: RunSummary) -> None:
     score_summary.check_unreadable(score_summary.scores_uri(summary.score_writer))
 
 
+def _metric_line(evaluation_uri: str, named: tuple[tuple[str, str], ...]) -> str | None:
+    """``label value; label value`` of the overall slice, for the metrics the evaluation holds."""
+    parts = []
+    for label, name in named:
+        overall = next((m for m in slice_metrics(evaluation_uri, name) if m.slice_name == "overall"), None)
+        value = float(overall.value) if overall is not None else math.nan  # TFMA writes NaN as "NaN"
+        if math.isfinite(value):
+            parts.append(f"{label} {value:.4f}")
+    return "; ".join(parts) or None
+
+
 def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: float) -> str:
     lines = [f"── Run summary: {summary.pipeline_name} " + "─" * 30]
     ran = len(summary.components) - summary.cached_count
@@ -175,6 +189,8 @@ def format_summary(summary: RunSummary, config: PipelineConfig, wall_seconds: fl
         lines.append(f"{summary.metric_label} (overall): {summary.overall.value:.4f}"
                      f"{intervals.text(summary.overall.value, summary.overall.count)}{count}"
                      f"{gate_summary.imbalance_text(summary.evaluation_uri, 'overall')}")
+    if summary.metric_line:
+        lines.append(f"  also: {summary.metric_line}")
     lines.extend(summary.tuning_lines)
     overall, overall_count = (summary.overall.value, summary.overall.count) if summary.overall else (None, None)
     lines.extend(gate_summary.lines(summary.model_uri, summary.evaluation_uri, overall, summary.metric_label,
