@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from models.seq2seq import features
+from models.seq2seq.kneser_ney import _last, _scatter_rows  # the same CSR lookups the counts use
 
 #: Share of the unigram floor spread uniformly (no token gets probability 0).
 UNIFORM_SHARE = 1e-3
@@ -230,17 +231,3 @@ def _cache(context_ids: tf.Tensor, shape: tf.Tensor, unigram: tf.Tensor) -> tf.T
     return (counts + unigram) / (tf.reduce_sum(counts, axis=1, keepdims=True) + 1.0)
 
 
-def _last(context_ids: tf.Tensor, lengths: tf.Tensor, back: int) -> tf.Tensor:
-    """The ``back``-th last real id of each row (PAD when the row is shorter)."""
-    index = tf.maximum(lengths - back, 0)
-    values = tf.gather(context_ids, index, batch_dims=1)
-    return tf.where(lengths >= back, values, tf.constant(features.PAD_ID, tf.int64))
-
-
-def _scatter_rows(starts: tf.Tensor, ends: tf.Tensor, cols: tf.Variable, vals: tf.Variable,
-                  shape: tf.Tensor) -> tf.Tensor:
-    """Dense ``[batch, V]`` holding row ``[starts[b], ends[b])`` of a CSR table in row ``b``."""
-    positions = tf.ragged.range(starts, ends)
-    flat = positions.flat_values
-    indices = tf.stack([positions.value_rowids(), tf.cast(tf.gather(cols, flat), tf.int64)], axis=1)
-    return tf.scatter_nd(indices, tf.gather(vals, flat), shape)

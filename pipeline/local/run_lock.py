@@ -30,7 +30,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from stackenv.errors import PathError, ProjectError, find_in_chain
 
@@ -148,18 +148,23 @@ def serving_dir_lock(serving_dir: str) -> Iterator[None]:
         return
     fd = _open_lock_file(path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = last_attempt(output_dir)
-            held_by = f"pid {holder.pid}, started {holder.started}" if holder else "another process"
-            raise OutputDirBusy(
-                f"A pipeline run is using {output_dir} ({held_by}), whose Pusher and Evaluator read and write "
-                f"{serving_dir}; nothing was rolled back. Wait for the run to finish (it may push a new version), "
-                "then run rollback again.") from None
+        _lock_or_refuse(fd, output_dir, lambda held_by: (
+            f"A pipeline run is using {output_dir} ({held_by}), whose Pusher and Evaluator read and write "
+            f"{serving_dir}; nothing was rolled back. Wait for the run to finish (it may push a new version), "
+            "then run rollback again."))
         yield
     finally:
         os.close(fd)  # releases the flock; the lock file's record of the last run is left as it was
+
+
+def _lock_or_refuse(fd: int, output_dir: str, paragraph: Callable[[str], str]) -> None:
+    """Take ``output_dir``'s lock without waiting, or raise OutputDirBusy with ``paragraph`` of who holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = last_attempt(output_dir)
+        raise OutputDirBusy(paragraph(f"pid {holder.pid}, started {holder.started}" if holder
+                                      else "another process")) from None
 
 
 @contextlib.contextmanager
@@ -172,14 +177,9 @@ def exclusive_run(output_dir: str) -> Iterator[None]:
     path = os.path.join(output_dir, LOCK_FILE)
     fd = _open_lock_file(path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = last_attempt(output_dir)
-            held_by = f"pid {holder.pid}, started {holder.started}" if holder else "another process"
-            raise OutputDirBusy(
-                f"Another pipeline run is using {output_dir} ({held_by}). Wait for it to finish, or "
-                "use a different --output for a parallel run.") from None
+        _lock_or_refuse(fd, output_dir, lambda held_by: (
+            f"Another pipeline run is using {output_dir} ({held_by}). Wait for it to finish, or "
+            "use a different --output for a parallel run."))
         previous = last_attempt(output_dir)
         if previous is not None and previous.describe():
             logging.getLogger("pipeline").warning("%s Completed components are cached in MLMD; this run resumes "
