@@ -27,6 +27,7 @@ setup(
         "charset-normalizer>=3,<4",  # the encoding guess for legacy single-byte text files (data/text_decode.py)
         "matplotlib",  # plots in the HTML report
         "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
+        "lxml",  # HTML documents read as text (data/text_markup.py)
         "psutil",  # the memory pre-check and the run lock's owner check (pipeline/local/)
         "boto3",  # a KFP step's start-up check of its object store (pipeline/kubeflow/bundled_store.py)
     ],

@@ -3,7 +3,7 @@
 TF Serving loads numeric version directories and, by default, serves the highest; this
 module is the one reading of that layout, shared by the Pusher (atomic publish), the
 Evaluator (the served baseline), ``predict`` and the ``models``/``rollback`` commands. It
-is a storage layout, not a component, hence its place in ``data/``. Works on local paths
+is a storage layout, not a component, hence its place in ``artifacts/``. Works on local paths
 and object-store URIs alike (tf.io.gfile).
 """
 from __future__ import annotations

@@ -193,7 +193,11 @@ def first_request_child(model_dir: str, mode: str) -> None:
     from models.common import warmup
 
     model = tf.saved_model.load(model_dir)
-    replayed = warmup.replay_warmup_requests(model, model_dir) if mode == FIRST_REQUEST_MODES[1] else 0
+    replayed = 0
+    if mode == FIRST_REQUEST_MODES[1]:  # as TF Serving does at load
+        for signature_name, inputs in warmup.read_warmup_requests(model_dir):
+            model.signatures[signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
+            replayed += 1
     if "predict_image" in model.signatures:
         import numpy as np
 

@@ -1,7 +1,10 @@
 """Pusher that publishes a blessed model to the TF Serving directory atomically.
 
-TFX's Pusher copies straight into ``<base>/<version>/``; a crash mid-copy leaves a
-partial version TF Serving would try to load. This one reuses TFX's blessing check and
+TFX's Pusher copies into ``<base>/<version>/`` in place, ``saved_model.pb`` last
+(tfx/components/pusher/executor.py:202-208@1.16.0): a crash mid-copy leaves a numbered
+folder without it, which TF Serving's file-system source still picks as the newest version
+and fails to load on every poll, and nothing else could be published with the model. This
+one reuses TFX's blessing check and
 model lookup, publishes through ``serving_dir.publish_version`` (stage, then rename),
 and records the push (run, model, key metrics) in ``push_info.json`` beside the model,
 which ``python -m pipeline models`` lists.

@@ -12,7 +12,6 @@ unchanged source is not converted again.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import numbers
 import os
@@ -82,17 +81,6 @@ def window_count(num_words: int, context_words: int, target_words: int, stride: 
 def position_bucket(index: int, count: int) -> str:
     """Third of the document window ``index`` (of ``count``) falls in."""
     return features.POSITION_BUCKETS[min(2, 3 * index // max(1, count))]
-
-
-def example_gen_split(document: str, train_buckets: int = 4, eval_buckets: int = 1) -> str:
-    """``"train"`` or ``"eval"``: where TFX ExampleGen's hash split puts this document.
-
-    Reproduces ExampleGen's partition on ``SPLIT_FEATURE`` (sha256 of the serialized
-    feature modulo the bucket total), so experiments can use the pipeline's exact split.
-    """
-    feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[document.encode("utf-8")]))
-    digest = hashlib.sha256(feature.SerializeToString(deterministic=True)).hexdigest()
-    return "train" if int(digest, 16) % (train_buckets + eval_buckets) < train_buckets else "eval"
 
 
 def _check_count(name: str, value: object, example: str) -> int:

@@ -229,22 +229,37 @@ def _paragraph_indent(kept: list[str]) -> int:
 
 # ------------------------------------------------------------------------------- HTML
 
-# Regular expressions, not html.parser: the same words for documentation pages, at C speed
-# (html.parser made HTML the slowest format to read; benchmarks/bench_text_ingest.py).
-_HTML_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.S | re.I)
-_HTML_DROPPED = re.compile(r"<!--.*?-->|<(head|script|style|template|svg|pre|noscript|textarea|math)\b[^>]*>.*?"
-                           r"</\1\s*>", re.S | re.I)
-_HTML_BLOCK = re.compile(r"</?(?:p|div|br|li|ul|ol|dl|dt|dd|tr|td|th|table|section|article|header|footer|nav|"
-                         r"aside|main|blockquote|h[1-6]|hr|figcaption|caption|form|option|body|html)\b[^>]*>", re.I)
-_HTML_TAG = re.compile(r"<(?:/?[A-Za-z]|[!?])[^>]*>")
+# lxml's HTML parser (libxml2, in C): a real parse, where regular expressions misread a ``>``
+# inside an attribute or a ``</pre>`` inside a comment, and html.parser made HTML the slowest
+# format to read (benchmarks/bench_text_ingest.py).
+_HTML_DROPPED = ("head", "script", "style", "template", "svg", "pre", "noscript", "textarea", "math")
+_HTML_BLOCKS = frozenset((
+    "p", "div", "br", "li", "ul", "ol", "dl", "dt", "dd", "tr", "td", "th", "table", "section", "article",
+    "header", "footer", "nav", "aside", "main", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+    "figcaption", "caption", "form", "option", "body", "html"))
+#: lxml refuses a ``str`` that declares its own encoding; the text is decoded already.
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 def html_text(source: str) -> str:
-    title = _HTML_TITLE.search(source)
-    text = _HTML_DROPPED.sub(" ", source)
-    text = _HTML_TAG.sub("", _HTML_BLOCK.sub("\n", text))  # inline tags join: <b>bo</b>ld is "bold"
-    text = html.unescape(text)
-    return f"{html.unescape(title.group(1))}\n{text}" if title else text
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    source = _XML_DECLARATION.sub("", source, count=1)
+    if not source.strip():
+        return ""
+    try:
+        root = lxml_html.document_fromstring(source)
+    except (etree.ParserError, ValueError):  # nothing an HTML parser can read: no words
+        return ""
+    title = root.findtext(".//title") or ""
+    for element in list(root.iter(*_HTML_DROPPED)):
+        element.drop_tree()  # keeps the text after the element
+    for element in root.iter(*_HTML_BLOCKS):
+        element.text = "\n" + (element.text or "")  # block elements separate words;
+        element.tail = "\n" + (element.tail or "")  # inline ones join: <b>bo</b>ld is "bold"
+    text = root.text_content()
+    return f"{title}\n{text}" if title.strip() else text
 
 
 # ---------------------------------------------------------------------------- by name

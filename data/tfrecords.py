@@ -174,14 +174,3 @@ def iter_file_examples(path: str | os.PathLike) -> Iterator[tf.train.Example]:
     """Yield the parsed examples of one TFRecord file."""
     for index, record in enumerate(iter_records(path)):
         yield parse_example(record, str(path), index)
-
-
-def read_examples(pattern: str | os.PathLike) -> Iterator[tf.train.Example]:
-    """Yield the parsed examples of all files matching ``pattern``, in file-name order."""
-    for path in list_files(pattern):
-        yield from iter_file_examples(path)
-
-
-def count_records(pattern: str | os.PathLike) -> int:
-    """Number of records in all files matching ``pattern`` (reads and checks every file)."""
-    return sum(1 for path in list_files(pattern) for _ in iter_records(path))

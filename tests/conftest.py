@@ -25,9 +25,9 @@ def digits_dataset(tmp_path_factory):
 def digits_examples(digits_dataset):
     """A small, class-balanced list of raw digit examples as dicts (image, label)."""
     import numpy as np
+    from support.records import read_examples
 
     from data import features
-    from data.tfrecords import read_examples
 
     rows = []
     for example in read_examples(os.path.join(digits_dataset.examples_dir, digits_dataset.file_pattern)):

@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf  # noqa: E402  (after the data package, which imports stackenv)
 from PIL import Image
+from support.records import count_records, read_examples
 
 from data import features
 from data.errors import DataError
 from data.images import load_image_array, prepare_image_dataset
-from data.tfrecords import (
-    DatasetManifest,
-    ImageFacts,
-    count_records,
-    read_examples,
-    write_examples,
-)
+from data.tfrecords import DatasetManifest, ImageFacts, write_examples
 
 CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
                "dog", "frog", "horse", "ship", "truck"]

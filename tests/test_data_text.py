@@ -10,7 +10,7 @@ import tensorflow as tf  # noqa: E402  (after the data package, which imports st
 
 from data import text_features as features
 from data.errors import DataError
-from data.text import example_gen_split, position_bucket, prepare_text_dataset, window_count
+from data.text import position_bucket, prepare_text_dataset, window_count
 from data.tfrecords import DatasetManifest
 
 
@@ -66,25 +66,6 @@ def test_default_corpus_is_pydoc_topics_windowed(topics_dataset):
     doc_words = topics[first[features.DOCUMENT]].split()
     assert first[features.CONTEXT] == " ".join(doc_words[:16])
     assert first[features.TARGET] == " ".join(doc_words[16:20])
-
-
-def test_split_helper_matches_example_gen_partition(topics_dataset):
-    """The experiment's split is ExampleGen's own partition on the document feature."""
-    from tfx.components.example_gen import base_example_gen_executor
-    from tfx.proto import example_gen_pb2
-
-    config = example_gen_pb2.SplitConfig(splits=[
-        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
-        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)],
-        partition_feature_name=features.SPLIT_FEATURE)
-    splits = {}
-    for doc in topics_dataset.extra["documents"]:
-        example = tf.train.Example(features=tf.train.Features(feature={
-            features.DOCUMENT: tf.train.Feature(bytes_list=tf.train.BytesList(value=[doc.encode()]))}))
-        index = base_example_gen_executor._PartitionFn(example, 2, [4, 5], config)
-        splits[doc] = ["train", "eval"][index]
-        assert example_gen_split(doc) == splits[doc], doc
-    assert 5 < list(splits.values()).count("eval") < 40
 
 
 # ------------------------------------------------------------------------- user files

@@ -10,9 +10,9 @@ import os
 
 import pytest
 from conftest import run_cli
+from support.records import read_examples
 
 from artifacts.tfma_results import overall_metrics
-from data.tfrecords import read_examples
 from models.seq2seq import features
 from pipeline.config import PipelineConfig
 from pipeline.results import mlmd

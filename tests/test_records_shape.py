@@ -3,10 +3,11 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from support.records import read_examples
 
 from data import features
 from data.images import prepare_image_dataset
-from data.tfrecords import read_examples, write_examples
+from data.tfrecords import write_examples
 
 
 def _rgb_examples(count: int = 6, side: int = 8):

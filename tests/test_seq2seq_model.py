@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import analyze_and_transform
+from support.records import replay_warmup_requests
 
 from models.common.inputs import make_dataset
 from models.seq2seq import evaluation, export, features
@@ -467,7 +468,7 @@ def test_export_carries_tf_serving_warmup_requests_that_run(trained, loaded):
         outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
         first = next(iter(outputs.values()))
         assert first.shape[0] == 1, name
-    assert warmup.replay_warmup_requests(loaded, trained[2]) == 2
+    assert replay_warmup_requests(loaded, trained[2]) == 2
 
 
 def _functions_in(export_dir):

@@ -108,6 +108,15 @@ def test_html_keeps_body_and_title_drops_scripts_styles_and_pre():
     assert words_of(html_text(page)) == "The title Heading Text & inline code next line one two"
 
 
+def test_html_is_parsed_not_pattern_matched():
+    """What regular expressions got wrong: a ``>`` inside an attribute, a closing tag inside a
+    comment, an encoding declaration (lxml refuses one on decoded text), an empty page."""
+    page = ('<?xml version="1.0" encoding="utf-8"?><p title="a > b">link <!-- </pre> x --> here</p>'
+            "<pre>code()</pre>after")
+    assert words_of(html_text(page)) == "link here after"
+    assert html_text("") == html_text("  \n") == ""
+
+
 @pytest.mark.parametrize("name,kind", [
     ("a.txt", PLAIN), ("b.TXT.gz", PLAIN), ("NEWS.Debian.gz", PLAIN), ("changelog.Debian.amd64.gz", PLAIN),
     ("README", PLAIN), ("README.md", MARKDOWN), ("x.markdown.bz2", MARKDOWN), ("y.rst.xz", RST),

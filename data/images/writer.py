@@ -75,11 +75,6 @@ def brightness_bucket(mean: float, thresholds: list[float]) -> str:
     return features.BRIGHTNESS_BUCKETS[index]
 
 
-def image_mean(pixels: np.ndarray) -> float:
-    """Mean pixel value of one image, computed as :func:`_mean_intensities` does for a block."""
-    return float(np.asarray(pixels).reshape(1, -1).mean(axis=1)[0])
-
-
 def _mean_intensities(pixels: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """Per-image mean pixel value, in chunks so a disk-backed array is never copied whole."""
     means = np.empty(len(pixels), dtype=np.float64)

@@ -18,7 +18,3 @@ def convert_tf_keras(convert: bool) -> None:
     True restores TensorFlow's own rules; benchmarks use it to measure the difference.
     """
     compat.set_autograph_skip(TF_KERAS, skip=not convert)
-
-
-def tf_keras_converted() -> bool:
-    return not compat.autograph_skips(TF_KERAS)

@@ -54,10 +54,12 @@ class StopAtStep(tf.keras.callbacks.Callback):
 class BestWeights(tf.keras.callbacks.Callback):
     """Early stopping that always ends on the best epoch's weights.
 
-    Keras' ``EarlyStopping(restore_best_weights=True)`` restores only when it stops early
-    and ignores epochs before ``start_from_epoch``; this tracks every epoch, may stop only
-    after ``min_epochs``, and restores the best weights however training ends. Best = the
-    highest ``monitor`` (an accuracy), ties broken by the lower ``tie_breaker`` (a loss).
+    Keras' ``EarlyStopping(restore_best_weights=True)`` restores at the end of training too,
+    but ignores every epoch before ``start_from_epoch`` (tf_keras/src/callbacks.py,
+    ``on_epoch_end``@2.16), so holding off stopping also forgets a best epoch in that span,
+    and it breaks no ties. This tracks every epoch, may stop only after ``min_epochs``, and
+    restores the best weights however training ends. Best = the highest ``monitor`` (an
+    accuracy), ties broken by the lower ``tie_breaker`` (a loss).
     """
 
     def __init__(self, monitor: str = "val_accuracy", tie_breaker: str = "val_loss",

@@ -165,11 +165,6 @@ class BudgetedTuner(base_tuner.BaseTuner):
         pass
 
 
-def shuffled(arrays: Mapping[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    order = np.random.RandomState(seed).permutation(len(next(iter(arrays.values()))))
-    return {key: value[order] for key, value in arrays.items()}
-
-
 def head_examples(dataset, limit: int) -> dict[str, np.ndarray]:
     """Up to ``limit`` examples of a ``(features, label)`` dataset as numpy arrays (label: ``"__label__"``)."""
     columns: dict[str, list[np.ndarray]] = {}

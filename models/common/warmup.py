@@ -58,11 +58,3 @@ def read_warmup_requests(export_dir: str) -> list[Request]:
         requests.append((request.model_spec.signature_name or "serving_default",
                          {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
     return requests
-
-
-def replay_warmup_requests(saved_model, export_dir: str) -> int:
-    """Run every warm-up request through its signature, as TF Serving does at load."""
-    requests = read_warmup_requests(export_dir)
-    for signature_name, inputs in requests:
-        saved_model.signatures[signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
-    return len(requests)
