@@ -8,7 +8,7 @@ Nothing here imports TensorFlow: ``--help`` stays instant.
 """
 import argparse
 
-from pipeline import families, settings
+from pipeline import config_file, families, settings
 from pipeline.config import PipelineConfig
 
 OUTPUT_HELP = ("output directory: pipeline root, MLMD, prepared data and serving/<model>/<version> "
@@ -19,9 +19,17 @@ def _add_settings(parser: argparse.ArgumentParser, command: str, config_type: ty
     """The run settings ``command`` takes (declared once in pipeline/config.py), then every registered family's
     own (pipeline/families/); a flag two families declare is added once."""
     added: set[str] = set()
+    config_file.add_argument(parser)
     settings.add_arguments(parser, config_type, command, added)
     for family in families.FAMILIES.values():
         settings.add_arguments(parser, family.settings_type, command, added)
+
+
+def parse_args(argv: list[str], config_type: type = PipelineConfig) -> argparse.Namespace:
+    """``argv`` parsed, a ``--config`` file's settings first (pipeline/config_file.py)."""
+    parser = build_parser(config_type)
+    declarations = [config_type, *(family.settings_type for family in families.FAMILIES.values())]
+    return parser.parse_args(config_file.expand(argv, parser, declarations))
 
 
 def build_parser(config_type: type = PipelineConfig) -> argparse.ArgumentParser:

@@ -18,9 +18,9 @@ import sys
 import time
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
-from stackenv.errors import ConfigError
+from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
-from pipeline.arguments import build_parser, config_from_args  # noqa: F401  (re-exported)
+from pipeline.arguments import build_parser, config_from_args, parse_args  # noqa: F401  (re-exported)
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir
 
@@ -372,7 +372,11 @@ def entry_point() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except ProjectError as error:  # a --config file's mistake, before anything runs
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
     from pipeline import quiet
 
     # Library noise written by C++ straight to fd 2 goes to <output>/logs/ (pipeline/quiet.py), unless --output

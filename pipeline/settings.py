@@ -184,17 +184,21 @@ def check_values(values: Any) -> None:
     where it would fail with an allocation error or a traceback.
     """
     for field, spec in declared(type(values)):
-        value = getattr(values, field.name)
-        allowed = spec.allowed()
-        if allowed is not None and value is not None and value not in allowed:
-            raise ConfigError(spec.flag, f"must be one of {', '.join(map(str, allowed))}, got {value!r}.")
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        in_range = math.isfinite(value) and (spec.low is None or value >= spec.low) and (
-            spec.high is None or value <= spec.high)
-        if not in_range:
-            raise ConfigError(spec.flag, f"must be a number from {spec.range_text()}, got {value}."
-                              if spec.range_text() else f"must be a finite number, got {value}.")
+        check_value(spec, getattr(values, field.name))
+
+
+def check_value(spec: Setting, value: Any) -> None:
+    """One setting's value against its declaration (see :func:`check_values`)."""
+    allowed = spec.allowed()
+    if allowed is not None and value is not None and value not in allowed:
+        raise ConfigError(spec.flag, f"must be one of {', '.join(map(str, allowed))}, got {value!r}.")
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    in_range = math.isfinite(value) and (spec.low is None or value >= spec.low) and (
+        spec.high is None or value <= spec.high)
+    if not in_range:
+        raise ConfigError(spec.flag, f"must be a number from {spec.range_text()}, got {value}."
+                          if spec.range_text() else f"must be a finite number, got {value}.")
 
 
 def runtime_settings(settings_type: type) -> list[tuple[dataclasses.Field, Setting]]:

@@ -21,6 +21,21 @@ Every setting of `run`, `prepare`, `compile` and `tfjob`, generated from its one
 `scripts/write_settings_table.py`; a test fails when this page is stale. The CLI's `--help` shows the
 same text. Settings marked "Kubeflow runtime parameter" can be changed when a Kubeflow run is created.
 
+Any of them can live in a YAML file passed with `--config FILE`: each key a flag without its dashes,
+each value as it would be typed; flags on the command line override the file
+(`pipeline/config_file.py`):
+
+```yaml
+# team.yaml: python -m pipeline compile --config team.yaml --epochs 3
+model: seq2seq
+data: gs://team-bucket/docs
+image: registry.example.com/team/tfx-project@sha256:<64 hex>
+pipeline-root: gs://team-bucket/tfx
+epochs: 8
+vocab-size: 8000
+beam-arg: [--direct_num_workers=2]
+```
+
 """
 
 
