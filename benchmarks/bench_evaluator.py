@@ -71,21 +71,23 @@ def run_inputs(run: Path, pipeline_name: str) -> dict:
     if not evaluations:
         raise SystemExit(f"{run} has no Evaluator execution: run `python -m pipeline run --model cnn` there first")
     execution = evaluations[-1]
+    from components.data_facts import facts_of
+
     inputs = {}
     for event in store.get_events_by_execution_ids([execution.id]):
         artifact = store.get_artifacts_by_id([event.artifact_id])[0]
         kind = store.get_artifact_types_by_id([artifact.type_id])[0].name
         if event.type == metadata_store_pb2.Event.INPUT:
-            inputs[kind] = artifact.uri
-    return {"examples": inputs["Examples"], "model": inputs["Model"], "min_accuracy": 0.0, "max_regression": 0.01}
+            inputs[kind] = artifact
+    return {"examples": inputs["Examples"].uri, "facts": facts_of(inputs["Examples"]), "model": inputs["Model"].uri,
+            "min_accuracy": 0.0, "max_regression": 0.01}
 
 
 def copied_eval_split(examples_uri: str, copies: int, out: Path) -> str:
-    """An Examples folder whose eval split is the run's ``copies`` times over (and its facts file)."""
+    """An Examples folder whose eval split is the run's ``copies`` times over."""
     shutil.rmtree(out, ignore_errors=True)
     (out / "Split-eval").mkdir(parents=True)
     (out / "Split-train").mkdir()
-    shutil.copy(Path(examples_uri, "data_facts.json"), out / "data_facts.json")
     for k in range(copies):
         for path in eval_files(examples_uri):
             shutil.copy(path, out / "Split-eval" / f"copy{k}-{Path(path).name}")
@@ -159,6 +161,10 @@ def child(inputs: dict, out: Path) -> dict:
     assert Path(under_test.__file__).resolve().is_relative_to(Path(sys.path[0]).resolve()), under_test.__file__
     examples = standard_artifacts.Examples()
     examples.uri, examples.split_names = inputs["examples"], json.dumps(["train", "eval"])
+    if inputs.get("facts"):  # what the ExampleGen recorded on the run's Examples (components/data_facts.py)
+        from components.data_facts import publish
+
+        publish(examples, inputs["facts"])
     model = standard_artifacts.Model()
     model.uri = inputs["model"]
     evaluation, blessing = standard_artifacts.ModelEvaluation(), standard_artifacts.ModelBlessing()
@@ -239,6 +245,9 @@ def main(argv=None) -> int:
     inputs = run_inputs(Path(args.run), args.pipeline_name)
     if args.eval_copies > 1:
         inputs["examples"] = copied_eval_split(inputs["examples"], args.eval_copies, Path(args.work_dir) / "examples")
+        counts = (inputs.get("facts") or {}).get("split_counts") or {}
+        if "eval" in counts:  # the gate's interval is on the examples evaluated
+            counts["eval"] *= args.eval_copies
     files = eval_files(inputs["examples"])
     model_dir = str(Path(inputs["model"], "Format-Serving"))
     contention = C.Contention()

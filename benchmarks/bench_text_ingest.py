@@ -160,17 +160,16 @@ def child(folder: str, out: str) -> dict:
     import stackenv  # noqa: F401
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
-    from example_gen_helpers import run_example_gen
+    from example_gen_helpers import recorded_facts, run_example_gen
     from tfx.proto import example_gen_pb2
 
-    from components.data_facts import read_facts
     from components.ingest_config import WHOLE_FOLDER
     from components.text_example_gen import TextExampleGenExecutor, input_config
 
     subprocess.run(["rm", "-rf", out], check=True)
     splits = run_example_gen(TextExampleGenExecutor, folder, Path(out), output_config=example_gen_pb2.Output(),
                              input_config=input_config(WHOLE_FOLDER))
-    corpus = read_facts(out)["corpus"]
+    corpus = recorded_facts(Path(out))["corpus"]
     return {"windows": sum(len(r) for r in splits.values()), "documents": corpus["documents"],
             "words": corpus["words"]}
 

@@ -1,17 +1,20 @@
-"""Whole-data facts computed inside the pipeline, and the slots downstream steps fill with them.
+"""Whole-data facts computed inside the pipeline: properties of the Examples artifact.
 
 Why: the class list, the image shape and the split counts used to come from the prepare
 step's manifest, read when the graph was built, so ``compile`` had to read the data. Now
-the ExampleGen computes them with Beam while it ingests and writes ``data_facts.json``
-beside its splits; Transform copies the file into its graph output (the Trainer's input);
-and each executor fills the empty slots the graph left for them at compile time:
+the ExampleGen computes them with Beam while it ingests and records them as custom
+properties of its Examples artifact (``classes``, ``image_shape``, ``split_counts``,
+``num_examples``, ...), where ML Metadata and the Kubeflow UI show them and where they
+travel to the next step as any artifact property does (a KFP launcher hands them on as the
+artifact's metadata). Transform passes them on as properties of its outputs, the Trainer's
+and the Tuner's only view of the data.
 
-* ``class_names`` / ``image_shape`` anywhere in a ``custom_config`` left empty;
-* TrainArgs / EvalArgs with ``num_steps == 0``: epochs x train examples / batch size, and
-  eval examples / batch size (the counts are real, not an estimate from the bucket ratio);
-* an eval config's class-count slots (binarized class ids, ``"num_classes": 0``).
-
-A slot the graph already filled (data known at compile time, an explicit flag) is kept.
+A step that needs them reads them by name and hands them to the model code under one
+key, ``custom_config["data_facts"]`` (``data.manifest.FACTS_KEY``); a graph built from prepared
+data (ImportExampleGen, no properties) puts the prepared manifest's facts under the same
+key at compile time, so the model code has one place to look. Step budgets left at 0 by the
+graph are decided from ``split_counts`` (:func:`steps`), and an eval config's class-count
+slots from ``classes`` (:func:`fill_eval_config`).
 """
 from __future__ import annotations
 
@@ -19,45 +22,75 @@ import json
 import math
 from typing import Any
 
-import tensorflow as tf
+from google.protobuf import json_format
+from ml_metadata.proto import metadata_store_pb2
 
-FACTS_FILE = "data_facts.json"
+from data.manifest import FACTS_KEY
+
+#: The facts an ExampleGen records, each a custom property of its Examples artifact.
+PROPERTIES = ("kind", "classes", "class_counts", "image_shape", "split_counts", "num_examples",
+              "split", "stride", "unused", "corpus")
+#: Where an ExampleGen's Beam pipeline leaves the facts for its executor to publish (then deleted).
+_STAGED_FILE = ".data_facts.json"
 #: exec_properties keys the ExampleGen executors use internally (never in a spec).
 FACTS_URI_KEY = "_data_facts_uri"
 FACTS_EXTRA_KEY = "_data_facts_extra"
 
-_FILLED_KEYS = {"class_names": "classes", "image_shape": "image_shape"}
+
+def _staged_path(uri: str) -> str:
+    return f"{uri.rstrip('/')}/{_STAGED_FILE}"
 
 
-def write_facts(uri: str, facts: dict[str, Any]) -> None:
-    tf.io.gfile.makedirs(uri)
-    with tf.io.gfile.GFile(f"{uri.rstrip('/')}/{FACTS_FILE}", "w") as handle:
-        handle.write(json.dumps(facts, sort_keys=True, indent=1))
+def publish_staged(examples) -> dict[str, Any] | None:
+    """Record the facts the ExampleGen's Beam pipeline staged beside ``examples`` (a TFX Examples
+    artifact) as its custom properties, and remove the staged file."""
+    import tensorflow as tf
 
-
-def read_facts(uri: str) -> dict[str, Any] | None:
-    """The facts beside an artifact's files, or None (data ingested by ImportExampleGen)."""
-    path = f"{uri.rstrip('/')}/{FACTS_FILE}"
+    path = _staged_path(examples.uri)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as handle:
-        return json.loads(handle.read())
+        facts = json.loads(handle.read())
+    tf.io.gfile.remove(path)
+    publish(examples, facts)
+    return facts
 
 
-def fill_custom_config(config: Any, facts: dict[str, Any]) -> Any:
-    """``config`` with its empty ``class_names`` / ``image_shape`` slots (at any depth) filled."""
-    if isinstance(config, dict):
-        out = {}
-        for key, value in config.items():
-            fact = _FILLED_KEYS.get(key)
-            if fact and not value and facts.get(fact):
-                out[key] = list(facts[fact])
-            else:
-                out[key] = fill_custom_config(value, facts)
-        return out
-    if isinstance(config, list):
-        return [fill_custom_config(v, facts) for v in config]
-    return config
+def publish(artifact, facts: dict[str, Any]) -> None:
+    """``facts`` as custom properties of ``artifact`` (a TFX artifact), one per fact, each as JSON text.
+
+    Text, not TFX's JSON properties: a KFP launcher stores a list as ``{"list": [...]}`` and a
+    mapping as ``{"struct": {...}}`` and hands them on wrapped so (backend/src/v2/metadata/
+    converter.go StructValueToMLMDValue@2.17.0), while a string travels as it is.
+    """
+    for name in PROPERTIES:
+        if name in facts:
+            artifact.set_string_custom_property(name, json.dumps(facts[name], sort_keys=True))
+
+
+def facts_of(artifact) -> dict[str, Any] | None:
+    """The facts recorded on a TFX artifact or an MLMD ``Artifact`` proto; None when it has none
+    (data ingested by ImportExampleGen)."""
+    proto = artifact if isinstance(artifact, metadata_store_pb2.Artifact) else artifact.mlmd_artifact
+    texts = {name: _text(proto.custom_properties[name]) for name in PROPERTIES if name in proto.custom_properties}
+    if "num_examples" not in texts:
+        return None
+    return {name: json.loads(text) for name, text in texts.items()}
+
+
+def _text(value: metadata_store_pb2.Value) -> str:
+    """A string property as set locally, or as a KFP step's inputs carry it (TFX's entrypoint wraps
+    every metadata value in a Struct: ``{"__value__": text}``)."""
+    if value.WhichOneof("value") == "struct_value":
+        return str(json_format.MessageToDict(value.struct_value)["__value__"])
+    return value.string_value
+
+
+def with_facts(custom_config: dict[str, Any], facts: dict[str, Any] | None) -> dict[str, Any]:
+    """``custom_config`` with the facts under ``FACTS_KEY`` (those the graph put there win)."""
+    if not facts or custom_config.get(FACTS_KEY):
+        return custom_config
+    return {**custom_config, FACTS_KEY: facts}
 
 
 def steps(num_steps: int, examples: int, batch_size: int, epochs: int = 1) -> int:
@@ -105,7 +138,8 @@ def manifest_from_facts(facts: dict[str, Any], source: str):
 
 def attach_facts(splits: dict, exec_properties: dict[str, Any], extra) -> None:
     """Add to an ExampleGen's Beam pipeline: count each split, merge with ``extra`` (a
-    one-element PCollection of a dict, e.g. the class list) and write the facts file."""
+    one-element PCollection of a dict, e.g. the class list) and stage the facts for
+    :func:`publish_staged`."""
     import apache_beam as beam
 
     uri = exec_properties.get(FACTS_URI_KEY)
@@ -121,7 +155,15 @@ def attach_facts(splits: dict, exec_properties: dict[str, Any], extra) -> None:
 
     (counts | "FactsCounts" >> beam.Flatten() | "FactsCountList" >> beam.combiners.ToList()
      | "Facts" >> beam.Map(facts, beam.pvalue.AsSingleton(extra))
-     | "WriteFacts" >> beam.Map(lambda value: write_facts(uri, value)))
+     | "StageFacts" >> beam.Map(lambda value: _stage(uri, value)))
+
+
+def _stage(uri: str, facts: dict[str, Any]) -> None:
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(uri)
+    with tf.io.gfile.GFile(_staged_path(uri), "w") as handle:
+        handle.write(json.dumps(facts, sort_keys=True))
 
 
 def with_facts_uri(output_dict: dict, exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -132,9 +174,20 @@ def with_facts_uri(output_dict: dict, exec_properties: dict[str, Any]) -> dict[s
     return {**exec_properties, FACTS_URI_KEY: examples.uri}
 
 
+def facts_from_manifest(dataset) -> dict[str, Any]:
+    """The facts of data prepared before the graph was built (its manifest); empty when pending."""
+    if dataset is None or dataset.kind == "pending":
+        return {}
+    facts: dict[str, Any] = {"kind": dataset.kind, "num_examples": int(dataset.num_examples)}
+    if dataset.image is not None:
+        facts.update(classes=list(dataset.image.classes), class_counts=dict(dataset.image.class_counts),
+                     image_shape=list(dataset.image.image_shape))
+    return facts
+
+
 def pending_manifest(source: str | None):
     """What a graph built without the data passes to the family's config functions: every
-    data-dependent value empty, so each becomes a slot the executors fill from the facts."""
+    data-dependent value empty; the steps hand the model code the facts the ExampleGen records."""
     from data.manifest import DatasetManifest, ImageFacts
 
     return DatasetManifest(kind="pending", source=source or "", num_examples=0, fingerprint="", examples_dir="",

@@ -164,11 +164,11 @@ def _name_baseline_by_path(blessing: types.Artifact, served: str) -> None:
 
 def _fill_class_count(input_dict, exec_properties) -> None:
     """A graph compiled without the data leaves the class count to the ExampleGen's facts."""
-    from components.data_facts import fill_eval_config, read_facts
+    from components.data_facts import facts_of, fill_eval_config
 
     key = standard_component_specs.EVAL_CONFIG_KEY
     examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-    facts = read_facts(examples[0].uri) if examples and exec_properties.get(key) else None
+    facts = facts_of(examples[0]) if examples and exec_properties.get(key) else None
     if facts:
         exec_properties[key] = fill_eval_config(exec_properties[key], facts)
 
@@ -187,10 +187,10 @@ def _gate_on_references(input_dict, output_dict, exec_properties) -> None:
 def _eval_example_count(input_dict, exec_properties) -> int | None:
     """How many examples TFMA will evaluate: the evaluated splits' counts in the ExampleGen's facts, or None
     (data ingested by ImportExampleGen, a split without a count)."""
-    from components.data_facts import read_facts
+    from components.data_facts import facts_of
 
     examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-    facts = read_facts(examples[0].uri) if examples else None
+    facts = facts_of(examples[0]) if examples else None
     counts = (facts or {}).get("split_counts") or {}
     splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
     if not counts or any(not counts.get(split) for split in splits):

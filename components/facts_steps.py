@@ -1,11 +1,13 @@
-"""Transform and Trainer that fill their data-dependent settings from the ExampleGen's facts.
+"""Transform and Trainer that hand the model code the data's facts, read from artifact properties.
 
-Why: a graph compiled without reading the data (``compile --data gs://...``) cannot know
-the class list, the image shape or how many steps an epoch is; the ExampleGen computes
-them (``components/data_facts.py``) and these executors fill the slots the graph left
-empty before TFX's own executors run. Transform passes the facts on in its graph output,
-the Trainer's only view of the data. With data prepared beforehand (ImportExampleGen) there
-are no facts and both run exactly as TFX's.
+Why: a graph compiled without reading the data (``compile --data gs://...``) cannot know the
+class list, the image shape or how many steps an epoch is; the ExampleGen records them as
+properties of its Examples artifact (``components/data_facts.py``). Transform reads them
+from its input and records them on its outputs, the Trainer's and the Tuner's only view of
+the data; each hands them to the model code under ``custom_config["data_facts"]`` and the
+Trainer decides a step budget the graph left at 0 from the split counts. With data prepared
+beforehand (ImportExampleGen) the artifacts carry no facts: the graph put the manifest's
+under the same key, and both steps run exactly as TFX's.
 """
 from __future__ import annotations
 
@@ -20,33 +22,36 @@ from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.data_facts import fill_custom_config, read_facts, steps, write_facts
+from components.data_facts import facts_of, publish, steps, with_facts
 
 _CUSTOM_CONFIG = standard_component_specs.CUSTOM_CONFIG_KEY
+_PASSED_ON = (standard_component_specs.TRANSFORM_GRAPH_KEY, standard_component_specs.TRANSFORMED_EXAMPLES_KEY)
 
 
-def _filled(exec_properties: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+def with_facts_handed_over(exec_properties: dict[str, Any], facts: dict[str, Any] | None) -> dict[str, Any]:
+    """``exec_properties`` whose custom config holds ``facts`` under ``data_facts``."""
+    if not facts:
+        return exec_properties
     config = json.loads(exec_properties.get(_CUSTOM_CONFIG) or "null") or {}
-    return {**exec_properties, _CUSTOM_CONFIG: json.dumps(fill_custom_config(config, facts))}
+    return {**exec_properties, _CUSTOM_CONFIG: json.dumps(with_facts(config, facts))}
 
 
 class FactsTransformExecutor(transform_executor.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
-        facts = read_facts(examples.uri)
-        if facts is None:
-            return super().Do(input_dict, output_dict, exec_properties)
-        super().Do(input_dict, output_dict, _filled(exec_properties, facts))
-        graph = artifact_utils.get_single_instance(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
-        write_facts(graph.uri, facts)
+        facts = facts_of(artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY]))
+        super().Do(input_dict, output_dict, with_facts_handed_over(exec_properties, facts))
+        if facts:
+            for key in _PASSED_ON:
+                for artifact in output_dict.get(key) or []:
+                    publish(artifact, facts)
 
 
 def with_graph_facts(input_dict, exec_properties: dict[str, Any]) -> tuple[dict[str, Any], dict | None]:
-    """``exec_properties`` with the custom config filled from the facts Transform passed on in
-    its graph output (the Trainer's and the Tuner's only view of the data), and those facts."""
+    """``exec_properties`` with the facts Transform recorded on its graph output (the Trainer's
+    and the Tuner's only view of the data) handed over, and those facts."""
     graphs = input_dict.get(standard_component_specs.TRANSFORM_GRAPH_KEY) or []
-    facts = read_facts(graphs[0].uri) if graphs else None
-    return (exec_properties if facts is None else _filled(exec_properties, facts)), facts
+    facts = facts_of(graphs[0]) if graphs else None
+    return with_facts_handed_over(exec_properties, facts), facts
 
 
 class FactsTrainerExecutor(trainer_executor.GenericExecutor):
@@ -67,12 +72,12 @@ class FactsTrainerExecutor(trainer_executor.GenericExecutor):
 
 
 class FactsTransform(Transform):
-    """TFX's Transform; class list etc. filled from the ExampleGen's facts when it wrote some."""
+    """TFX's Transform; the data's facts handed to ``preprocessing_fn`` and recorded on its outputs."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(FactsTransformExecutor)
 
 
 class FactsTrainer(Trainer):
-    """TFX's Trainer; image shape and step budgets filled from the facts when the graph left them empty."""
+    """TFX's Trainer; the data's facts handed to ``run_fn``, step budgets left at 0 decided from them."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(FactsTrainerExecutor)

@@ -264,7 +264,16 @@ def image_example_gen(data: str | None, *, image_size: int | None, channels: int
                       train_buckets: int, eval_buckets: int, split_feature: str,
                       span_pattern: str | None = None, spans: tuple[int, int] | None = None,
                       follow_links: bool = False) -> ImageExampleGen:
-    """The ExampleGen for ``--data`` (None: the bundled digits), from the string alone."""
+    """The ExampleGen for ``--data``, built from the string alone (compile reads no data).
+
+    Args:
+        data: a folder of class sub-folders, a CIFAR-10 folder or TFRecords, on any tf.io.gfile
+            filesystem; None: the bundled digits.
+        image_size, channels: the examples' shape (None: the source's, folders 32x32 RGB).
+        train_buckets, eval_buckets: the hash split's proportions, on ``split_feature``.
+        span_pattern, spans: a ``{SPAN}`` folder pattern and the span range to read.
+        follow_links: read symbolic links inside the folder.
+    """
     from tfx.proto import example_gen_pb2
 
     from components.ingest_config import input_layout, range_config, settings_config

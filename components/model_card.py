@@ -2,7 +2,7 @@
 
 Why built here, from the run's own records: the Pusher has the model (its ``assets.extra``
 records: training, references), the evaluation (TFMA metrics per slice, ``gate.json``), the
-examples (``data_facts.json``: classes, split counts) and the family's declarations (intended
+examples (their data facts: classes, split counts) and the family's declarations (intended
 use, known limits: ``custom_config``), so the card is right for every run, on every runner,
 and is published with the version or not at all. The TFX model card toolkit does not resolve
 with this stack; the card is a list of blocks rendered twice, as Markdown and as HTML.
@@ -19,7 +19,6 @@ from typing import Any
 import tensorflow as tf
 
 from artifacts.serving_dir import MODEL_CARD_FILES
-from components.data_facts import read_facts
 from components.reference_gate import bound_text, demand_text
 
 Block = tuple  # ("h1"|"h2"|"p", text) | ("ul", [items]) | ("table", [headers], [[cells]])
@@ -160,10 +159,11 @@ def _tflite_blocks(record: dict[str, Any]) -> list[Block]:
 
 
 def build_card(card: dict[str, Any], version: int, push_info: dict[str, Any], model_dir: str,
-               evaluation_uri: str | None, examples_uri: str | None) -> list[Block]:
-    """The card's blocks from the family's declarations (``card``) and the run's artifacts."""
+               evaluation_uri: str | None, facts: dict[str, Any] | None) -> list[Block]:
+    """The card's blocks from the family's declarations (``card``), the run's artifacts and the data's
+    facts (components/data_facts.py; None for data ingested by ImportExampleGen)."""
     extra = os.path.join(model_dir, "assets.extra")
-    facts = (read_facts(examples_uri) if examples_uri else None) or {}
+    facts = facts or {}
     blocks: list[Block] = [
         ("h1", f"Model card: {card.get('model_name', card['family'])}, version {version}"),
         ("ul", [f"Model: {card['family']} ({card.get('description', '')})",

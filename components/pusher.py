@@ -167,12 +167,13 @@ class Executor(pusher_executor.Executor):
         examples = input_dict.get(EXAMPLES_KEY) or []
 
         def beside_the_model(staging: str, version: int) -> dict[str, Any]:
+            from components.data_facts import facts_of
             from components.model_card import build_card, write_model_card
 
             added = {TFLITE_KEY: _tflite(settings.get(TFLITE_KEY) or {}, model_path, examples, staging)}
             card = build_card(settings.get(MODEL_CARD_KEY) or {"family": "unknown"}, version, {**push_info, **added},
                               model_path, evaluations[0].uri if evaluations else None,
-                              examples[0].uri if examples else None)
+                              facts_of(examples[0]) if examples else None)
             write_model_card(staging, card)
             return added
 

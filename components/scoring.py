@@ -41,7 +41,7 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.data_facts import fill_custom_config, read_facts
+from components.data_facts import facts_of, with_facts
 from data.scoring import EXAMPLE_ID, UnreadableInput, list_inputs
 
 SCORE_SPLIT = "score"
@@ -90,7 +90,7 @@ class ScoringExampleGenSpec(ComponentSpec):
     PARAMETERS = {
         "score_dir": ExecutionParameter(type=str),
         "reader": ExecutionParameter(type=str),          # dotted (uri, relative, settings) -> serialized Example
-        "reader_config": ExecutionParameter(type=str),   # JSON; empty image_shape filled from the data facts
+        "reader_config": ExecutionParameter(type=str),   # JSON; the data's facts added from training_examples
     }
     INPUTS = {"training_examples": ChannelParameter(type=standard_artifacts.Examples)}
     OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
@@ -102,7 +102,7 @@ class ScoringExampleGenExecutor(base_executor.BaseExecutor):
         from tfx.proto import example_gen_pb2
 
         training = artifact_utils.get_single_instance(input_dict["training_examples"])
-        settings = fill_custom_config(json.loads(exec_properties["reader_config"]), read_facts(training.uri) or {})
+        settings = with_facts(json.loads(exec_properties["reader_config"]), facts_of(training))
         reader = _load(exec_properties["reader"])
         root = exec_properties["score_dir"].rstrip("/") or "/"
         files, problems = list_inputs(root, bool(settings.get("follow_links")))

@@ -23,7 +23,7 @@ from tfx.components.example_gen import write_split
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.data_facts import with_facts_uri
+from components.data_facts import publish_staged, with_facts_uri
 
 
 @beam.ptransform_fn
@@ -42,6 +42,7 @@ class StreamingExampleGenExecutor(BaseExampleGenExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         self._output_examples = output_dict[standard_component_specs.EXAMPLES_KEY]
         super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
+        publish_staged(artifact_utils.get_single_instance(self._output_examples))
 
     def SplitsByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (named like TFX's hooks)
                      exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:

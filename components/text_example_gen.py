@@ -5,7 +5,7 @@ from the whole corpus (``data/text_split.py``). The executor therefore overrides
 ``SplitsByBeam``: a first pass counts each document's windows, a combiner
 decides the split, a second pass writes each window into its split (gap windows
 dropped), exactly as the prepare step did. Files that yield no window are counted and
-named in the facts (``corpus`` in ``data_facts.json``), as the prepare step records them in
+named in the facts (``corpus``, a property of the Examples artifact), as the prepare step records them in
 its manifest. The input config has the two splits with the
 same pattern, so TFX's driver fingerprints (and span-resolves) the source for both.
 """
@@ -87,7 +87,16 @@ class TextExampleGen(FileBasedExampleGen):
 def text_example_gen(data: str | None, *, context_words: int, target_words: int,
                      span_pattern: str | None = None, spans: tuple[int, int] | None = None,
                      max_text_mb: int | None = None, follow_links: bool = False) -> TextExampleGen:
-    """The ExampleGen for ``--data`` (None: the bundled pydoc corpus), from the string alone."""
+    """The ExampleGen for ``--data``, built from the string alone (compile reads no data).
+
+    Args:
+        data: a text file or a folder of documents, on any tf.io.gfile filesystem; None: the
+            bundled pydoc corpus.
+        context_words, target_words: the words before and the words to continue of each window.
+        span_pattern, spans: a ``{SPAN}`` folder pattern and the span range to read.
+        max_text_mb: refuse a corpus larger than this.
+        follow_links: read symbolic links inside the folder.
+    """
     from components.ingest_config import input_layout, range_config, settings_config
     from data.text_ingest import BUNDLED_TOPICS
 

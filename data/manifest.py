@@ -22,9 +22,26 @@ from typing import Any
 from data.errors import DataError
 
 MANIFEST_NAME = "manifest.json"
+#: The ``custom_config`` key under which a step hands the model code the data's facts
+#: (components/data_facts.py: from the Examples artifact's properties, or the graph's manifest).
+FACTS_KEY = "data_facts"
 SHARD_PATTERN = "*.tfrecord.gz"
 # Top-level keys of manifests written before the image facts became a part of their own.
 _LEGACY_IMAGE_KEYS = ("classes", "class_counts", "image_shape")
+
+
+def facts_in(custom_config: dict[str, Any] | None) -> dict[str, Any]:
+    """The data's facts a step handed over in ``custom_config`` (empty when it had none)."""
+    return dict((custom_config or {}).get(FACTS_KEY) or {})
+
+
+def image_shape_in(custom_config: dict[str, Any] | None) -> list[int]:
+    """The image shape (H, W, C) of the data a step was handed; a clear error when it was not."""
+    shape = facts_in(custom_config).get("image_shape")
+    if not shape:
+        raise DataError(f"No image shape in the step's {FACTS_KEY!r}: the ExampleGen records it on its Examples "
+                        "artifact and Transform passes it on; run the whole pipeline (or --ingest prepare).")
+    return [int(v) for v in shape]
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from data import features, text_features
 from data.errors import DataError
+from data.manifest import image_shape_in
 from data.walk import File, Problem, walk
 
 #: exec/custom-config key of the example id every scoring example carries.
@@ -48,11 +49,12 @@ def _bytes(value: str) -> tf.train.Feature:
 
 
 def image_example(uri: str, relative: str, settings: dict) -> bytes:
-    """One image file -> an Example with ``image`` (pixels at the training shape, ``settings["image_shape"]``)."""
+    """One image file -> an Example with ``image`` (pixels at the training shape, from the data's facts)."""
     from data.images.pixels import load_image_file
 
     try:
-        pixels = load_image_file(uri, tuple(settings["image_shape"]),
+        height, width, channels = image_shape_in(settings)
+        pixels = load_image_file(uri, (height, width, channels),
                                  remedy="Replace it with a good copy, or remove it from the --score folder.")
     except DataError as error:
         raise UnreadableInput(str(error)) from error

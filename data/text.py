@@ -52,9 +52,20 @@ def prepare_text_dataset(
 ) -> DatasetManifest:
     """Window ``source`` into TFRecords under ``cache_root`` (or reuse them) and describe them.
 
-    The manifest has kind ``"text"`` and no image facts; ``extra`` holds the
-    window settings and the documents with their word and window counts.
-    Raises DataError with an actionable message for any bad input.
+    Args:
+        source: a text file or a folder of documents, or None / "" for the bundled corpus.
+        cache_root: where the TFRecords and their manifest go (reused when the source is unchanged).
+        context_words, target_words: the words before and the words to continue of each window.
+        stride: words between the starts of two windows.
+        max_text_mb: refuse a corpus larger than this (None: the default limit).
+        follow_links: read symbolic links inside the folder (never outside it).
+
+    Returns:
+        The manifest: kind ``"text"``, no image facts; ``extra`` holds the window settings and
+        the documents with their word and window counts.
+
+    Raises:
+        DataError: any bad input, with one paragraph saying what, where and how to fix it.
     """
     context_words = _check_count("context_words", context_words, "--context-words 16")
     target_words = _check_count("target_words", target_words, "--target-words 4")

@@ -2,7 +2,7 @@
 
 One record, :class:`CorpusFacts`, written by both readers (the prepare step in
 ``data.text`` and the ExampleGen in ``components/text_example_gen.py``) into the data's
-facts (``corpus`` in the manifest's ``extra`` / ``data_facts.json``), and read back by the
+facts (``corpus`` in the manifest's ``extra`` / the Examples artifact's ``corpus`` property), and read back by the
 run summary and the report. A file that cannot be used never stops a run: it is counted
 and named here. Only a corpus with too little left to train and evaluate stops it, with
 :func:`too_little_error`, one paragraph listing every reason at once.
@@ -27,7 +27,7 @@ REASONS = {
     "loop": "symlink loop",
     "outside": "symlink leaving the folder (--follow-links reads it)",
 }
-#: Names shown per reason in the summary line; data_facts.json and the report list them all.
+#: Names shown per reason in the summary line; the Examples artifact and the report list them all.
 NAMES_SHOWN = 5
 #: Fewest distinct words a corpus may have. The text family is judged on top-5 next-word accuracy
 #: (models/seq2seq/baselines.py TOP_K): with fewer than twice that many words, any five guesses cover half

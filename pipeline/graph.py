@@ -17,7 +17,7 @@ from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGe
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 
-from components.data_facts import pending_manifest
+from components.data_facts import facts_from_manifest, pending_manifest, with_facts
 from components.evaluator import ServedBaselineEvaluator
 from components.facts_steps import FactsTrainer, FactsTransform
 from components.pusher import AtomicPusher
@@ -69,8 +69,17 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     launchers: StepLaunchers = StepLaunchers(),
 ) -> Pipeline:
-    """The pipeline of ``config``: ``dataset`` is the prepared data (``--ingest prepare``) or None, when the
-    ExampleGen reads ``--data`` itself; ``launchers`` is all a runner may change (see :class:`StepLaunchers`)."""
+    """The pipeline of ``config``, the same graph for every runner.
+
+    Args:
+        config: the run's settings (pipeline/config.py), checked.
+        dataset: the data prepared before the graph (``--ingest prepare``, read by ImportExampleGen), or
+            None: the ExampleGen reads ``config.data`` itself and records the data's facts on its Examples.
+        metadata_connection_config: the ML Metadata store (local runs); None where the orchestrator has its own.
+        beam_pipeline_args: for every Beam-based component.
+        launchers: where the Trainer's and the Tuner's functions run; all a runner may change
+            (see :class:`StepLaunchers`).
+    """
     family = get_family(config.model)
     code_version = family.code_version()
     example_gen, dataset, train_steps, eval_steps = _ingestion(config, family, dataset)
@@ -80,16 +89,18 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
         disable_statistics=not config.transform_statistics,
-        custom_config={**family.transform_config(config, dataset), "code_version": code_version},
+        custom_config=with_facts({**family.transform_config(config, dataset), "code_version": code_version},
+                                  facts_from_manifest(dataset)),
     ).with_id(TRANSFORM)
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
     settings = _training_settings(config, family, dataset)
     # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
-    hyperparameters, tuning_nodes = _hyperparameters(config, family, transform, schema_gen, settings,
+    hyperparameters, tuning_nodes = _hyperparameters(config, family, dataset, transform, schema_gen, settings,
                                                      code_version, launchers.tuner)
-    run_fn, trainer_config = launchers.trainer(
-        family.run_fn, {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name})
+    run_fn, trainer_config = launchers.trainer(family.run_fn, with_facts(
+        {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name},
+        facts_from_manifest(dataset)))
     trainer = FactsTrainer(
         run_fn=run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
@@ -123,7 +134,7 @@ def _ingestion(config: PipelineConfig, family, dataset: DatasetManifest | None):
     split_patterns = dataset.extra.get("split_patterns") if dataset is not None else None
     if dataset is None:
         # Ingestion inside the pipeline: the ExampleGen reads --data (any tf.io.gfile URI) and
-        # computes the whole-data facts the steps below fill their empty slots from
+        # records the whole-data facts on its Examples, where the steps below read them
         # (components/data_facts.py); nothing here reads the data. 0 steps: decided from those facts.
         assert family.example_gen is not None  # no dataset only when config.ingests_in_pipeline()
         return (family.example_gen(config).with_id(EXAMPLE_GEN), pending_manifest(config.data),
@@ -230,8 +241,8 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
     assert config.score_dir  # the graph adds these steps only for --score
     scoring_examples = ScoringExampleGen(
         score_dir=config.score_dir, reader=family.score_reader,
-        reader_config={**family.score_config(config, dataset), "listing": listing_key(config.score_dir),
-                       "follow_links": config.follow_links},
+        reader_config=with_facts({**family.score_config(config, dataset), "listing": listing_key(config.score_dir),
+                                  "follow_links": config.follow_links}, facts_from_manifest(dataset)),
         training_examples=example_gen.outputs["examples"],
     ).with_id(SCORING_EXAMPLE_GEN)
     bulk_inferrer = BulkInferrer(
@@ -267,7 +278,8 @@ def _model_card_settings(config: PipelineConfig, family, code_version: str,
     }
 
 
-def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, settings: TrainingSettings,
+def _hyperparameters(config: PipelineConfig, family, dataset: DatasetManifest, transform, schema_gen,
+                     settings: TrainingSettings,
                      code_version: str, launch_tuner: FunctionLauncher):
     """The Trainer's ``hyperparameters`` input and the nodes producing it: TFX's Tuner
     (``--tune-trials``), TFX's Importer of a past search (``--hyperparameters``), or none."""
@@ -279,9 +291,9 @@ def _hyperparameters(config: PipelineConfig, family, transform, schema_gen, sett
 
         tuning = TuningSettings(trials=config.tune_trials, algorithm=config.tune_algorithm or "random",
                                 budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
-        tuner_fn, tuner_config = launch_tuner(family.tuner_fn, {
+        tuner_fn, tuner_config = launch_tuner(family.tuner_fn, with_facts({
             **settings.to_custom_config(), **tuning.to_custom_config(), "code_version": code_version,
-            FAMILY_KEY: family.name})
+            FAMILY_KEY: family.name}, facts_from_manifest(dataset)))
         tuner = RecordingTuner(
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],

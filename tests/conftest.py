@@ -11,6 +11,8 @@ import stackenv  # noqa: F401
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: What a Trainer step hands a CNN run_fn about the bundled 8x8 digits (components/data_facts.py).
+DIGIT_FACTS = {"data_facts": {"image_shape": [8, 8, 1]}}
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +72,7 @@ def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
                 features.LABEL: tf.io.FixedLenFeature([], tf.string)}
     rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:300]]
     return analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path_factory.mktemp("cnn-tft"),
-                                 custom_config={"class_names": list(digits_dataset.classes)})
+                                 custom_config={"data_facts": {"classes": list(digits_dataset.classes)}})
 
 
 def write_transformed_split(rows, path) -> str:

@@ -3,6 +3,7 @@ one-paragraph errors for a module that is missing or is not an image feature ext
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import DIGIT_FACTS
 
 from models.cnn import base_model, features
 from models.cnn.hparams import CnnHyperparameters
@@ -123,12 +124,11 @@ def test_the_trainer_fine_tunes_when_a_search_chose_it_and_records_both_fits(ext
     from models.cnn.trainer import run_fn
     from models.common.training import TrainingSettings
 
-    settings = TrainingSettings(batch_size=16, learning_rate=3e-3, base_model=extractor_dir,
-                                family={"image_shape": [8, 8, 1]})
+    settings = TrainingSettings(batch_size=16, learning_rate=3e-3, base_model=extractor_dir)
     serving = tmp_path / "serving"
     run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
                   serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
-                  eval_steps=2, custom_config=settings.to_custom_config(),
+                  eval_steps=2, custom_config={**settings.to_custom_config(), **DIGIT_FACTS},
                   hyperparameters={"values": {"fine_tune": True}}))
     training = json.loads((serving / "assets.extra" / "training.json").read_text())
     assert training["tuned"] == {"fine_tune": True} and training["hparams"]["fine_tune"] is True

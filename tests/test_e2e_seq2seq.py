@@ -76,14 +76,14 @@ def test_components_ran_and_model_was_blessed_and_pushed(seq2seq_run):
 
 
 def test_files_not_used_are_named_in_the_summary_and_the_data_facts(seq2seq_run):
-    from components.data_facts import read_facts
+    from components.data_facts import facts_of
 
     config, result, run = seq2seq_run
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("Corpus: ")]
     assert (" 5 not used: 1 shorter than one window (debian/short.txt), 1 empty (debian/empty.txt), 1 binary "
             "(debian/blob.bin), 1 not a regular file (debian/news/pipe), 1 symlink loop (loop); 1 not UTF-8, "
             f"read with a guessed encoding: debian/{LATIN1} (cp1252)") in line, line
-    corpus = read_facts(run[graph.EXAMPLE_GEN].outputs["examples"][0].uri)["corpus"]
+    corpus = facts_of(run[graph.EXAMPLE_GEN].outputs["examples"][0])["corpus"]
     assert {s["document"]: s["reason"] for s in corpus["skipped"]} == SKIPPED
     assert line.startswith(f"Corpus: {corpus['documents']} documents read (") and corpus["documents"] >= 26
 

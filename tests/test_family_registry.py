@@ -176,7 +176,7 @@ def test_third_family_components_and_settings_reach_the_compiled_spec(third_fami
     assert params["Trainer"]["run_fn"] == "support.dense_family.run_fn"
     transform_config = json.loads(params["Transform"]["custom_config"])
     assert transform_config["pixel_scale"] == 8.0 and transform_config["code_version"] == code_version
-    assert transform_config["class_names"] == [str(d) for d in range(10)]
+    assert transform_config["data_facts"]["classes"] == [str(d) for d in range(10)]  # the prepared manifest's
     trainer_config = json.loads(params["Trainer"]["custom_config"])
     assert trainer_config["model_family"] == "dense"
     assert trainer_config["training"]["family"] == {"hidden_units": 7}

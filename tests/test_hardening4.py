@@ -195,13 +195,12 @@ def test_a_class_folder_whose_name_is_not_utf8_is_a_printable_class(tmp_path):
 
 
 def test_text_folder_reads_a_document_whose_name_is_not_utf8(tmp_path):
-    from support.example_gen_helpers import run_example_gen
+    from support.example_gen_helpers import recorded_facts, run_example_gen
     from tfx.components.example_gen import utils
     from tfx.proto import example_gen_pb2
     from tfx.types import standard_component_specs as keys
     from tfx.utils import proto_utils
 
-    from components.data_facts import read_facts
     from components.ingest_config import WHOLE_FOLDER, settings_config
     from components.ingest_driver import resolve_input
     from components.text_example_gen import TextExampleGenExecutor, input_config
@@ -221,7 +220,7 @@ def test_text_folder_reads_a_document_whose_name_is_not_utf8(tmp_path):
                              input_config=input_config(WHOLE_FOLDER),
                              custom_config=settings_config(context_words=6, target_words=2, stride=2))
     assert sum(map(len, splits.values())) > 0
-    corpus = CorpusFacts.from_json(read_facts(str(tmp_path / "out"))["corpus"])
+    corpus = CorpusFacts.from_json(recorded_facts(tmp_path / "out")["corpus"])
     assert corpus.documents == 5 and corpus.not_utf8_names == ["caf\\xe9.txt"]
     assert "1 read under a file name that is not UTF-8 (each such byte shown as \\xNN): caf\\xe9.txt" in \
         corpus.describe()

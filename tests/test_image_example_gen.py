@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from support.example_gen_helpers import run_example_gen, run_import_example_gen
+from support.example_gen_helpers import recorded_facts, run_example_gen, run_import_example_gen
 from tensorflow.train import Example
 
-from components.data_facts import read_facts
 from components.image_example_gen import ImageExampleGenExecutor
 from components.ingest_config import settings_config, source_root
 from data.errors import DataError
@@ -60,7 +59,7 @@ def _same_as_prepare(source: str, tmp_path: Path, **shape) -> dict[str, list[byt
         # Parsed, not bytes: a map's serialization order is not fixed.
         assert _by_id(new[split]) == _by_id(old[split]), f"{split}: examples differ from the prepared ones"
     # The whole-data facts the manifest held now come from the ExampleGen's Beam pipeline.
-    facts = read_facts(str(tmp_path / "new"))
+    facts = recorded_facts(tmp_path / "new")
     assert facts["classes"] == manifest.classes and facts["image_shape"] == manifest.image_shape
     assert facts["num_examples"] == manifest.num_examples == sum(facts["split_counts"].values())
     return new
@@ -212,7 +211,7 @@ def test_every_file_becomes_one_example_and_bad_files_are_all_listed(tmp_path: P
     config = settings_config(image_size=3, channels=1)
     written = run_example_gen(ImageExampleGenExecutor, str(root), tmp_path / "good", custom_config=config)
     assert sum(len(split) for split in written.values()) == files
-    assert read_facts(str(tmp_path / "good"))["num_examples"] == files
+    assert recorded_facts(tmp_path / "good")["num_examples"] == files
     assert sorted(_by_id(written["train"] + written["eval"])) == sorted(
         str(p.relative_to(root)) for p in root.glob("*/*.png"))  # each file exactly once
 

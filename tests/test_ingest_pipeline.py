@@ -20,7 +20,7 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 
-from components.data_facts import read_facts
+from components.data_facts import facts_of
 from components.image_example_gen import image_example_gen
 from pipeline.config import PipelineConfig
 from pipeline.kubeflow.compile import compile_pipeline, dataset_for_cluster
@@ -46,7 +46,7 @@ def _ingest(data: Path, out: Path, **kwargs):
         metadata_connection_config=sqlite_metadata_connection_config(metadata)))
     execution = mlmd.latest_node_execution(mlmd.open_store(mlmd.sqlite_config(metadata)), "ingest", "ImportExampleGen")
     examples = execution.outputs["examples"][0]
-    return execution, read_facts(examples.uri), examples.custom_properties["span"].int_value
+    return execution, facts_of(examples), examples.custom_properties["span"].int_value
 
 
 def test_unchanged_folder_is_cached_and_a_changed_one_is_not(tmp_path: Path) -> None:

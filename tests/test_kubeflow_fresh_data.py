@@ -20,7 +20,7 @@ from PIL import Image
 from support.kfp_contract import Cluster, TaskFailed, root_parameters, topological_tasks
 from test_kubeflow_contract import compile_for_contract
 
-from components.data_facts import read_facts
+from components.data_facts import PROPERTIES
 from pipeline.kubeflow.fresh_data import RESOLVE_TASK, override_caching
 
 pytestmark = pytest.mark.timeout(900)
@@ -81,7 +81,7 @@ def test_kfp_contract_example_gen_is_cached_until_the_data_changes(tmp_path):
     def run(run_id):
         produced = cluster.run(spec, run_id=run_id, runtime_root=root, until=EXAMPLE_GEN)
         examples = produced[EXAMPLE_GEN]["examples"]
-        return dict(cluster.states), examples, read_facts(examples["uri"])
+        return dict(cluster.states), examples, _facts(examples)
 
     states, first, facts = run("run-1")
     assert states == {RESOLVE_TASK: "COMPLETE", EXAMPLE_GEN: "COMPLETE"}
@@ -105,6 +105,11 @@ def test_kfp_contract_example_gen_is_cached_until_the_data_changes(tmp_path):
     resolved = json.loads(cluster.executor_inputs[EXAMPLE_GEN]["inputs"]["parameterValues"]["input_config"])
     assert resolved["splits"][0]["pattern"] == "span-2/*"
 
+
+
+def _facts(examples: dict) -> dict:
+    """The data facts an ExampleGen step handed on as its Examples' KFP metadata (JSON text each)."""
+    return {name: json.loads(examples["metadata"][name]) for name in PROPERTIES if name in examples["metadata"]}
 
 @pytest.mark.parametrize("version, recorded", [(-1.0, None), (3.0, 3)])
 def test_entrypoint_hands_the_resolved_input_over_as_tfx_driver_would(version, recorded):
@@ -185,7 +190,7 @@ def test_kfp_contract_whole_pipeline_cached_downstream_until_new_data(tmp_path):
     _images(data, {"emu": 2}, seed=1)
     produced = cluster.run(spec, run_id="run-3", runtime_root=spec["defaultPipelineRoot"])
     assert set(cluster.states.values()) == {"COMPLETE"}
-    assert "emu" in read_facts(produced[EXAMPLE_GEN]["examples"]["uri"])["classes"]
+    assert "emu" in _facts(produced[EXAMPLE_GEN]["examples"])["classes"]
     assert len(list_versions(config.serving_model_dir)) == 2
 
 
@@ -211,7 +216,7 @@ def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path
         spec, _ = _cnn(tmp_path, "s3://data/pets", span_pattern="span-{SPAN}")
         cluster = Cluster(str(tmp_path), allow_local_root=True, env={**s3_environment(endpoint), **keys})
         produced = cluster.run(spec, runtime_root=spec["defaultPipelineRoot"], until=EXAMPLE_GEN)
-        assert read_facts(produced[EXAMPLE_GEN]["examples"]["uri"])["num_examples"] == 4
+        assert _facts(produced[EXAMPLE_GEN]["examples"])["num_examples"] == 4
         first = dict(cluster.output_parameters[RESOLVE_TASK])
         assert first["span"] == 1 and "tree:files=4" in first["input_fingerprint"]
         upload("span-2", {"cat": 1, "dog": 1}, seed=1)

@@ -159,7 +159,7 @@ def test_every_pod_runs_the_pipelines_own_trainer_settings_multi_worker(generate
     job = json.loads(args[0][1])
     assert job["run_fn"] == "models.cnn.trainer.run_fn" and job["train_steps"] == 40
     training = job["custom_config"]["training"]
-    assert training["strategy"] == "multi_worker" and training["family"]["image_shape"] == [8, 8, 1]
+    assert training["strategy"] == "multi_worker" and job["custom_config"]["data_facts"]["image_shape"] == [8, 8, 1]
     assert job["custom_config"]["model_family"] == "cnn"
     fn = fn_args(job)
     assert fn.train_files == [f"{EXAMPLES}/Split-train/*"] and fn.eval_files == [f"{EXAMPLES}/Split-eval/*"]

@@ -13,6 +13,7 @@ import os
 
 import pytest
 import yaml
+from conftest import DIGIT_FACTS
 from support.k8s_tfjob_api import TFJobApiServer
 
 from pipeline.config import PipelineConfig
@@ -27,9 +28,9 @@ def _fn_args(tmp_path, workers: int = 2, timeout_s: float = 120, run_fn: str = "
 
     from models.common.training import TrainingSettings
 
-    settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1,
-                                family={"image_shape": [8, 8, 1]})
-    _, custom = launcher_config(run_fn, {**settings.to_custom_config(), "model_family": "cnn"}, workers, timeout_s)
+    settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1)
+    _, custom = launcher_config(run_fn, {**settings.to_custom_config(), **DIGIT_FACTS, "model_family": "cnn"},
+                                workers, timeout_s)
     examples = tmp_path / "Transform" / "transformed_examples"
     return FnArgs(train_files=[f"{examples}/Split-train/*"], eval_files=[f"{examples}/Split-eval/*"],
                   transform_graph_path=str(tmp_path / "Transform" / "transform_graph"),

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROJECT_ROOT, free_ports
+from conftest import DIGIT_FACTS, PROJECT_ROOT, free_ports
 from support import s3_server
 
 from pipeline.config import PipelineConfig
@@ -89,13 +89,12 @@ def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_dig
 
     with s3_server.s3_server(BUCKET) as address:
         examples, graph = _uploaded_digits(address, transformed_digits)
-        settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1,
-                                    family={"image_shape": [8, 8, 1]})
+        settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1)
         job = {"run_fn": "models.cnn.trainer.run_fn", "transformed_examples": examples, "transform_graph": graph,
                "train_files": [f"{examples}/train.gz"], "eval_files": [f"{examples}/eval.gz"],
                "serving_model_dir": f"s3://{BUCKET}/run/Trainer/model/Format-Serving",
                "model_run_dir": f"s3://{BUCKET}/run/Trainer/model_run",
-               "train_steps": 4, "eval_steps": 2, "custom_config": settings.to_custom_config()}
+               "train_steps": 4, "eval_steps": 2, "custom_config": {**settings.to_custom_config(), **DIGIT_FACTS}}
         for code, err in _run_replicas("pipeline.kubeflow.training.trainer_worker", job, address, tmp_path):
             assert code == 0, err[-4000:]  # not 134: no teardown abort after the S3 client was used
         saved = s3_server.keys(address, BUCKET, "run/Trainer/model/Format-Serving/")
@@ -117,7 +116,7 @@ def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit
     spec = next(yaml.safe_load_all(open(compile_pipeline(config, None, "image:1", str(tmp_path / "p.yaml")))))
     custom = json.loads(spec["root"]["dag"]["tasks"]["Tuner"]["inputs"]["parameters"]["custom_config"][
         "runtimeValue"]["constant"])
-    custom["training"]["family"]["image_shape"] = [8, 8, 1]  # what the Tuner step fills in from the data's facts
+    custom.update(DIGIT_FACTS)  # what the Tuner step hands over from the Transform graph's properties
     with s3_server.s3_server(BUCKET) as address:
         examples, graph = _uploaded_digits(address, transformed_digits)
         search = f"s3://{BUCKET}/run/Tuner/search"

@@ -16,7 +16,7 @@ from stackenv import progress
 
 import numpy as np
 import pytest
-from conftest import PROJECT_ROOT, free_ports, run_cli
+from conftest import DIGIT_FACTS, PROJECT_ROOT, free_ports, run_cli
 
 JOB = PROJECT_ROOT / "tests" / "support" / "multi_worker_job.py"
 
@@ -29,13 +29,12 @@ def _start_workers(data, root: Path, train_steps: int, epochs: int, progress_dir
 
     ports = free_ports(2)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=epochs,
-                                family={"image_shape": [8, 8, 1]})
+    settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=epochs)
     workers = []
     for index in range(2):
         job = dict(data, serving_model_dir=str(root / f"serving-{index}"), model_run_dir=str(root / f"run-{index}"),
                    transform_graph_path=data["transform_output"], train_steps=train_steps, eval_steps=2,
-                   custom_config=settings.to_custom_config())
+                   custom_config={**settings.to_custom_config(), **DIGIT_FACTS})
         path = root / f"job-{index}.json"
         path.write_text(json.dumps(job))
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),

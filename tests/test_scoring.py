@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli
+from conftest import DIGIT_FACTS, run_cli
 from support.pipeline_runs import (  # noqa: F401 (fixture)
     FIRST_RUN,
     SCORED_FILES,
@@ -75,7 +75,7 @@ def _scoring_examples(tmp_path: Path, folder: Path):
     training.uri, examples.uri = str(tmp_path / "training"), str(tmp_path / "examples")
     ScoringExampleGenExecutor().Do({"training_examples": [training]}, {"examples": [examples]}, {
         "score_dir": str(folder), "reader": "data.scoring.image_example",
-        "reader_config": json.dumps({"image_shape": [8, 8, 1]})})
+        "reader_config": json.dumps(DIGIT_FACTS)})
     return Path(examples.uri)
 
 

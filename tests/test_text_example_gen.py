@@ -5,12 +5,11 @@ import os
 from pathlib import Path
 
 import pytest
-from support.example_gen_helpers import run_example_gen, run_import_example_gen
+from support.example_gen_helpers import recorded_facts, run_example_gen, run_import_example_gen
 from support.text_folders import LATIN1, debian_mixed_folder
 from tensorflow.train import Example
 from tfx.proto import example_gen_pb2
 
-from components.data_facts import read_facts
 from components.ingest_config import WHOLE_FOLDER, settings_config
 from components.text_example_gen import TextExampleGenExecutor, input_config
 from data.errors import DataError
@@ -48,7 +47,7 @@ def _same_as_prepare(source: Path, tmp_path: Path) -> dict:
     for split in ("train", "eval"):
         assert len(new[split]) == len(old[split]) > 0, split
         assert _ids(new[split]) == _ids(old[split]), split
-    facts = read_facts(str(tmp_path / "new"))
+    facts = recorded_facts(tmp_path / "new")
     assert facts["split"] == manifest.extra["split"] and facts["num_examples"] == manifest.num_examples
     assert facts["corpus"] == manifest.extra["corpus"]
     return facts
@@ -92,7 +91,7 @@ def test_short_file_is_skipped_and_named(tmp_path: Path) -> None:
     source = _corpus(tmp_path / "docs", {"long.txt": 400, "tiny.txt": 3})
     run_example_gen(TextExampleGenExecutor, str(source), tmp_path / "out", output_config=example_gen_pb2.Output(),
                     input_config=input_config(WHOLE_FOLDER))
-    corpus = read_facts(str(tmp_path / "out"))["corpus"]
+    corpus = recorded_facts(tmp_path / "out")["corpus"]
     assert (corpus["documents"], corpus["words"]) == (1, 400)
     assert corpus["skipped"] == [{"document": "tiny.txt", "reason": "short", "detail": "3 words, a window needs 20"}]
 
@@ -159,7 +158,7 @@ def test_uri_folder_reads_like_a_local_one(tmp_path: Path) -> None:
         splits = run_example_gen(TextExampleGenExecutor, source, tmp_path / name, custom_config=settings,
                                  output_config=example_gen_pb2.Output(), input_config=input_config(WHOLE_FOLDER))
         runs[name] = ({split: sorted(_ids(records)) for split, records in splits.items()},
-                      read_facts(str(tmp_path / name))["corpus"])
+                      recorded_facts(tmp_path / name)["corpus"])
     assert runs["uri"] == runs["local"]
     corpus = runs["uri"][1]
     assert corpus["documents"] == 6 and {s["document"]: s["reason"] for s in corpus["skipped"]} == {

@@ -51,10 +51,17 @@ def prepare_image_dataset(
 ) -> DatasetManifest:
     """Convert ``source`` to TFRecords under ``cache_root`` (or reuse them) and describe them.
 
-    ``image_size`` and ``channels`` (1 or 3) set the output shape; when left out, digits,
-    CIFAR and TFRecord sources keep their native shape and folders become 32x32 RGB.
-    An empty string as ``source`` means the bundled digits, like ``None``.
-    Raises DataError with an actionable message for any bad input.
+    Args:
+        source: a folder of class sub-folders, a CIFAR-10 python folder, TFRecords in this project's
+            feature spec, or None / "" for the bundled digits.
+        cache_root: where the TFRecords and their manifest go (reused when the source is unchanged).
+        image_size: the output's height and width; None keeps digits', CIFAR's and TFRecords' native
+            size and makes folders 32x32.
+        channels: 1 or 3; None keeps the source's (folders: RGB).
+        follow_links: read symbolic links inside the folder (never outside it).
+
+    Raises:
+        DataError: any bad input, with one paragraph saying what, where and how to fix it.
     """
     image_size, channels = _check_shape_args(image_size, channels)
     plan = _plan(source, image_size, channels, follow_links)

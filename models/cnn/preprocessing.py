@@ -12,6 +12,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from data.manifest import facts_in
 from models.cnn import features
 
 #: Smallest spread a pixel is divided by (on the [0, 1] scale): a pixel that is constant in
@@ -23,11 +24,11 @@ def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any]
     """Standardise pixels per pixel and map class names to ids; also pass pixels scaled to
     [0, 1], the input convention of pretrained TF Hub image modules (``--base-model``).
 
-    The known class names (``custom_config["class_names"]``, sorted) are reserved at
+    The known class names (the data's facts in ``custom_config``, sorted) are reserved at
     the start of the vocabulary, so class id i is the i-th class name, exactly as the
     data's ``label_id`` and the model's output index.
     """
-    class_names = list((custom_config or {}).get("class_names") or [])
+    class_names = list(facts_in(custom_config).get("classes") or [])
     image = tf.cast(inputs[features.IMAGE], tf.float32) / 255.0
     mean = tft.mean(image, reduce_instance_dims=False)
     std = tf.maximum(tf.sqrt(tft.var(image, reduce_instance_dims=False)), STD_FLOOR)

@@ -12,7 +12,7 @@ bounded subsample read from the start of the files.
 extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
 ``TrainingSettings.warm_start`` (``--warm-start``): start from TFX's ``base_model`` (the latest
 blessed model) when its recorded identity and weight shapes match (models/common/warm_start.py).
-``TrainingSettings.family``: ``image_shape`` (from the data) and optional ``hparams``
+``TrainingSettings.family``: optional ``hparams``; the image shape comes with the data's facts
 (models/cnn/hparams.py: CnnHyperparameters, the one typed object a tuner sets). A Tuner's
 best values (TFX's ``hyperparameters`` channel, ``fn_args.hyperparameters``) override them
 and the learning rate; ``training.json`` records what was used.
@@ -28,6 +28,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
+from data.manifest import image_shape_in
 from models.cnn import base_model, evaluation, export, features, kernel_head, preprocessing
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
@@ -51,7 +52,7 @@ def run_fn(fn_args: FnArgs) -> None:
     hparams = with_tuned(CnnHyperparameters.from_family(settings.family), tuned)
     if LEARNING_RATE in tuned:
         settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
-    image_shape = settings.family["image_shape"]
+    image_shape = image_shape_in(fn_args.custom_config)
     tf.keras.utils.set_random_seed(settings.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     num_classes = tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCABULARY)

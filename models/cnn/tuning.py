@@ -16,6 +16,7 @@ import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 from tfx.components.tuner.component import TunerFnResult
 
+from data.manifest import image_shape_in
 from models.cnn import base_model, features
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, search_space, with_tuned
@@ -32,7 +33,7 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
     tuning = tuner.TuningSettings.from_custom_config(fn_args.custom_config)
     untuned = CnnHyperparameters.from_family(settings.family)
-    image_shape = settings.family["image_shape"]
+    image_shape = image_shape_in(fn_args.custom_config)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     num_classes = tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCABULARY)
     base = base_model.describe(settings.base_model) if settings.base_model else None

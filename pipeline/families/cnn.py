@@ -73,18 +73,10 @@ def image_example_gen(config: PipelineConfig):
                              follow_links=config.follow_links)
 
 
-def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
-    return {"class_names": list(dataset.classes)}
-
-
-def _trainer_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
-    assert dataset.image_shape is not None  # image data: prepared (data/images/writer.py) or pending_manifest
-    return {"image_shape": list(dataset.image_shape)}
-
-
-def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
-    # Empty when the ExampleGen reads --data: the scoring ExampleGen fills it from the data facts.
-    return {"image_shape": list(dataset.image_shape or ())}
+def _no_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+    # The class list and the image shape reach Transform, the Trainer and the scoring reader with
+    # the data's facts (components/data_facts.py); nothing else is the family's own.
+    return {}
 
 
 def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
@@ -138,8 +130,8 @@ FAMILY = register(ModelFamily(
     run_fn="models.cnn.trainer.run_fn",
     prepare_data=prepare_images,
     example_gen=image_example_gen,
-    transform_config=_transform_config,
-    trainer_config=_trainer_config,
+    transform_config=_no_config,
+    trainer_config=_no_config,
     eval_config=_eval_config,
     # A stable id, so an image stays in its split when other features change.
     split_feature="example_id",
@@ -152,7 +144,7 @@ FAMILY = register(ModelFamily(
     search_space="models.cnn.hparams.SEARCH_SPACE",
     tflite="models.cnn.tflite.TFLITE",
     score_reader="data.scoring.image_example",
-    score_config=_score_config,
+    score_config=_no_config,
     score_outputs=("classes", "probabilities"),   # models/cnn/export.py
     score_signature="score_examples",              # models/cnn/export.py: why not serving_default
     default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",

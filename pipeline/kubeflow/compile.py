@@ -145,9 +145,18 @@ def check_backend_options(retries: int, kfp_version: str) -> None:
 def compile_pipeline(config: PipelineConfig, dataset: DatasetManifest | None, image: str,
                      package_path: str | None = None, settings: StepSettings | None = None, *,
                      retries: int = 0, kfp_version: str = DEFAULT_KFP_VERSION) -> str:
-    """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes), with the
-    Kubernetes platform spec as a second document when ``settings`` need one. ``retries``: each
-    step's retries on failure, for a backend of ``kfp_version`` that honours them."""
+    """Write the KFP v2 PipelineSpec YAML (what ``kfp.Client().upload_pipeline`` takes) and return its path.
+
+    Args:
+        config: the run's settings; its data and output are object-store URIs the pods can read.
+        dataset: prepared data (``--ingest prepare``), or None: the ExampleGen reads ``config.data`` in the cluster.
+        image: the pipeline image (kubeflow/Dockerfile) as pushed, ideally ``NAME@sha256:DIGEST``.
+        package_path: where to write it (default: ``kubeflow/<pipeline name>.yaml``).
+        settings: the pods' resources, secrets and placement; the Kubernetes platform spec becomes the
+            package's second document when they need one.
+        retries: each step's retries on failure, for a backend of ``kfp_version`` that honours them.
+        kfp_version: the Kubeflow Pipelines backend the package is for (tested: ``backend_version.TESTED_VERSIONS``).
+    """
     check_backend_options(retries, kfp_version)
     image = pinned_image(image)
     package_path = package_path or default_package_path(config)

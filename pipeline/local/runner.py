@@ -53,15 +53,15 @@ class _ReportingNodeDoFn(compat.HookedNodeDoFn):
 
 def _expected(node: compat.NodeRun) -> dict[str, int]:
     """The records a Beam step will read, from this pipeline's latest ExampleGen facts (none: no ETA)."""
-    from components.data_facts import read_facts
+    from components.data_facts import facts_of
     from pipeline.graph import EXAMPLE_GEN
     from pipeline.local.progress import expected_records
 
     try:
         store = mlmd.open_store(node.mlmd_connection_config)
         execution = mlmd.latest_node_execution(store, node.pipeline_id, EXAMPLE_GEN)
-        uri = mlmd.first_uri(execution.outputs, "examples") if execution is not None else None
-        facts = read_facts(uri) if uri else None
+        examples = execution.outputs.get("examples") if execution is not None else None
+        facts = facts_of(examples[0]) if examples else None
     except Exception:  # noqa: BLE001 - a display's estimate must never stop a run
         log.debug("no record counts for the progress line", exc_info=True)
         return {}
@@ -92,12 +92,12 @@ def run_local(config: PipelineConfig, dataset: DatasetManifest | None,
 
 
 def ingested_dataset(config: PipelineConfig) -> DatasetManifest:
-    """The facts the latest run's ExampleGen computed (components/data_facts.py), as a manifest."""
-    from components.data_facts import manifest_from_facts, pending_manifest, read_facts
+    """The facts the latest run's ExampleGen recorded on its Examples (components/data_facts.py), as a manifest."""
+    from components.data_facts import facts_of, manifest_from_facts, pending_manifest
     from pipeline.graph import EXAMPLE_GEN
 
     store = mlmd.open_store(sqlite_metadata_connection_config(config.metadata_path))
     execution = mlmd.latest_node_execution(store, config.pipeline_name, EXAMPLE_GEN)
-    uri = mlmd.first_uri(execution.outputs, "examples") if execution is not None else None
-    facts = read_facts(uri) if uri else None
+    examples = execution.outputs.get("examples") if execution is not None else None
+    facts = facts_of(examples[0]) if examples else None
     return manifest_from_facts(facts, config.data or "bundled") if facts else pending_manifest(config.data)

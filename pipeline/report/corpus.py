@@ -1,6 +1,6 @@
 """What the evaluated model was trained on, for a text corpus: documents and words read, the
 split, and every file not used with its reason (``corpus`` in the ExampleGen's
-``data_facts.json`` or the prepared data's manifest; ``data/text_corpus.py``).
+the Examples artifact's data facts or the prepared data's manifest; ``data/text_corpus.py``).
 
 The run summary prints the same line; the report lists every skipped file, where the summary
 names the first few per reason.

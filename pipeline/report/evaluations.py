@@ -11,6 +11,7 @@ import os
 from stackenv.errors import ProjectError
 
 from artifacts.tfma_results import evaluated_models
+from components import data_facts
 from pipeline import graph
 from pipeline.report.families import ReportFamily, get_report_family
 from pipeline.results import mlmd
@@ -36,6 +37,7 @@ class Evaluation:
     blessed: bool | None
     model_uri: str | None          # the candidate: the Trainer's Model artifact
     examples_uri: str | None       # ExampleGen output that was evaluated
+    examples_facts: dict | None    # the facts recorded on it (components/data_facts.py), None if none
     transform_graph_uri: str | None
     data_dir: str | None           # prepared data (manifest.json) that ExampleGen read
     pushed_path: str | None        # where the Pusher put this model, if it was pushed
@@ -116,6 +118,7 @@ def _evaluation(store, pipeline_name: str, execution) -> Evaluation | None:
         blessed=None if blessed is None else bool(blessed),
         model_uri=mlmd.first_uri(inputs, "model"),
         examples_uri=mlmd.first_uri(inputs, "examples"),
+        examples_facts=data_facts.facts_of(inputs["examples"][0]) if inputs.get("examples") else None,
         transform_graph_uri=transform_graph,
         data_dir=mlmd.custom_property(example_gen, "input_base") if example_gen is not None else None,
         pushed_path=_pushed_path(store, blessing) if blessing is not None else None,

@@ -37,12 +37,12 @@ def eval_records(evaluation: Evaluation, limit: int) -> list[bytes]:
 
 def dataset_manifest(evaluation: Evaluation):
     """What is known about the evaluated data: the prepared data's manifest.json that
-    ImportExampleGen read, else the facts the in-pipeline ExampleGen wrote beside its
-    examples (components/data_facts.py); None without either."""
-    from components.data_facts import manifest_from_facts, read_facts
+    ImportExampleGen read, else the facts the in-pipeline ExampleGen recorded on its
+    Examples artifact (components/data_facts.py); None without either."""
+    from components.data_facts import manifest_from_facts
     from data.tfrecords import MANIFEST_NAME, DatasetManifest
 
     if evaluation.data_dir and os.path.isfile(os.path.join(evaluation.data_dir, MANIFEST_NAME)):
         return DatasetManifest.from_json(os.path.join(evaluation.data_dir, MANIFEST_NAME))
-    facts = read_facts(evaluation.examples_uri) if evaluation.examples_uri else None
+    facts = evaluation.examples_facts
     return manifest_from_facts(facts, evaluation.data_dir or "") if facts else None

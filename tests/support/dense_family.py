@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from data.manifest import facts_in
 from pipeline.families import ModelFamily, TrainingDefaults, option
 from pipeline.settings import check_values
 
@@ -40,7 +41,7 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any] | Non
     config = custom_config or {}
     label_id = tft.compute_and_apply_vocabulary(
         inputs[features.LABEL], vocab_filename=LABEL_VOCABULARY,
-        reserved_tokens=list(config.get("class_names") or []) or None, num_oov_buckets=0, default_value=-1)
+        reserved_tokens=list(facts_in(config).get("classes") or []) or None, num_oov_buckets=0, default_value=-1)
     return {PIXELS_XF: tf.cast(inputs[features.IMAGE], tf.float32) / float(config.get("pixel_scale", 255.0)),
             LABEL_XF: label_id}
 
@@ -117,7 +118,7 @@ FAMILY = ModelFamily(
     run_fn=f"{__name__}.run_fn",
     prepare_data=_prepare_digits,
     transform_config=lambda config, dataset: {
-        "class_names": list(dataset.classes), "pixel_scale": config.family_settings.pixel_scale},
+        "pixel_scale": config.family_settings.pixel_scale},
     trainer_config=lambda config, dataset: {"hidden_units": config.family_settings.hidden_units},
     eval_config=_eval_config,
     split_feature="example_id",
