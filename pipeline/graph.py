@@ -235,7 +235,7 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
 
     from components.scoring import SCORE_SPLIT, ScoreWriter, ScoringExampleGen, listing_key
 
-    if family.score_reader is None or family.score_config is None:
+    if family.score_reader is None:
         raise ConfigError("--score", f"model family {family.name!r} declares no reader of files to score, so it "
                                      "cannot score a folder; leave --score out.")
     assert config.score_dir  # the graph adds these steps only for --score

@@ -6,7 +6,7 @@ Functions import their code when called, so registering the family stays cheap (
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.families.registry import BatchMemory, ModelFamily, TrainingDefaults, option, register
 from pipeline.settings import check_values
@@ -73,12 +73,6 @@ def image_example_gen(config: PipelineConfig):
                              follow_links=config.follow_links)
 
 
-def _no_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
-    # The class list and the image shape reach Transform, the Trainer and the scoring reader with
-    # the data's facts (components/data_facts.py); nothing else is the family's own.
-    return {}
-
-
 def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.cnn.evaluation import eval_config
 
@@ -130,8 +124,6 @@ FAMILY = register(ModelFamily(
     run_fn="models.cnn.trainer.run_fn",
     prepare_data=prepare_images,
     example_gen=image_example_gen,
-    transform_config=_no_config,
-    trainer_config=_no_config,
     eval_config=_eval_config,
     # A stable id, so an image stays in its split when other features change.
     split_feature="example_id",
@@ -144,7 +136,6 @@ FAMILY = register(ModelFamily(
     search_space="models.cnn.hparams.SEARCH_SPACE",
     tflite="models.cnn.tflite.TFLITE",
     score_reader="data.scoring.image_example",
-    score_config=_no_config,
     score_outputs=("classes", "probabilities"),   # models/cnn/export.py
     score_signature="score_examples",              # models/cnn/export.py: why not serving_default
     default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",

@@ -92,14 +92,16 @@ class ModelFamily:
     preprocessing_fn: str                       # dotted path, run by Transform
     run_fn: str                                 # dotted path, run by Trainer
     prepare_data: Callable[[PipelineConfig], DatasetManifest]
-    transform_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]  # Transform custom_config
-    trainer_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]]    # TrainingSettings.family
     eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
     split_feature: str                          # ExampleGen hashes it into train/eval
     curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
     slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
     report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
+    # The family's own custom_config of Transform and TrainingSettings.family; the data's facts reach
+    # both without them (components/data_facts.py).
+    transform_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
+    trainer_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
     report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
     report_samples_title: str = "Samples"       # the report's heading of that table
@@ -129,7 +131,7 @@ class ModelFamily:
     # (its first value) and the scores, and the signature the BulkInferrer calls (serialized Examples in;
     # every output at least [batch, 1] when it is a string: components/scoring.py). None: --score is refused.
     score_reader: str | None = None
-    score_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] | None = None
+    score_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     score_outputs: tuple[str, str] = ("", "")
     score_signature: str = "serving_default"
     # (config) -> the Trainer's memory per example of a batch (bytes), the example's shape in words, and the

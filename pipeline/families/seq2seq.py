@@ -119,7 +119,6 @@ FAMILY = register(ModelFamily(
     prepare_data=prepare_text,
     example_gen=text_example_gen,
     transform_config=_transform_config,
-    trainer_config=lambda config, dataset: {},
     eval_config=_eval_config,
     # Whole documents go to one split: overlapping windows of one text must not leak from
     # train into eval (README: "Text data").
