@@ -139,24 +139,6 @@ def special_file(path: str | os.PathLike) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def find_files(root: Path, suffixes: tuple[str, ...],
-               ignored: frozenset[str] = frozenset()) -> tuple[list[Path], int]:
-    """``(files, skipped)``: files below ``root`` ending in ``suffixes`` (any case), sorted
-    walk order, hidden entries and ``ignored`` folders skipped; ``skipped`` counts the
-    visible files with other suffixes."""
-    found, skipped = [], 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ignored)
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            if name.lower().endswith(suffixes) and not special_file(os.path.join(dirpath, name)):
-                found.append(Path(dirpath) / name)
-            else:
-                skipped += 1  # another type, or a fifo/socket/device (never opened: a read can block)
-    return found, skipped
-
-
 # ------------------------------------------------------------------------------- cache
 
 

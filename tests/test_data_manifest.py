@@ -14,7 +14,6 @@ from data.manifest import MANIFEST_NAME, DatasetManifest, ImageFacts
 from data.prepare import (
     Conversion,
     SourcePlan,
-    find_files,
     load_cached,
     prepare,
     shard_count,
@@ -110,12 +109,3 @@ def test_format_version_is_part_of_the_cache_address(tmp_path: Path) -> None:
     assert not reused and second.examples_dir != first.examples_dir
     assert prepare(plan(2), tmp_path, "numbers", 2, convert) == (second, True)
     assert not list(tmp_path.glob("*/scratch")) and not list(tmp_path.glob(".*"))
-
-
-def test_find_files_skips_hidden_and_ignored(tmp_path: Path) -> None:
-    for name in ("b/x.TXT", "a.txt", ".h/c.txt", "d.md", "__MACOSX/e.txt", ".f.txt"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("w")
-    found, skipped = find_files(tmp_path, (".txt",), frozenset({"__MACOSX"}))
-    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["a.txt", "b/x.TXT"]
-    assert skipped == 1

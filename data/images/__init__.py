@@ -129,9 +129,9 @@ def _plan(source: str | os.PathLike | None, image_size: int | None,
             "class sub-folders, a CIFAR-10 batch folder or TFRecord files."
         )
     entries = visible_entries(path, IGNORED_DIRS)
-    cifar_dir = find_cifar_dir(path)
+    cifar_dir = find_cifar_dir(str(path))
     if cifar_dir is not None:
-        return plan_cifar(cifar_dir, image_size, channels)
+        return plan_cifar(Path(cifar_dir), image_size, channels)
     if any(CIFAR_BATCH_RE.match(e.name) for e in entries):
         raise DataError(
             f"Folder {path} holds CIFAR-10 batch files but no batches.meta (which has the "

@@ -7,17 +7,19 @@ file cannot run arbitrary code.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import re
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from data.errors import DataError
+from data.images.listing import join, visible_names
 from data.images.pixels import convert_all
 from data.images.writer import FORMAT_VERSION, ImageSet
 from data.prepare import SourcePlan, file_stats, source_fingerprint
+from data.walk import isdir
 
 log = logging.getLogger(__name__)
 
@@ -25,19 +27,20 @@ CIFAR_BATCH_RE = re.compile(r"^(data_batch_(\d+)|test_batch)$")
 _CIFAR_SIDE = 32
 
 
-def find_cifar_dir(folder: Path) -> Path | None:
-    for candidate in (folder, folder / "cifar-10-batches-py"):
-        if (candidate / "batches.meta").is_file() and _cifar_batches(candidate):
+def find_cifar_dir(folder: str) -> str | None:
+    """``folder`` or its ``cifar-10-batches-py`` when it holds batches and ``batches.meta`` (any
+    tf.io.gfile path: both ingestion paths ask this)."""
+    for candidate in (folder, join(folder, "cifar-10-batches-py")):
+        if isdir(candidate) and cifar_batches(candidate) and tf.io.gfile.exists(join(candidate, "batches.meta")):
             return candidate
     return None
 
 
-def _cifar_batches(folder: Path) -> list[Path]:
+def cifar_batches(folder: str) -> list[str]:
     """data_batch_1..N in numeric order, then test_batch."""
-    found = [(m, folder / n) for n in os.listdir(folder) if (m := CIFAR_BATCH_RE.match(n))]
-    found = [(m, p) for m, p in found if p.is_file()]
-    found.sort(key=lambda mp: (mp[0].group(2) is None, int(mp[0].group(2) or 0)))
-    return [p for _, p in found]
+    found = [(m, n) for n in visible_names(folder) if (m := CIFAR_BATCH_RE.match(n)) and not isdir(join(folder, n))]
+    found.sort(key=lambda mn: (mn[0].group(2) is None, int(mn[0].group(2) or 0)))
+    return [join(folder, n) for _, n in found]
 
 
 class _CifarUnpickler(pickle.Unpickler):
@@ -75,7 +78,7 @@ def _unpickle_cifar(path: Path | str, keys: tuple[bytes, ...]) -> dict:
 
 def plan_cifar(folder: Path, image_size: int | None, channels: int | None) -> SourcePlan[ImageSet]:
     size, ch = image_size or _CIFAR_SIDE, channels or 3
-    batches = _cifar_batches(folder)
+    batches = [Path(p) for p in cifar_batches(str(folder))]
     meta_path = folder / "batches.meta"
 
     def load(scratch: Path) -> ImageSet:

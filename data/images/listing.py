@@ -101,8 +101,8 @@ def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]
 
 def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset(),
                unused: Unused | None = None, fence: str | None = None) -> list[str]:
-    """Files below ``root`` ending in ``suffixes`` (any case), in the walk order of
-    ``data.prepare.find_files``: a folder's files, then its sub-folders, both sorted.
+    """Files below ``root`` ending in ``suffixes`` (any case), in walk order: a folder's files,
+    then its sub-folders, both sorted.
     Everything else it passes over goes to ``unused``; special files are never opened. ``fence``: the
     resolved data folder, when a symbolic link leading out of it is named in ``unused`` and not read."""
     unused = unused if unused is not None else Unused()

@@ -81,10 +81,9 @@ def list_source(root: str, image_size: int | None, channels: int | None, follow_
             "one sub-folder per class rather than a single file."
         )
     names = visible_names(root, IGNORED_DIRS)
-    for candidate in (root, join(root, "cifar-10-batches-py")):
-        batches = _cifar_batches(candidate) if isdir(candidate) else []
-        if batches and tf.io.gfile.exists(join(candidate, "batches.meta")):
-            return _list_cifar(candidate, batches, image_size, channels)
+    cifar_dir = cifar.find_cifar_dir(root)
+    if cifar_dir is not None:
+        return _list_cifar(cifar_dir, cifar.cifar_batches(cifar_dir), image_size, channels)
     if any(cifar.CIFAR_BATCH_RE.match(n) for n in names):
         raise DataError(
             f"Folder {root} holds CIFAR-10 batch files but no batches.meta (which has the "
@@ -104,12 +103,6 @@ def _list_folder(root: str, image_size: int | None, channels: int | None, follow
              for name, images in per_class.items() for path in images]
     size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
     return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class), unused=unused.facts())
-
-
-def _cifar_batches(folder: str) -> list[str]:
-    found = [(m, n) for n in visible_names(folder) if (m := cifar.CIFAR_BATCH_RE.match(n))]
-    found.sort(key=lambda mn: (mn[0].group(2) is None, int(mn[0].group(2) or 0)))
-    return [join(folder, n) for _, n in found]
 
 
 def _list_cifar(folder: str, batches: list[str], image_size: int | None, channels: int | None) -> Listing:
