@@ -11,7 +11,7 @@ from stackenv.errors import ConfigError
 
 from models.common.search_space import ALGORITHMS
 from pipeline.families import DEFAULT_MODEL, FAMILIES, ModelFamily, family_names, get_family
-from pipeline.settings import DATA_COMMANDS, check_values, setting
+from pipeline.settings import DATA_COMMANDS, check_values, resolved_setting, setting
 from pipeline.tuning import DEFAULT_STEPS as DEFAULT_TUNE_STEPS
 from pipeline.tuning import MAX_BUDGET_MINUTES, MAX_STEPS, MAX_TRIALS, check_options, read_hyperparameters
 
@@ -141,9 +141,9 @@ class PipelineConfig:
         "compile": "a PREPARED dataset directory (holding manifest.json), local or an object-store URI readable by "
                    "the cluster; see `prepare` (default: the bundled data baked into the image)"})
     output_dir: str = "output"  # --output (run, prepare, tfjob) or --pipeline-root (compile): see pipeline/arguments.py
-    pipeline_name: str = setting(None, flag="--pipeline-name", help="pipeline name in ML Metadata and Kubeflow",
+    pipeline_name: str = resolved_setting(flag="--pipeline-name", help="pipeline name in ML Metadata and Kubeflow",
                                         default_text=lambda: "<model>-pipeline")
-    serving_model_name: str = setting(None, flag="--serving-name", help="model name in the serving dir",
+    serving_model_name: str = resolved_setting(flag="--serving-name", help="model name in the serving dir",
                                              default_text=lambda: "--model")
 
     # The family's own settings (image size, text windows, ...): an instance of its
@@ -163,17 +163,17 @@ class PipelineConfig:
                                             help="read spans A to B (inclusive) of --span-pattern, not the newest")
 
     # Training (None given: the model family's default, ModelFamily.defaults)
-    epochs: int = setting(None, flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,
+    epochs: int = resolved_setting(flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,
                                  help="passes over the training split", default_text=lambda: per_family(
                                      lambda f: f.defaults.epochs))
     train_steps: int | None = setting(None, flag="--train-steps", low=1, high=10**9, exclusive="steps",
                                       help="total training steps (overrides --epochs)")
     eval_steps: int | None = setting(None, flag="--eval-steps", low=1, high=10**9, help=(
         "validation steps during training"), default_text=lambda: "one pass over the eval split")
-    batch_size: int = setting(None, flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
+    batch_size: int = resolved_setting(flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
                                      help="batch size per replica",
                                      default_text=lambda: per_family(lambda f: f.defaults.batch_size))
-    learning_rate: float = setting(None, flag="--learning-rate", low=1e-9, high=10.0, runtime=True,
+    learning_rate: float = resolved_setting(flag="--learning-rate", low=1e-9, high=10.0, runtime=True,
                                    help="Adam learning rate",
                                           default_text=lambda: per_family(lambda f: f.defaults.learning_rate))
     strategy: str = setting("mirrored", flag="--strategy", choices=("mirrored", "multi_worker", "default"),
@@ -200,7 +200,7 @@ class PipelineConfig:
                                        help="the Trainer step deletes the TFJob and fails after this long")
 
     # Evaluation gate, on the family's key metric (ModelFamily.gate_metric)
-    min_accuracy: float = setting(None, flag="--min-accuracy", low=0.0, high=1.0, help=_gate_help,
+    min_accuracy: float = resolved_setting(flag="--min-accuracy", low=0.0, high=1.0, help=_gate_help,
                                          default_text=_gate_floors, runtime=True)  # on the overall slice
     max_regression: float = setting(0.01, flag="--max-regression", low=0.0, high=1.0, runtime=True, help=(
         "bless only if the key metric is at most this much below the served model's (absolute)"))

@@ -22,6 +22,8 @@ from typing import Any
 
 from stackenv.errors import ConfigError
 
+T = typing.TypeVar("T")
+
 SETTING_KEY = "setting"
 # The subcommands that build a whole pipeline from these settings; a setting names the ones it applies to.
 PIPELINE_COMMANDS = frozenset({"run", "compile", "tfjob"})
@@ -70,13 +72,29 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+@typing.overload
+def setting(default: T, *, flag: str, help: str | Callable[[], str], **spec: Any) -> T: ...
+
+
+@typing.overload
+def setting(*, flag: str, help: str | Callable[[], str], default_factory: Callable[[], T], **spec: Any) -> T: ...
+
+
 def setting(default: Any = dataclasses.MISSING, *, flag: str, help: str | Callable[[], str],
             default_factory: Callable[[], Any] | None = None, **spec: Any) -> Any:
-    """A dataclass field that is a run setting (see :class:`Setting` for ``spec``)."""
+    """A dataclass field that is a run setting (see :class:`Setting` for ``spec``), typed as its
+    default: ``epochs: int = setting(None, ...)`` does not type-check (see :func:`resolved_setting`)."""
     metadata = {SETTING_KEY: Setting(flag=flag, help=help, **spec)}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def resolved_setting(*, flag: str, help: str | Callable[[], str], **spec: Any) -> Any:
+    """A setting whose default depends on other settings (the family's epochs, the model's name):
+    None when the flag is left out, set by the settings' ``__post_init__`` before anything reads it,
+    so its field is typed as the resolved value. The one place a setting's default is not its type."""
+    return setting(None, flag=flag, help=help, **spec)
 
 
 def declared(settings_type: type) -> list[tuple[dataclasses.Field, Setting]]:

@@ -22,7 +22,7 @@ import importlib.util
 import json
 import pathlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stackenv.errors import ConfigError
 
@@ -44,7 +44,10 @@ class UnknownFamilyError(ConfigError):
     """``--model`` names no registered family; the message lists the known ones."""
 
 
-def option(flag: str, default: Any, help: str, **spec: Any) -> Any:
+T = TypeVar("T")
+
+
+def option(flag: str, default: T, help: str, **spec: Any) -> T:
     """A family setting: a field of its settings dataclass that is also a flag of every command that prepares
     data or builds the pipeline (pipeline/settings.py: ``spec`` takes its range, choices, metavar)."""
     return setting(default, flag=flag, help=help, commands=DATA_COMMANDS, **spec)
