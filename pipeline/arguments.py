@@ -221,32 +221,17 @@ def _tensorboard(commands) -> None:
 
 
 def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """Pod settings compiled into the package (pipeline/kubeflow/platform.py)."""
-    pods = parser.add_argument_group("pod settings (every step unless named Trainer)")
-    for flag, what in (("--cpu-request", "CPU request, e.g. 500m"), ("--cpu-limit", "CPU limit, e.g. 2"),
-                       ("--memory-request", "memory request, e.g. 2Gi"), ("--memory-limit", "memory limit, e.g. 8Gi"),
-                       ("--trainer-cpu", "Trainer CPU request and limit"),
-                       ("--trainer-memory", "Trainer memory request and limit")):
-        pods.add_argument(flag, default=None, help=what)
-    pods.add_argument("--trainer-gpus", type=int, default=0, help="GPUs for the Trainer (default: %(default)s)")
-    pods.add_argument("--gpu-type", default="nvidia.com/gpu", help="accelerator resource (default: %(default)s)")
-    pods.add_argument("--secret-env", action="append", default=[], metavar="[STEP/]ENV=SECRET:KEY",
-                      help="a key of a Kubernetes secret as an environment variable of every step, or of STEP "
-                      "alone, e.g. Trainer/DB_PASSWORD=db-creds:password (repeatable; the earlier "
-                      "SECRET:KEY=ENV still works)")
-    pods.add_argument("--env", action="append", default=[], metavar="[STEP/]NAME=VALUE",
-                      help="an environment variable of every step, or of STEP alone, e.g. "
-                      "Trainer/TF_CPP_MIN_LOG_LEVEL=1 (repeatable; written in plain text into the package, so a "
-                      "secret-looking NAME such as *_PASSWORD, *_TOKEN or *SECRET* is refused: use --secret-env)")
-    pods.add_argument("--secret-volume", action="append", default=[], metavar="SECRET=/PATH",
-                      help="a Kubernetes secret mounted as files in every step (repeatable)")
-    pods.add_argument("--node-selector", action="append", default=[], metavar="LABEL=VALUE", help="(repeatable)")
-    pods.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT", help="(repeatable)")
-    pods.add_argument("--image-pull-secret", action="append", default=[], metavar="SECRET", help="(repeatable)")
-    pods.add_argument("--s3-endpoint", default=None, help="S3/MinIO endpoint URL for an s3:// root, e.g. "
-                      "http://minio-service.kubeflow:9000")
-    pods.add_argument("--s3-secret", default=None, help="secret holding the S3 keys as accesskey/secretkey, "
-                      "e.g. mlpipeline-minio-artifact (KFP's MinIO)")
+    """Pod settings compiled into the package, declared in pipeline/kubeflow/platform.py."""
+    from pipeline.kubeflow.platform import StepSettings
+
+    settings.add_arguments(parser, StepSettings, "compile")
+
+
+def step_settings_from_args(args: argparse.Namespace):
+    """The pod settings of a parsed ``compile`` command line."""
+    from pipeline.kubeflow.platform import StepSettings
+
+    return StepSettings(**settings.values_from_args(args, StepSettings))
 
 
 def _add_kfp_backend_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ import time
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
 from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
-from pipeline.arguments import build_parser, config_from_args, parse_args  # noqa: F401  (re-exported)
+from pipeline.arguments import build_parser, config_from_args, parse_args, step_settings_from_args  # noqa: F401
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir
 
@@ -71,7 +71,6 @@ def command_compile(args: argparse.Namespace) -> int:
         readable_paths,
     )
     from pipeline.kubeflow.k8s_grammar import check_image, check_kfp_pipeline_name
-    from pipeline.kubeflow.platform import StepSettings
     from pipeline.kubeflow.storage import check_cluster_input, check_pipeline_root, check_s3_root
 
     check_image(args.image)  # every string the package carries is checked before anything is prepared or written
@@ -80,13 +79,7 @@ def command_compile(args: argparse.Namespace) -> int:
     check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
     check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
     check_cluster_input(config.score_dir, "--score", "compile")
-    settings = StepSettings(
-        cpu_request=args.cpu_request, cpu_limit=args.cpu_limit, memory_request=args.memory_request,
-        memory_limit=args.memory_limit, trainer_cpu=args.trainer_cpu, trainer_memory=args.trainer_memory,
-        trainer_gpus=args.trainer_gpus, gpu_type=args.gpu_type, secret_env=args.secret_env,
-        secret_volume=args.secret_volume, node_selector=args.node_selector, tolerations=args.toleration,
-        image_pull_secrets=args.image_pull_secret, s3_endpoint=args.s3_endpoint, s3_secret=args.s3_secret,
-        env=args.env)
+    settings = step_settings_from_args(args)
     check_backend_options(args.retries, args.kfp_version)
     untested = untested_warning(args.kfp_version, "--kfp-version")
     if untested:

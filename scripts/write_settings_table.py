@@ -17,7 +17,8 @@ TARGET = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 HEADER = """# Run settings
 
 Every setting of `run`, `prepare`, `compile` and `tfjob`, generated from its one declaration
-(`pipeline/config.py` and the model families' registrations in `pipeline/families/`) by
+(`pipeline/config.py`, the model families' registrations in `pipeline/families/` and the pods' in
+`pipeline/kubeflow/platform.py`) by
 `scripts/write_settings_table.py`; a test fails when this page is stale. The CLI's `--help` shows the
 same text. Settings marked "Kubeflow runtime parameter" can be changed when a Kubeflow run is created.
 
@@ -40,8 +41,10 @@ beam-arg: [--direct_num_workers=2]
 
 
 def document() -> str:
+    from pipeline.kubeflow.platform import StepSettings
+
     sources = [("", PipelineConfig)] + [(f"{family.name}", family.settings_type)
-                                        for family in families.FAMILIES.values()]
+                                        for family in families.FAMILIES.values()] + [("", StepSettings)]
     return HEADER + settings_table(sources)
 
 

@@ -76,5 +76,5 @@ def test_the_docs_settings_table_is_the_declarations():
                                 "import write_settings_table as w; print(w.document(), end='')"],
                                cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout
     assert written == generated, "docs/settings.md is stale: run .venv/bin/python scripts/write_settings_table.py"
-    for flag in ("--epochs", "--gate-margin", "--vocab-size", "--image-size", "--trainer-workers"):
+    for flag in ("--epochs", "--gate-margin", "--vocab-size", "--image-size", "--trainer-workers", "--trainer-gpus"):
         assert f"| `{flag}` |" in written

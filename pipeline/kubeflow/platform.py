@@ -32,6 +32,7 @@ from pipeline.kubeflow.k8s_grammar import (
     parse_quantity,
 )
 from pipeline.kubeflow.storage import KubeflowConfigError, s3_environment
+from pipeline.settings import check_values, setting
 
 log = logging.getLogger("pipeline")
 
@@ -52,36 +53,62 @@ def looks_secret(name: str) -> bool:
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
+_POD = "pod settings (every step unless named Trainer)"
+_COMPILE = frozenset({"compile"})
+
+
+def _pod_setting(default, *, flag: str, help: str, **spec):
+    """A pod setting: a flag of ``compile`` only, in its own --help section (pipeline/settings.py)."""
+    return setting(default, flag=flag, help=help, commands=_COMPILE, group=_POD, **spec)
+
+
+def _pod_list(*, flag: str, metavar: str, help: str):
+    return setting(flag=flag, help=help, commands=_COMPILE, group=_POD, repeatable=True, metavar=metavar,
+                   default_factory=list)
+
+
 @dataclasses.dataclass
 class StepSettings:
-    """Pod settings for every step (``cpu``/``memory``) and for the Trainer (``trainer_*``)."""
+    """Pod settings for every step (``cpu``/``memory``) and for the Trainer (``trainer_*``), each declared
+    once as a flag of ``compile`` (pipeline/settings.py), as the run settings are."""
 
-    cpu_request: str | None = None       # Kubernetes quantities: "500m", "2"
-    cpu_limit: str | None = None
-    memory_request: str | None = None    # "512Mi", "4G"
-    memory_limit: str | None = None
-    trainer_cpu: str | None = None       # request and limit for the Trainer, over cpu_*
-    trainer_memory: str | None = None
-    trainer_gpus: int = 0
-    gpu_type: str = "nvidia.com/gpu"
-    secret_env: list[str] = dataclasses.field(default_factory=list)     # [STEP/]ENV_VAR=SECRET:KEY
-    env: list[str] = dataclasses.field(default_factory=list)            # [STEP/]NAME=VALUE
-    secret_volume: list[str] = dataclasses.field(default_factory=list)  # SECRET=/mount/path
-    node_selector: list[str] = dataclasses.field(default_factory=list)  # label=value
-    tolerations: list[str] = dataclasses.field(default_factory=list)    # key[=value]:Effect
-    image_pull_secrets: list[str] = dataclasses.field(default_factory=list)
-    s3_endpoint: str | None = None       # http://minio-service.kubeflow:9000
-    s3_secret: str | None = None         # a secret with keys accesskey/secretkey
+    cpu_request: str | None = _pod_setting(None, flag="--cpu-request", metavar="CPU", help="CPU request, e.g. 500m")
+    cpu_limit: str | None = _pod_setting(None, flag="--cpu-limit", metavar="CPU", help="CPU limit, e.g. 2")
+    memory_request: str | None = _pod_setting(None, flag="--memory-request", metavar="MEMORY",
+                                              help="memory request, e.g. 2Gi")
+    memory_limit: str | None = _pod_setting(None, flag="--memory-limit", metavar="MEMORY",
+                                            help="memory limit, e.g. 8Gi")
+    trainer_cpu: str | None = _pod_setting(None, flag="--trainer-cpu", metavar="CPU",
+                                           help="Trainer CPU request and limit, over --cpu-*")
+    trainer_memory: str | None = _pod_setting(None, flag="--trainer-memory", metavar="MEMORY",
+                                              help="Trainer memory request and limit, over --memory-*")
+    trainer_gpus: int = _pod_setting(0, flag="--trainer-gpus", low=0, high=64, metavar="N", help="GPUs for the Trainer")
+    gpu_type: str = _pod_setting("nvidia.com/gpu", flag="--gpu-type", metavar="RESOURCE", help="accelerator resource")
+    secret_env: list[str] = _pod_list(flag="--secret-env", metavar="[STEP/]ENV=SECRET:KEY", help=(
+        "a key of a Kubernetes secret as an environment variable of every step, or of STEP alone, e.g. "
+        "Trainer/DB_PASSWORD=db-creds:password (repeatable; the earlier SECRET:KEY=ENV still works)"))
+    env: list[str] = _pod_list(flag="--env", metavar="[STEP/]NAME=VALUE", help=(
+        "an environment variable of every step, or of STEP alone, e.g. Trainer/TF_CPP_MIN_LOG_LEVEL=1 (repeatable; "
+        "written in plain text into the package, so a secret-looking NAME such as *_PASSWORD, *_TOKEN or *SECRET* "
+        "is refused: use --secret-env)"))
+    secret_volume: list[str] = _pod_list(flag="--secret-volume", metavar="SECRET=/PATH",
+                                         help="a Kubernetes secret mounted as files in every step (repeatable)")
+    node_selector: list[str] = _pod_list(flag="--node-selector", metavar="LABEL=VALUE", help="(repeatable)")
+    tolerations: list[str] = _pod_list(flag="--toleration", metavar="KEY[=VALUE]:EFFECT", help="(repeatable)")
+    image_pull_secrets: list[str] = _pod_list(flag="--image-pull-secret", metavar="SECRET", help="(repeatable)")
+    s3_endpoint: str | None = _pod_setting(None, flag="--s3-endpoint", metavar="URL", help=(
+        "S3/MinIO endpoint URL for an s3:// root, e.g. http://minio-service.kubeflow:9000"))
+    s3_secret: str | None = _pod_setting(None, flag="--s3-secret", metavar="SECRET", help=(
+        "secret holding the S3 keys as accesskey/secretkey, e.g. mlpipeline-minio-artifact (KFP's MinIO)"))
     bundled_store: bool = False          # a minio:// root: the step finds the endpoint (bundled_store.py)
 
     def __post_init__(self) -> None:
+        check_values(self)  # --trainer-gpus' range, named as the flag
         for name in ("cpu_request", "cpu_limit", "memory_request", "memory_limit", "trainer_cpu",
                      "trainer_memory"):
             _quantity(getattr(self, name), name.replace("_", "-"))
         check_request_within_limit(self.cpu_request, self.cpu_limit, "--cpu-request", "--cpu-limit")
         check_request_within_limit(self.memory_request, self.memory_limit, "--memory-request", "--memory-limit")
-        if self.trainer_gpus < 0:
-            raise KubeflowConfigError(f"--trainer-gpus {self.trainer_gpus}: a GPU count is 0 or more.")
         if self.s3_secret and not self.s3_endpoint and not self.bundled_store:
             raise KubeflowConfigError(
                 f"--s3-secret {self.s3_secret} without --s3-endpoint: the steps need both the keys and the "
