@@ -4,7 +4,6 @@ no code shared). The estimator is first checked against arithmetic done by hand 
 the same distribution after every context of random texts, orders 2 to 5, with sequence breaks and the
 OOV id counted as an ordinary word (issue 43: an independent Kneser-Ney must not beat the reference by a
 difference in the estimator)."""
-import itertools
 import sys
 from pathlib import Path
 
@@ -22,9 +21,8 @@ A, B, C, D = 3, 4, 5, 6
 OOV = V - 1
 
 
-def _project(stream: list[int], vocab_size: int, order: int, contexts: list[list[int]], leftover: bool = False
-             ) -> np.ndarray:
-    tables = kneser_ney.fit(np.asarray(stream, np.int64), vocab_size, max_order=order, leftover=leftover)
+def _project(stream: list[int], vocab_size: int, order: int, contexts: list[list[int]]) -> np.ndarray:
+    tables = kneser_ney.fit(np.asarray(stream, np.int64), vocab_size, max_order=order)
     width = max(len(c) for c in contexts) + 1
     rows = np.array([c + [0] * (width - len(c)) for c in contexts], np.int64)
     return kneser_ney.KneserNey(tables).probabilities(tf.constant(rows)).numpy()
@@ -61,26 +59,9 @@ def test_the_project_matches_the_independent_estimator_on_a_hand_made_text():
     stream = [A, B, A, C, A, B]
     for order in (2, 3, 5):
         contexts = [[C, A], [D], [B, A], [A, B, A], [], [C, A, B, A]]
-        for unk in ("uniform", "leftover"):
-            model = kn_independent.KneserNey(_texts(stream), order, V, OOV, unk)
-            expected = np.array([model.distribution(c) for c in contexts])
-            got = _project(stream, V, order, contexts, leftover=unk == "leftover")
-            np.testing.assert_allclose(got, expected, atol=1e-6, err_msg=f"order {order}, {unk}")
-
-
-def test_the_project_gives_the_unigram_leftover_to_the_oov_id_by_hand():
-    # As in the first test: after a (bigram), gamma(a) = 1.6/3 and the unigram level leaves 0.5 (of which
-    # the uniform variant gives d, the OOV id here, a quarter). With the leftover on the OOV id:
-    #   p(d | a) = 1.6/3 * 0.5 = 0.266667; p(a | a) = 1.6/3 * 0.25 = 0.133333.
-    [p] = _project([A, B, A, C, A, B], V, 2, [[A]], leftover=True)
-    assert p[[A, B, C, D]] == pytest.approx([0.133333, 1 / 3 + 1.6 / 3 * 0.125, 0.4 / 3 + 1.6 / 3 * 0.125, 0.266667],
-                                            abs=1e-6)
-    assert p[:3] == pytest.approx([0, 0, 0]) and p.sum() == pytest.approx(1.0)
-    # The uniform unigram the cache is smoothed with is unchanged; it is the recursion that starts elsewhere.
-    tables = kneser_ney.fit(np.array([A, B, A, C, A, B]), V, max_order=2, leftover=True)
-    assert tables["unigram"][[A, B, C, D]] == pytest.approx([0.375, 0.25, 0.25, 0.125])
-    assert tables["leftover_unigram"][[A, B, C, D]] == pytest.approx([0.25, 0.125, 0.125, 0.5])
-    assert "leftover_unigram" not in kneser_ney.fit(np.array([A, B, A, C, A, B]), V, max_order=2)
+        model = kn_independent.KneserNey(_texts(stream), order, V, OOV)
+        expected = np.array([model.distribution(c) for c in contexts])
+        np.testing.assert_allclose(_project(stream, V, order, contexts), expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -95,9 +76,9 @@ def test_the_project_matches_the_independent_estimator_on_random_texts(seed):
     texts = _texts(np.asarray(stream))
     contexts = [list(map(int, words[i - n:i])) for i, n in zip(rng.integers(6, 600, 40), rng.integers(0, 6, 40))]
     contexts += [list(map(int, rng.integers(3, vocab, n))) for n in rng.integers(1, 6, 10)]
-    for order, unk in itertools.product((2, 3, 4, 5), ("uniform", "leftover")):
-        model = kn_independent.KneserNey(texts, order, vocab, vocab - 1, unk)
+    for order in (2, 3, 4, 5):
+        model = kn_independent.KneserNey(texts, order, vocab, vocab - 1)
         expected = np.array([model.distribution(c) for c in contexts])
-        got = _project(stream, vocab, order, contexts, leftover=unk == "leftover")
-        np.testing.assert_allclose(got, expected, atol=2e-6, err_msg=f"order {order}, {unk}")
+        got = _project(stream, vocab, order, contexts)
+        np.testing.assert_allclose(got, expected, atol=2e-6)
         assert got.sum(axis=1) == pytest.approx(np.ones(len(contexts)), abs=1e-5)

@@ -74,8 +74,8 @@ KNESER_NEY = "kneser_ney"
 def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_size: int, context_tokens: int,
                          target_tokens: int, orders: tuple[int, ...] = count_reference.ORDERS) -> dict[str, Any]:
     """The Kneser-Ney reference on the eval windows: ``{"kneser_ney_top5", "kneser_ney_top1",
-    "kneser_ney_alone_top5", "eval_examples", "order", "cache_share", "unknown_share", "unigram_leftover",
-    "description", "train_tokens", "sequences", "cross_fitting"}``, or ``{"not_fitted": why, "eval_examples"}`` when the
+    "kneser_ney_alone_top5", "eval_examples", "order", "cache_share", "unknown_share", "description",
+    "train_tokens", "sequences", "cross_fitting"}``, or ``{"not_fitted": why, "eval_examples"}`` when the
     train text cannot give the model (fewer than two distinct tokens).
 
     Its order and shares are cross-fitted on the train windows (``count_reference.cross_fit``), then it is
@@ -97,7 +97,7 @@ def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vo
     del contexts, targets
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_pattern, context_tokens, target_tokens)
     try:
-        tables = kneser_ney.fit(stream, vocab_size, choice.order, choice.leftover)
+        tables = kneser_ney.fit(stream, vocab_size, choice.order)
     except kneser_ney.NotFitted as error:
         return {"not_fitted": str(error), "eval_examples": int(len(eval_targets))}, None, None
     choice = dataclasses.replace(choice, order=int(tables["order"]))  # a short text keeps the orders it has
@@ -107,7 +107,6 @@ def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vo
     return {"kneser_ney_top5": mean["top5"], "kneser_ney_top1": mean["top1"],
             "kneser_ney_alone_top5": mean["alone_top5"], "eval_examples": int(len(labels)),
             "order": int(tables["order"]), "cache_share": choice.cache, "unknown_share": choice.unknown,
-            "unigram_leftover": choice.leftover,
             "description": choice.describe(), "cross_fitting": choice.record,
             "train_tokens": int((stream != kneser_ney.BREAK).sum()),
             "sequences": int((stream == kneser_ney.BREAK).sum())}, tables, choice

@@ -2,14 +2,11 @@
 
 What a practitioner builds first: interpolated modified Kneser-Ney (models/seq2seq/kneser_ney.py) of order 3, 4
 or 5, mixed with a cache of the window's own context words (Kuhn and De Mori 1990) and an "unknown word"
-share on the OOV id, ``p = (1 - c - u) p_KN-k + c p_cache + u [w = OOV]``. Kneser-Ney's unigram level either
-spreads what it leaves uniformly (KenLM's default) or gives it to the OOV id (``leftover``: SRILM's way, an
-unknown word as likely as the history is open; benchmarks/kn_independent.py found it chosen on train by an
-independent estimator). The order ``k``, the unigram level's variant and the shares ``c``, ``u`` are the ones
-with the best next-word top-5 (ties: log-likelihood, then the simpler model) on train windows scored by a
-Kneser-Ney model of the rest of the train text (``FOLDS`` contiguous folds; the text of the windows within
-``holdout.GAP`` of a fold is left out of its model too, since a window's target holds its neighbours' next
-words). Text new to a fold's model reaches it as OOV, as a word the train split never
+share on the OOV id, ``p = (1 - c - u) p_KN-k + c p_cache + u [w = OOV]``. The order ``k`` and the shares
+``c``, ``u`` are the ones with the best next-word top-5 (ties: log-likelihood, then the simpler model) on
+train windows scored by a Kneser-Ney model of the rest of the train text (``FOLDS`` contiguous folds; the text
+of the windows within ``holdout.GAP`` of a fold is left out of its model too, since a window's target holds
+its neighbours' next words). Text new to a fold's model reaches it as OOV, as a word the train split never
 held reaches the served model (``ngram.unseen_as_oov``): that is what gives the unknown word its share.
 Nothing is chosen on the eval split.
 
@@ -42,13 +39,11 @@ TOP_K = 5
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """The chosen model: Kneser-Ney ``order``, the ``cache`` and ``unknown`` shares, whether the unigram level's
-    leftover goes to the OOV id (``leftover``, models/seq2seq/kneser_ney.py ``fit``), and how it was chosen."""
+    """The chosen model: Kneser-Ney ``order``, the ``cache`` and ``unknown`` shares, and how it was chosen."""
     order: int
     cache: float = 0.0
     unknown: float = 0.0
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
-    leftover: bool = False
 
     def shares(self) -> dict[str, float]:
         """The count components' weights (models/seq2seq/blend.py COMPONENTS without the network)."""
@@ -56,8 +51,6 @@ class Choice:
 
     def describe(self) -> str:
         parts = [f"interpolated modified Kneser-Ney {self.order}-gram"]
-        if self.leftover:
-            parts.append("its unigram leftover on the unknown word")
         if self.cache:
             parts.append(f"a cache of the window's words ({self.cache:.2f})")
         if self.unknown:
@@ -96,25 +89,18 @@ def _score(p: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
     return float(hits(p, labels)[1].mean()), float(np.log(np.maximum(label_p, 1e-12)).mean())
 
 
-def choose(kn_by_order: dict[int, np.ndarray], cache: np.ndarray, labels: np.ndarray,
-           leftover_by_order: dict[int, np.ndarray] | None = None) -> Choice:
-    """The best (order, leftover or not, cache share, unknown share) on cross-fitted windows: top-5, then
-    log-likelihood, then the lower order, the uniform unigram level and the smaller shares.
-    ``leftover_by_order``: the same windows' Kneser-Ney with the unigram leftover on the OOV id."""
+def choose(kn_by_order: dict[int, np.ndarray], cache: np.ndarray, labels: np.ndarray) -> Choice:
+    """The best (order, cache share, unknown share) on cross-fitted windows: top-5, then log-likelihood, then
+    the lower order and the smaller shares."""
     parts = {"cache": cache}
-    variants = {(order, False): p for order, p in kn_by_order.items()}
-    variants.update({(order, True): p for order, p in (leftover_by_order or {}).items()})
     scores = {}
-    for (order, leftover), c, u in itertools.product(sorted(variants), CACHE_SHARES, UNKNOWN_SHARES):
+    for order, c, u in itertools.product(sorted(kn_by_order), CACHE_SHARES, UNKNOWN_SHARES):
         if c + u < 1:
-            scores[order, leftover, c, u] = _score(mixed(parts, variants[order, leftover], c, u), labels)
-    best = max(scores, key=lambda key: (scores[key], -key[0], -key[1], -key[2], -key[3]))
+            scores[order, c, u] = _score(mixed(parts, kn_by_order[order], c, u), labels)
+    best = max(scores, key=lambda key: (scores[key], -key[0], -key[1], -key[2]))
     record = {"cross_fitted_windows": int(len(labels)), "top5": scores[best][0], "log_likelihood": scores[best][1],
-              "kneser_ney_alone": {str(order): scores[order, False, 0.0, 0.0][0] for order in sorted(kn_by_order)}}
-    if leftover_by_order:
-        record["kneser_ney_leftover_alone"] = {str(order): scores[order, True, 0.0, 0.0][0]
-                                               for order in sorted(leftover_by_order)}
-    return Choice(best[0], best[2], best[3], record, leftover=best[1])
+              "kneser_ney_alone": {str(order): scores[order, 0.0, 0.0][0] for order in sorted(kn_by_order)}}
+    return Choice(best[0], best[1], best[2], record)
 
 
 def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders: tuple[int, ...] = ORDERS,
@@ -130,7 +116,6 @@ def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders
     limit = max(folds, min(MAX_SCORED_WINDOWS, MAX_CELLS // max(vocab_size, 1)))
     scored = references.subsample(len(targets), limit, seed=1)
     kn: dict[int, list[np.ndarray]] = {order: [] for order in orders}
-    kn_leftover: dict[int, list[np.ndarray]] = {order: [] for order in orders}
     caches, labels = [], []
     for fold in range(folds):
         inside = np.flatnonzero(fold_of == fold)
@@ -138,25 +123,22 @@ def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders
         left_out[max(0, inside[0] - holdout.GAP):inside[-1] + holdout.GAP + 1] = True
         without = np.where(left_out[owners], kneser_ney.BREAK, stream)
         try:
-            fitted = kneser_ney.fit_orders(without, vocab_size, orders, leftover=True)
+            fitted = kneser_ney.fit_orders(without, vocab_size, orders)
         except kneser_ney.NotFitted as error:
             return Choice(fallback, record={"note": f"fold {fold} cannot be fitted: {error}"})
         seen = seen_ids(without, vocab_size)
         rows = scored[fold_of[scored] == fold]
         fold_contexts = ngram.unseen_as_oov(contexts[rows].astype(np.int64), seen)
-        models = {order: kneser_ney.KneserNey({k: v for k, v in fitted[order].items() if k != "leftover_unigram"})
-                  for order in orders}
-        leftover_models = {order: kneser_ney.KneserNey(fitted[order]) for order in orders}
+        models = {order: kneser_ney.KneserNey(fitted[order]) for order in orders}
         counts = ngram.ServedCounts(fitted[orders[0]])
         for start in range(0, len(rows), 256):
             chunk = tf.constant(fold_contexts[start:start + 256])
             for order in orders:
                 kn[order].append(models[order].probabilities(chunk).numpy())
-                kn_leftover[order].append(leftover_models[order].probabilities(chunk).numpy())
             caches.append(counts.probabilities(chunk)["cache"].numpy())
         labels.append(ngram.unseen_as_oov(targets[rows, 0].astype(np.int64), seen))
     return choose({order: np.concatenate(kn[order]) for order in orders}, np.concatenate(caches),
-                  np.concatenate(labels), {order: np.concatenate(kn_leftover[order]) for order in orders})
+                  np.concatenate(labels))
 
 
 def eval_hits(counts: ngram.ServedCounts, choice: Choice, contexts: np.ndarray, labels: np.ndarray,

@@ -21,10 +21,7 @@ vocabulary is the OOV token, as the unigram and bigram references count it).
 ``c_N`` counts occurrences at the highest order; a lower order counts continuations, the distinct
 tokens seen before an n-gram (``c_k(hw) = N1+(. hw)``). A history never seen at an order passes the
 lower order through (``p_k = p_{k-1}``). The unigram level interpolates with the uniform distribution
-over the non-reserved ids, or (``leftover``, SRILM's way and ``lmplz --interpolate_unigrams 0``'s) gives
-all it leaves to the unknown word, the OOV id: then ``p(OOV | h)`` is the product of the gammas down the
-orders, high after a history often followed by words seen once. Discounts per order from the
-count-of-counts ``n1..n4`` of its counts:
+over the non-reserved ids. Discounts per order from the count-of-counts ``n1..n4`` of its counts:
 ``Y = n1 / (n1 + 2 n2)``, ``D1 = 1 - 2Y n2/n1``, ``D2 = 2 - 3Y n3/n2``, ``D3+ = 3 - 4Y n4/n3``; one the
 formula cannot give (a zero count-of-counts, or a value outside ``(0, c)``) is ``FALLBACK_DISCOUNTS``.
 
@@ -281,24 +278,19 @@ def _uniform_ids(vocab_size: int) -> np.ndarray:
     return ids if ids.any() else np.ones(vocab_size, bool)
 
 
-def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER, leftover: bool = False
-        ) -> dict[str, np.ndarray]:
+def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict[str, np.ndarray]:
     """The tables :class:`KneserNey` serves, from a token ``stream`` (``BREAK`` between sequences).
 
     Keys: ``order`` (the highest order fitted: lower than ``max_order`` when the text holds no longer
     n-gram), ``unigram`` ``[V]``; per order ``k >= 2``: ``keys_k`` (sorted ``suffix_id * V + first_token``
     of the (k-1)-grams, whose index is the history id; order 2's history ids are token ids), the CSR
     ``splits_k``/``cols_k``/``vals_k`` (history id -> next token, discounted share) and ``gamma_k``.
-    ``leftover``: the unigram level gives what its discounts leave to the unknown word (the OOV id) instead
-    of spreading it uniformly (``leftover_unigram``, the level the model's recursion starts from; ``unigram``
-    stays the uniform one, which the cache is smoothed with).
     Raises :class:`NotFitted` for a stream with fewer than two distinct tokens.
     """
-    return fit_orders(stream, vocab_size, (max_order,), leftover)[max_order]
+    return fit_orders(stream, vocab_size, (max_order,))[max_order]
 
 
-def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int], leftover: bool = False
-               ) -> dict[int, dict[str, np.ndarray]]:
+def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> dict[int, dict[str, np.ndarray]]:
     """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
     differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
     (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
@@ -338,8 +330,6 @@ def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int], lefto
         tables: dict[str, np.ndarray] = {"order": np.asarray(order, np.int64)}
         for k in range(order, 0, -1):
             tables.update(level(k, k == order))
-            if not leftover:
-                tables.pop("leftover_unigram", None)
             if k >= 3:
                 tables[f"keys_{k - 1}"] = keys[k - 1].astype(np.int64)
         fitted[order] = tables
@@ -375,10 +365,8 @@ def _level(k: int, occurrences: bool, gram: dict[int, np.ndarray], keys: dict[in
         uniform = _uniform_ids(V)
         p1 = np.zeros(V)
         p1[word] = value
-        to_unknown = p1.copy()
-        to_unknown[V - features.NUM_OOV_BUCKETS] += left[0] / safe[0]
         p1 += left[0] / safe[0] * uniform / uniform.sum()
-        return {"unigram": p1.astype(np.float32), "leftover_unigram": to_unknown.astype(np.float32)}
+        return {"unigram": p1.astype(np.float32)}
     sort = np.lexsort((word, history))
     splits = np.zeros(rows + 1, np.int64)
     np.add.at(splits, history + 1, 1)
@@ -408,7 +396,7 @@ class KneserNey(tf.Module):
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(context_ids, features.PAD_ID), tf.int64), axis=1)
         batch = tf.shape(context_ids, out_type=tf.int64)[0]
         shape = tf.stack([batch, tf.constant(self.vocab_size, tf.int64)])
-        p = tf.broadcast_to(t.get("leftover_unigram", t["unigram"])[None, :], tf.cast(shape, tf.int32))
+        p = tf.broadcast_to(t["unigram"][None, :], tf.cast(shape, tf.int32))
         history = _last(context_ids, lengths, 1)          # the 1-gram before the next token: its own id
         found = lengths >= 1
         for k in range(2, self.order + 1):

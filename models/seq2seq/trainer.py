@@ -79,7 +79,7 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
     stream = kneser_ney.rebuild_sequences(contexts, targets)
     del contexts, targets
     try:
-        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size, choice.order, choice.leftover))
+        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size, choice.order))
     except kneser_ney.NotFitted:
         held_targets = held_targets[:0]
     keep = references.subsample(len(held_targets), blend.MAX_FIT_WINDOWS, seed=0)
