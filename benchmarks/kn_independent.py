@@ -23,6 +23,9 @@ Eval: each eval window's transformed context, top-5 as TFMA scores it (the label
 fewer than 5 ids score higher).
 
     .venv/bin/python benchmarks/kn_independent.py /usr/share/common-licenses/GPL-3
+    .venv/bin/python benchmarks/kn_independent.py FOLDER --text rebuilt   # the project's rebuilt train text
+
+Results: docs/benchmarks.md ("An independent Kneser-Ney on the same splits").
 """
 from __future__ import annotations
 
