@@ -134,7 +134,7 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
     started = time.monotonic()
     log.info("Pipeline %s: model=%s, output=%s", config.pipeline_name, config.model, config.output_dir)
 
-    from pipeline import schema_pin
+    from pipeline.local import schema_pin
     from pipeline.results import summary as run_summary
 
     if not args.accept_schema_change:
@@ -157,8 +157,9 @@ def _run_locked(args: argparse.Namespace, config: PipelineConfig) -> int:
 
 
 def _pin_inferred_schema(config: PipelineConfig, result) -> None:
-    from pipeline import graph, schema_pin
+    from pipeline import graph
     from pipeline.families import get_family
+    from pipeline.local import schema_pin
 
     schema_gen = next((c for c in result.components if c.node_id == graph.SCHEMA_GEN), None)
     if schema_gen and schema_gen.outputs.get("schema"):

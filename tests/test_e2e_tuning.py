@@ -81,7 +81,7 @@ def test_best_trial_reaches_the_trainer(tuned_cnn):
 def test_rerun_is_fully_cached_tuner_included(tuned_cnn):
     _, _, first_run, second, run = tuned_cnn
     # The first run pinned its schema, so the second one imports it and validates against it
-    # (pipeline/schema_pin.py); every other step, the Tuner included, comes from the cache.
+    # (pipeline/local/schema_pin.py); every other step, the Tuner included, comes from the cache.
     rest = {k: v for k, v in run.items() if k not in (graph.PINNED_SCHEMA, graph.EXAMPLE_VALIDATOR)}
     assert run[graph.TUNER].cached and all(node.cached for node in rest.values()), {
         k: v.state for k, v in run.items()}

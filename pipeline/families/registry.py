@@ -97,7 +97,7 @@ class ModelFamily:
     prepare_data: Callable[[PipelineConfig], DatasetManifest]
     eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
     split_feature: str                          # ExampleGen hashes it into train/eval
-    curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/schema_pin.py)
+    curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/local/schema_pin.py)
     slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
     report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``

@@ -1,4 +1,4 @@
-"""Schema curation the families share: what an inferred schema keeps before it is pinned (pipeline/schema_pin.py).
+"""Schema curation the families share: what an inferred schema keeps before it is pinned (pipeline/local/schema_pin.py).
 
 SchemaGen records every string value it saw as the feature's domain; for ids and documents new values
 are normal, so pinning them would stop every later run on new data as drift.
