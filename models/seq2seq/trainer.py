@@ -121,99 +121,130 @@ def _kneser_ney_text(fitted: Mapping[str, Any]) -> str:
             f"tokens) {fitted['kneser_ney_top5']:.4f}")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Tokens:
+    """What the Transform output fixes: the vocabulary (with its OOV buckets) and the window lengths."""
+
+    vocab_size: int
+    context: int
+    target: int
+    vocabulary: list[bytes]
+
+    @classmethod
+    def of(cls, transform_output: tft.TFTransformOutput) -> "_Tokens":
+        spec = transform_output.transformed_feature_spec()
+        return cls(transform_output.vocabulary_size_by_name(features.VOCABULARY) + features.NUM_OOV_BUCKETS,
+                   spec[features.CONTEXT_XF].shape[0], spec[features.TARGET_XF].shape[0],
+                   list(transform_output.vocabulary_by_name(features.VOCABULARY)))
+
+    def identity(self) -> dict[str, Any]:
+        """What the weights are tied to: a later --warm-start reuses them only if all of it matches
+        (the same tokens must have the same ids, so the vocabulary itself, by digest)."""
+        return {"family": "seq2seq", "context_tokens": int(self.context), "target_tokens": int(self.target),
+                "vocabulary_size": int(self.vocab_size),
+                "vocabulary_sha256": hashlib.sha256(b"\n".join(self.vocabulary)).hexdigest()}
+
+
 def run_fn(fn_args: FnArgs) -> None:
-    settings = TrainingSettings.from_custom_config(fn_args.custom_config)
-    tuned = values_of(fn_args.hyperparameters)
-    hyper = model_settings({**settings.family, **{k: v for k, v in tuned.items() if k != LEARNING_RATE}})
-    if LEARNING_RATE in tuned:
-        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
+    settings, hyper, tuned = _settings(fn_args)
     tf.keras.utils.set_random_seed(settings.seed)
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    vocab_size = (tf_transform_output.vocabulary_size_by_name(features.VOCABULARY)
-                  + features.NUM_OOV_BUCKETS)
-    spec = tf_transform_output.transformed_feature_spec()
-    context_tokens = spec[features.CONTEXT_XF].shape[0]
-    target_tokens = spec[features.TARGET_XF].shape[0]
-
-    reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
-    reference[baselines.KNESER_NEY], kneser_ney_tables, choice = baselines.fit_kneser_ney_reference(
-        fn_args.train_files, fn_args.eval_files, vocab_size, context_tokens, target_tokens)
-    log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
-             reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
-             _kneser_ney_text(reference[baselines.KNESER_NEY]))
-    tf.io.gfile.makedirs(fn_args.model_run_dir)
-    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
-        f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
-
+    transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    tokens = _Tokens.of(transform_output)
+    reference, kneser_ney_tables, choice = _references(fn_args, tokens)
     strategy = make_strategy(settings.strategy)
-    global_batch = settings.batch_size * strategy.num_replicas_in_sync
     scratch = tempfile.mkdtemp(prefix="seq2seq-holdout-")
-    fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch)
-    log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
-             "mix with the n-gram counts", split["holdout"], split["gap"])
-    train = teacher_forcing(make_dataset(fit_file, spec, features.TARGET_XF,
-                                         global_batch, seed=settings.seed,
-                                         **settings.input_options()))
-    evaluation = teacher_forcing(make_dataset(holdout_file if split["holdout"] else fit_file, spec,
-                                              features.TARGET_XF, global_batch, shuffle=False, repeat=True,
-                                              **settings.input_options()))
-    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
-    total_steps = steps_per_epoch * settings.epochs
-    # What the weights are tied to: a later --warm-start reuses them only if all of it matches
-    # (the same tokens must have the same ids, so the vocabulary itself, by digest).
-    vocabulary = tf_transform_output.vocabulary_by_name(features.VOCABULARY)
-    identity = {"family": "seq2seq", "context_tokens": int(context_tokens), "target_tokens": int(target_tokens),
-                "vocabulary_size": int(vocab_size),
-                "vocabulary_sha256": hashlib.sha256(b"\n".join(vocabulary)).hexdigest()}
-    warm = settings.warm_starter(fn_args, identity, log)
-
-    def build():
-        with strategy.scope():
-            return build_seq2seq(vocab_size, context_tokens, target_tokens,
-                                 settings.learning_rate, jit_compile=settings.jit_compile,
-                                 total_steps=total_steps, **hyper)
-
-    model = warm.build(build)
-    log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps "
-             "(%d epochs x %d), global batch %d", hyper, vocab_size, context_tokens,
-             target_tokens, total_steps, settings.epochs,
-             steps_per_epoch, global_batch)
-    # The best epoch on the held-out windows is kept; without --train-steps training may stop
-    # early, after EARLY_STOP_PATIENCE epochs without a better held-out top-5.
-    stopper = BestWeights(monitor="val_next_token_top5", patience=EARLY_STOP_PATIENCE if not
-                          settings.explicit_steps else settings.epochs)
-    eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
-    history = settings.fit(model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
-                 validate_every_epoch=True, callbacks=(stopper,))
-    # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
-    log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
-    weights, blend_record = _fit_blend(model, fit_file, holdout_file, vocab_size, context_tokens, target_tokens,
-                                       choice)
+    try:
+        fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch)
+        log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
+                 "mix with the n-gram counts", split["holdout"], split["gap"])
+        warm = settings.warm_starter(fn_args, tokens.identity(), log)
+        model, trained = _train(fn_args, settings, hyper, tokens, transform_output.transformed_feature_spec(),
+                                strategy, warm, fit_file, holdout_file, split)
+        # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
+        log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
+        weights, blend_record = _fit_blend(model, fit_file, holdout_file, tokens.vocab_size, tokens.context,
+                                           tokens.target, choice)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
              blend_record.get("mix"))
     # The served counts are the Kneser-Ney reference itself (every train window's text), when it was fitted.
     model.ngram = ngram.ServedCounts(kneser_ney_tables) if kneser_ney_tables is not None else None
     model.blend_weights = tf.Variable([weights[name] for name in blend.COMPONENTS], trainable=False,
                                       name="blend_weights")
-    shutil.rmtree(scratch, ignore_errors=True)
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
-        export.export_serving_model(model, tf_transform_output, target)
+        export.export_serving_model(model, transform_output, target)
         # The n-gram scores travel with the model they were measured for (same split, same
         # tokens), in the format the blessing gate reads (models/common/references.py).
         scores, extra = reference_scores(reference)
         references.write_references(target, GATE_METRIC, scores, max(scores, key=lambda name: scores[name]),
                                     settings.gate_margin, extra=extra)
-        write_record(target, identity, warm.decision)
-        training = {"hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
-                    "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
-                    "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1,
-                    "steps_per_epoch": steps_per_epoch, "holdout_examples": split["holdout"],
-                    # Per epoch: loss and next_token_top5 on the fit windows and (val_) held-out ones,
-                    # what the summary's advice reads (overfitting or underfitting).
-                    "curves": {key: [float(v) for v in values] for key, values in history.history.items()},
-                    "stopped_early": stopper.stopped_early, "holdout": split, "blend": {**blend_record,
-                                                                                          "weights": weights},
-                    "why": ("--train-steps set the length; the best held-out epoch is kept" if settings.explicit_steps
-                            else "the best epoch on held-out train windows is kept")}
+        write_record(target, tokens.identity(), warm.decision)
+        record = {**trained, "hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
+                  "holdout_examples": split["holdout"], "holdout": split, "blend": {**blend_record, "weights": weights}}
         with tf.io.gfile.GFile(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), "w") as f:
-            f.write(json.dumps(training, indent=2, sort_keys=True) + "\n")
+            f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, dict[str, Any], dict[str, Any]]:
+    """The training settings, the model's hyperparameters and the Tuner's values that overrode them."""
+    settings = TrainingSettings.from_custom_config(fn_args.custom_config)
+    tuned = values_of(fn_args.hyperparameters)
+    hyper = model_settings({**settings.family, **{k: v for k, v in tuned.items() if k != LEARNING_RATE}})
+    if LEARNING_RATE in tuned:
+        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
+    return settings, hyper, tuned
+
+
+def _references(fn_args: FnArgs, tokens: _Tokens):
+    """The count references on the eval split (unigram, bigram, the cross-fitted Kneser-Ney mix), written to
+    the run's logs; the Kneser-Ney tables and choice the served model reuses."""
+    reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
+    reference[baselines.KNESER_NEY], tables, choice = baselines.fit_kneser_ney_reference(
+        fn_args.train_files, fn_args.eval_files, tokens.vocab_size, tokens.context, tokens.target)
+    log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
+             reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
+             _kneser_ney_text(reference[baselines.KNESER_NEY]))
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
+        f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
+    return reference, tables, choice
+
+
+def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], tokens: _Tokens, spec: dict,
+           strategy, warm, fit_file: str, holdout_file: str, split: dict[str, int]) -> tuple[Any, dict[str, Any]]:
+    """The network trained on the fit windows; the best epoch on the held-out ones is kept (without
+    --train-steps training may stop after EARLY_STOP_PATIENCE epochs without a better held-out top-5).
+    Returns the model and what training.json records of it."""
+    global_batch = settings.batch_size * strategy.num_replicas_in_sync
+    train = teacher_forcing(make_dataset(fit_file, spec, features.TARGET_XF, global_batch, seed=settings.seed,
+                                         **settings.input_options()))
+    evaluation = teacher_forcing(make_dataset(holdout_file if split["holdout"] else fit_file, spec,
+                                              features.TARGET_XF, global_batch, shuffle=False, repeat=True,
+                                              **settings.input_options()))
+    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
+    total_steps = steps_per_epoch * settings.epochs
+
+    def build():
+        with strategy.scope():
+            return build_seq2seq(tokens.vocab_size, tokens.context, tokens.target, settings.learning_rate,
+                                 jit_compile=settings.jit_compile, total_steps=total_steps, **hyper)
+
+    model = warm.build(build)
+    log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps (%d epochs x %d), "
+             "global batch %d", hyper, tokens.vocab_size, tokens.context, tokens.target, total_steps,
+             settings.epochs, steps_per_epoch, global_batch)
+    stopper = BestWeights(monitor="val_next_token_top5",
+                          patience=settings.epochs if settings.explicit_steps else EARLY_STOP_PATIENCE)
+    eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
+    history = settings.fit(model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
+                           validate_every_epoch=True, callbacks=(stopper,))
+    return model, {
+        "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
+        "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1, "steps_per_epoch": steps_per_epoch,
+        # Per epoch: loss and next_token_top5 on the fit windows and (val_) held-out ones, what the
+        # summary's advice reads (overfitting or underfitting).
+        "curves": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "stopped_early": stopper.stopped_early,
+        "why": ("--train-steps set the length; the best held-out epoch is kept" if settings.explicit_steps
+                else "the best epoch on held-out train windows is kept")}
