@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipeline.families.registry import BatchMemory, ModelFamily, TrainingDefaults, option, register
+from pipeline.families.registry import BatchMemory, ModelFamily, RunConfig, TrainingDefaults, option, register
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from data.tfrecords import DatasetManifest
-    from pipeline.config import PipelineConfig
 
 
 MIN_IMAGE_SIZE = 2
@@ -38,7 +37,7 @@ class ImageSettings:
         check_values(self)
 
 
-def prepare_images(config: PipelineConfig) -> DatasetManifest:
+def prepare_images(config: RunConfig) -> DatasetManifest:
     from data.images import prepare_image_dataset
 
     settings = config.family_settings
@@ -48,7 +47,7 @@ def prepare_images(config: PipelineConfig) -> DatasetManifest:
     return dataset
 
 
-def _check_base_model(config: PipelineConfig) -> None:
+def _check_base_model(config: RunConfig) -> None:
     """A local --base-model is checked before TFX starts; a remote handle is resolved by the Trainer."""
     if not config.base_model:
         return
@@ -62,7 +61,7 @@ def _check_base_model(config: PipelineConfig) -> None:
         raise DataError(str(error)) from error
 
 
-def image_example_gen(config: PipelineConfig):
+def image_example_gen(config: RunConfig):
     from components.image_example_gen import image_example_gen
 
     _check_base_model(config)  # the graph is built before anything runs
@@ -73,7 +72,7 @@ def image_example_gen(config: PipelineConfig):
                              follow_links=config.follow_links)
 
 
-def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+def _eval_config(config: RunConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.cnn.evaluation import eval_config
 
     return eval_config(len(dataset.classes), config.min_accuracy, config.max_regression)
@@ -103,7 +102,7 @@ def bytes_per_example(image_size: int, channels: int, filters: int = 16, convs_p
     return factor * 4 * image_size * image_size * (channels + filters * convs_per_block)
 
 
-def batch_memory(config: PipelineConfig) -> BatchMemory:
+def batch_memory(config: RunConfig) -> BatchMemory:
     """With the image size left to the data, the folders' default: a lower bound for larger native images."""
     size, channels = config.family_settings.image_size or FOLDER_IMAGE_SIZE, config.family_settings.channels or 3
     return BatchMemory(bytes_per_example(size, channels), f"{size}x{size}x{channels} images", "--image-size")

@@ -22,7 +22,7 @@ import importlib.util
 import json
 import pathlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from stackenv.errors import ConfigError
 
@@ -33,7 +33,27 @@ if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from data.tfrecords import DatasetManifest
-    from pipeline.config import PipelineConfig
+
+class RunConfig(Protocol):
+    """What a family's functions read of a run's settings (``pipeline.config.PipelineConfig`` has it all).
+
+    Declared here so the registry needs nothing of the config module, which imports the registry.
+    """
+
+    data: str | None
+    family_settings: Any
+    follow_links: bool
+    base_model: str | None
+    span_pattern: str | None
+    spans: tuple[int, int] | None
+    min_accuracy: float
+    max_regression: float
+    train_buckets: int
+    eval_buckets: int
+
+    @property
+    def data_cache_dir(self) -> str: ...
+
 
 # Key in the Trainer's custom_config (an MLMD exec property) naming the family that trained
 # the model, so readers of a run never have to guess it from run_fn.
@@ -94,8 +114,8 @@ class ModelFamily:
     gate_metric_label: str                      # how people call it: "Top-5 next-word accuracy"
     preprocessing_fn: str                       # dotted path, run by Transform
     run_fn: str                                 # dotted path, run by Trainer
-    prepare_data: Callable[[PipelineConfig], DatasetManifest]
-    eval_config: Callable[[PipelineConfig, DatasetManifest], tfma.EvalConfig]
+    prepare_data: Callable[[RunConfig], DatasetManifest]
+    eval_config: Callable[[RunConfig, DatasetManifest], tfma.EvalConfig]
     split_feature: str                          # ExampleGen hashes it into train/eval
     curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/local/schema_pin.py)
     slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
@@ -103,8 +123,8 @@ class ModelFamily:
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
     # The family's own custom_config of Transform and TrainingSettings.family; the data's facts reach
     # both without them (components/data_facts.py).
-    transform_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
-    trainer_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
+    transform_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
+    trainer_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
     report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
     report_samples_title: str = "Samples"       # the report's heading of that table
@@ -115,7 +135,7 @@ class ModelFamily:
     search_space: str | None = None
     # (config) -> the ExampleGen reading config.data inside the pipeline (components/); None:
     # the family has no in-pipeline reader and always uses prepare_data.
-    example_gen: Callable[[PipelineConfig], Any] | None = None
+    example_gen: Callable[[RunConfig], Any] | None = None
     # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
     # package of run_fn's module.
     code_packages: tuple[str, ...] = ()
@@ -134,13 +154,13 @@ class ModelFamily:
     # (its first value) and the scores, and the signature the BulkInferrer calls (serialized Examples in;
     # every output at least [batch, 1] when it is a string: components/scoring.py). None: --score is refused.
     score_reader: str | None = None
-    score_config: Callable[[PipelineConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
+    score_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     score_outputs: tuple[str, str] = ("", "")
     score_signature: str = "serving_default"
     # (config) -> the Trainer's memory per example of a batch (bytes), the example's shape in words, and the
     # setting to lower when even one example does not fit; checked before a local run (pipeline/local/memory.py).
     # None: no estimate.
-    batch_memory: Callable[[PipelineConfig], BatchMemory] | None = None
+    batch_memory: Callable[[RunConfig], BatchMemory] | None = None
     # (label, TFMA metric) printed on one line under the headline metric, overall (pipeline/results/summary.py):
     # e.g. the text family's top-1 and its figures on known next words.
     summary_metrics: tuple[tuple[str, str], ...] = ()

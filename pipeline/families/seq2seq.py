@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from pipeline.families.registry import BatchMemory, ModelFamily, TrainingDefaults, option, register
+from pipeline.families.registry import BatchMemory, ModelFamily, RunConfig, TrainingDefaults, option, register
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from data.tfrecords import DatasetManifest
-    from pipeline.config import PipelineConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +38,7 @@ class TextSettings:
         check_values(self)
 
 
-def prepare_text(config: PipelineConfig) -> DatasetManifest:
+def prepare_text(config: RunConfig) -> DatasetManifest:
     from data.text import prepare_text_dataset
 
     settings = config.family_settings
@@ -48,7 +47,7 @@ def prepare_text(config: PipelineConfig) -> DatasetManifest:
                                 follow_links=config.follow_links)
 
 
-def text_example_gen(config: PipelineConfig):
+def text_example_gen(config: RunConfig):
     from components.text_example_gen import text_example_gen
 
     settings = config.family_settings
@@ -57,18 +56,18 @@ def text_example_gen(config: PipelineConfig):
                             follow_links=config.follow_links)
 
 
-def _score_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+def _score_config(config: RunConfig, dataset: DatasetManifest) -> dict[str, Any]:
     return {"context_words": config.family_settings.context_words}
 
 
-def _transform_config(config: PipelineConfig, dataset: DatasetManifest) -> dict[str, Any]:
+def _transform_config(config: RunConfig, dataset: DatasetManifest) -> dict[str, Any]:
     # Token windows are wider than word windows: punctuation becomes tokens of its own.
     settings = config.family_settings
     return {"vocab_size": settings.vocab_size, "context_tokens": 2 * settings.context_words,
             "target_tokens": 2 * settings.target_words}
 
 
-def _eval_config(config: PipelineConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
+def _eval_config(config: RunConfig, dataset: DatasetManifest) -> tfma.EvalConfig:
     from models.seq2seq.evaluation import eval_config
 
     return eval_config(config.min_accuracy, config.max_regression)
@@ -93,7 +92,7 @@ def bytes_per_example(context_tokens: int, target_tokens: int, vocab_size: int, 
     return factor * 4 * (target_tokens * (vocab_size + 1) + (context_tokens + target_tokens) * (units + embedding_dim))
 
 
-def batch_memory(config: PipelineConfig) -> BatchMemory:
+def batch_memory(config: RunConfig) -> BatchMemory:
     settings = config.family_settings
     # Token windows are twice the words, as Transform is configured (_transform_config).
     return BatchMemory(bytes_per_example(2 * settings.context_words, 2 * settings.target_words, settings.vocab_size),
