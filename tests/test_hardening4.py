@@ -435,7 +435,7 @@ def test_train_steps_runs_exactly_that_many_optimizer_steps(tmp_path):
     import numpy as np
     import tensorflow as tf
 
-    from models.common.training import TrainingSettings
+    from models.common.training import TrainingSettings, fit
 
     model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
     model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
@@ -443,7 +443,7 @@ def test_train_steps_runs_exactly_that_many_optimizer_steps(tmp_path):
     for epochs, steps in ((8, 20), (3, 20), (1, 20), (5, 3)):
         before = int(model.optimizer.iterations.numpy())
         args = types.SimpleNamespace(train_steps=steps, eval_steps=1, model_run_dir=str(tmp_path / f"{epochs}"))
-        history = TrainingSettings(epochs=epochs).fit(model, data.repeat(), data, args, logging.getLogger("t"))
+        history = fit(TrainingSettings(epochs=epochs), model, data.repeat(), data, args, logging.getLogger("t"))
         assert int(model.optimizer.iterations.numpy()) - before == steps, (epochs, steps)
         assert "val_loss" in history.history  # the end-of-training validation still ran
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components.pusher import non_finite_metrics
-from models.common.training import NonFiniteLoss, TrainingSettings, check_finite_loss
+from models.common.training import NonFiniteLoss, TrainingSettings, check_finite_loss, fit
 
 
 class _FnArgs:
@@ -24,7 +24,7 @@ def test_fit_stops_at_the_first_nan_loss_with_a_paragraph(tmp_path):
     data = tf.data.Dataset.from_tensor_slices((x, np.ones((8, 1), "float32"))).batch(2).repeat()
     with pytest.raises(NonFiniteLoss) as raised:
         settings = TrainingSettings(epochs=2, learning_rate=0.5)
-        settings.fit(model, data, data, _FnArgs(tmp_path), logging.getLogger("test"))
+        fit(settings, model, data, data, _FnArgs(tmp_path), logging.getLogger("test"))
     assert isinstance(raised.value, ProjectError)
     assert "--learning-rate" in raised.value.paragraph and "nan" in raised.value.paragraph
 

@@ -40,7 +40,7 @@ def test_training_keeps_autograph_out_of_tf_keras(tmp_path):
     from tensorflow.python.autograph.impl import conversion
 
     from models.common.autograph import TF_KERAS, convert_tf_keras
-    from models.common.training import TrainingSettings
+    from models.common.training import TrainingSettings, fit
 
     convert_tf_keras(True)  # TensorFlow's own rules: tf_keras gets converted
     assert not conversion.is_allowlisted(tf_keras.Model.train_step)
@@ -48,7 +48,7 @@ def test_training_keeps_autograph_out_of_tf_keras(tmp_path):
     model.compile(optimizer="adam", loss="mse")
     data = tf.data.Dataset.from_tensors((tf.zeros([8, 4]), tf.zeros([8, 2]))).repeat()
     fn_args = types.SimpleNamespace(train_steps=2, eval_steps=1, model_run_dir=str(tmp_path))
-    history = TrainingSettings(epochs=1).fit(model, data, data, fn_args, logger=logging.getLogger("test"))
+    history = fit(TrainingSettings(epochs=1), model, data, data, fn_args, logger=logging.getLogger("test"))
     assert len(history.history["loss"]) == 1
     assert compat.autograph_skips(TF_KERAS)  # tf_keras left as is again
     assert conversion.is_allowlisted(tf_keras.Model.train_step)

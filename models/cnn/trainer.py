@@ -38,8 +38,8 @@ from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
 from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
-from models.common.training import TrainingSettings
-from models.common.warm_start import write_record
+from models.common.training import TrainingSettings, fit, tensorboard
+from models.common.warm_start import WarmStarter, write_record
 
 log = logging.getLogger(__name__)
 GATE_REFERENCE = "logistic_regression"
@@ -67,7 +67,7 @@ def run_fn(fn_args: FnArgs) -> None:
     # What the weights are tied to: a later --warm-start reuses them only if all of it matches.
     identity = {"family": "cnn", "image_shape": [int(v) for v in image_shape], "classes": class_names,
                 "base_model": settings.base_model}
-    warm = settings.warm_starter(fn_args, identity, log)
+    warm = WarmStarter.for_trainer(settings.warm_start, fn_args, identity, log)
 
     def build():
         return warm.build(build_fresh)
@@ -88,20 +88,20 @@ def run_fn(fn_args: FnArgs) -> None:
     log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
              describe_hparams(hparams), global_batch)
     if train is not None:
-        fit = functools.partial(
+        fit_on_train = functools.partial(
             regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
             batch_size=global_batch, min_steps=0 if settings.explicit_steps else hparams.min_steps,
             max_steps=fn_args.train_steps, patience_steps=hparams.patience_steps,
             holdout_fraction=hparams.holdout_fraction, num_classes=num_classes, seed=settings.seed,
-            callbacks=[settings.tensorboard(fn_args.model_run_dir)], log=log.info)
-        model, report = fit(build, class_weights=hparams.class_weights)
+            callbacks=[tensorboard(settings, fn_args.model_run_dir)], log=log.info)
+        model, report = fit_on_train(build, class_weights=hparams.class_weights)
         training = {"regime": "early_stopping", **report.to_dict()}
         if base and hparams.fine_tune:
             def unfrozen():
                 with strategy.scope():
                     return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
                                                    settings.jit_compile)
-            model, report = fit(unfrozen, class_weights="on" if report.class_weights else "off")
+            model, report = fit_on_train(unfrozen, class_weights="on" if report.class_weights else "off")
             training["fine_tune"] = report.to_dict()
         model, head = _with_kernel_head(model, report, train, input_key, hparams, num_classes, settings.seed,
                                         base is not None)
@@ -114,7 +114,7 @@ def run_fn(fn_args: FnArgs) -> None:
                             seed=settings.seed, **settings.input_options())
         held = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch,
                             shuffle=False, repeat=True, **settings.input_options())
-        settings.fit(model, data, held, fn_args, log)
+        fit(settings, model, data, held, fn_args, log)
         training = {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
     training["hparams"] = hparams.to_dict()
     training["learning_rate"] = settings.learning_rate

@@ -1,7 +1,9 @@
-"""Settings the pipeline hands to a family's ``run_fn`` through Trainer ``custom_config``.
+"""Settings the pipeline hands to a family's ``run_fn`` through Trainer ``custom_config``, and
+:func:`fit`, the one way every family trains under TFX.
 
-The pipeline's typed config fills this; ``run_fn`` reads it back. Keeping the wire format
-a dataclass means a typo fails loudly on both sides instead of silently using a default.
+The pipeline's typed config fills the settings; ``run_fn`` reads them back. Keeping the wire
+format a dataclass means a typo fails loudly on both sides instead of silently using a default;
+keeping behaviour out of it keeps it a wire format.
 """
 import contextlib
 import dataclasses
@@ -38,67 +40,62 @@ class TrainingSettings:
             raise ValueError(f"Unknown training settings {sorted(unknown)}")
         return cls(**values)
 
-    def warm_starter(self, fn_args, identity: dict[str, Any], logger):
-        """The run's warm-start decision maker (models/common/warm_start.py), fed TFX's base_model."""
-        from models.common.warm_start import WarmStarter
-
-        return WarmStarter(self.warm_start, getattr(fn_args, "base_model", None), identity, logger.info)
-
     def input_options(self) -> dict[str, Any]:
         """``make_dataset`` settings: cache, and hold splits in memory except across workers
         (the in-memory input turns tf.distribute's auto-sharding off; see its docstring)."""
         return {"cache": True, "memory_budget_bytes": 0 if self.strategy == "multi_worker" else None,
                 "data_service": self.data_service}
 
-    def tensorboard(self, log_dir: str):
-        """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
-        import tensorflow as tf
-
-        return tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=self.profile_batches or 0)
-
-    def fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch: bool = False,
-            callbacks: tuple = ()):
-        """``model.fit`` the way every family trains under TFX: TrainArgs steps spread over
-        ``epochs``, one log line per epoch, TensorBoard (and profiler) in model_run_dir.
-
-        Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
-        does the real evaluation. ``callbacks`` run first (e.g. ``BestWeights``).
-        """
-
-        from models.common.autograph import convert_tf_keras
-        from models.common.callbacks import EpochLogger
-        from models.common.multi_worker import worker_failures
-
-        convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
-        with worker_failures() if self.strategy == "multi_worker" else contextlib.nullcontext():
-            return self._fit(model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger,
-                             list(callbacks))
-
-    def _fit(self, model, train, evaluation, fn_args, logger, validate_every_epoch, EpochLogger, callbacks):
-        import tensorflow as tf
-
-        from models.common.callbacks import StepCounter, StopAtStep
-
-        steps_per_epoch = self.steps_per_epoch(fn_args.train_steps)
-        total = min(self.epochs * steps_per_epoch, max(1, fn_args.train_steps or 1))  # exactly --train-steps
-        epochs = math.ceil(total / steps_per_epoch)  # the last one cut short by StopAtStep
-        history = model.fit(
-            train,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            validation_data=evaluation,
-            validation_steps=max(1, fn_args.eval_steps or 1),
-            validation_freq=1 if validate_every_epoch else epochs,
-            # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
-            callbacks=[*callbacks, self.tensorboard(fn_args.model_run_dir), EpochLogger(logger, epochs),
-                       StepCounter(total), StopAtStep(total), tf.keras.callbacks.TerminateOnNaN()],
-            verbose=0,
-        )
-        check_finite_loss(history, self.learning_rate)
-        return history
-
     def steps_per_epoch(self, total_steps: int) -> int:
         return max(1, math.ceil(total_steps / max(1, self.epochs)))
+
+
+def fit(settings: TrainingSettings, model, train, evaluation, fn_args, logger, validate_every_epoch: bool = False,
+        callbacks: tuple = ()):
+    """``model.fit`` the way every family trains under TFX: TrainArgs steps spread over
+    ``settings.epochs``, one log line per epoch, TensorBoard (and profiler) in model_run_dir.
+
+    Validation runs once at the end unless ``validate_every_epoch``: the Evaluator
+    does the real evaluation. ``callbacks`` run first (e.g. ``BestWeights``).
+    """
+    from models.common.autograph import convert_tf_keras
+    from models.common.multi_worker import worker_failures
+
+    convert_tf_keras(False)  # faster first fit (benchmarks/README.md); see models/common/autograph.py
+    with worker_failures() if settings.strategy == "multi_worker" else contextlib.nullcontext():
+        return _fit(settings, model, train, evaluation, fn_args, logger, validate_every_epoch, list(callbacks))
+
+
+def tensorboard(settings: TrainingSettings, log_dir: str):
+    """TensorBoard logs in the Trainer's model_run dir; a profiler trace if asked for."""
+    import tensorflow as tf
+
+    return tf.keras.callbacks.TensorBoard(log_dir=log_dir, profile_batch=settings.profile_batches or 0)
+
+
+def _fit(settings: TrainingSettings, model, train, evaluation, fn_args, logger, validate_every_epoch: bool,
+         callbacks: list):
+    import tensorflow as tf
+
+    from models.common.callbacks import EpochLogger, StepCounter, StopAtStep
+
+    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
+    total = min(settings.epochs * steps_per_epoch, max(1, fn_args.train_steps or 1))  # exactly --train-steps
+    epochs = math.ceil(total / steps_per_epoch)  # the last one cut short by StopAtStep
+    history = model.fit(
+        train,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=evaluation,
+        validation_steps=max(1, fn_args.eval_steps or 1),
+        validation_freq=1 if validate_every_epoch else epochs,
+        # TerminateOnNaN: a nan loss would otherwise train on, and a low gate could bless it.
+        callbacks=[*callbacks, tensorboard(settings, fn_args.model_run_dir), EpochLogger(logger, epochs),
+                   StepCounter(total), StopAtStep(total), tf.keras.callbacks.TerminateOnNaN()],
+        verbose=0,
+    )
+    check_finite_loss(history, settings.learning_rate)
+    return history
 
 
 class NonFiniteLoss(ProjectError):

@@ -122,6 +122,11 @@ class WarmStarter:
     restore leaves the model itself untouched.
     """
 
+    @classmethod
+    def for_trainer(cls, requested: bool, fn_args, identity: dict[str, Any], logger) -> WarmStarter:
+        """The Trainer's decision maker, fed TFX's ``base_model`` (none without --warm-start)."""
+        return cls(requested, getattr(fn_args, "base_model", None), identity, logger.info)
+
     def __init__(self, requested: bool, base_model_dir: str | None, identity: dict[str, Any],
                  log: Callable[[str], None] = print):
         self.identity = identity

@@ -32,8 +32,8 @@ from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
-from models.common.training import TrainingSettings
-from models.common.warm_start import write_record
+from models.common.training import TrainingSettings, fit
+from models.common.warm_start import WarmStarter, write_record
 from models.seq2seq import baselines, blend, count_reference, export, features, holdout, kneser_ney, ngram
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
@@ -157,7 +157,7 @@ def run_fn(fn_args: FnArgs) -> None:
         fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch)
         log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
                  "mix with the n-gram counts", split["holdout"], split["gap"])
-        warm = settings.warm_starter(fn_args, tokens.identity(), log)
+        warm = WarmStarter.for_trainer(settings.warm_start, fn_args, tokens.identity(), log)
         model, trained = _train(fn_args, settings, hyper, tokens, transform_output.transformed_feature_spec(),
                                 strategy, warm, fit_file, holdout_file, split)
         # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
@@ -237,8 +237,8 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
     stopper = BestWeights(monitor="val_next_token_top5",
                           patience=settings.epochs if settings.explicit_steps else EARLY_STOP_PATIENCE)
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
-    history = settings.fit(model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
-                           validate_every_epoch=True, callbacks=(stopper,))
+    history = fit(settings, model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
+                  validate_every_epoch=True, callbacks=(stopper,))
     return model, {
         "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
         "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1, "steps_per_epoch": steps_per_epoch,

@@ -54,7 +54,7 @@ def run_fn(fn_args) -> None:
     from data import features
     from models.common import signatures
     from models.common.inputs import make_dataset
-    from models.common.training import TrainingSettings
+    from models.common.training import TrainingSettings, fit
 
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
     tf.keras.utils.set_random_seed(settings.seed)
@@ -68,7 +68,7 @@ def run_fn(fn_args) -> None:
     model = tf.keras.Model(pixels, tf.keras.layers.Dense(num_classes, activation="softmax")(hidden))
     model.compile(optimizer=tf.keras.optimizers.Adam(settings.learning_rate),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    settings.fit(model, train, evaluation, fn_args, logger=logging.getLogger(__name__))
+    fit(settings, model, train, evaluation, fn_args, logger=logging.getLogger(__name__))
     model.tft_layer = transform_output.transform_features_layer()
     raw_spec = {features.IMAGE: transform_output.raw_feature_spec()[features.IMAGE]}
     tf.saved_model.save(model, fn_args.serving_model_dir, signatures={
