@@ -269,7 +269,7 @@ def image_example_gen(data: str | None, *, image_size: int | None, channels: int
     Args:
         data: a folder of class sub-folders, a CIFAR-10 folder or TFRecords, on any tf.io.gfile
             filesystem; None: the bundled digits.
-        image_size, channels: the examples' shape (None: the source's, folders 32x32 RGB).
+        image_size, channels: the examples' shape (None: the source's; folders ``folder.default_shape``).
         train_buckets, eval_buckets: the hash split's proportions, on ``split_feature``.
         span_pattern, spans: a ``{SPAN}`` folder pattern and the span range to read.
         follow_links: read symbolic links inside the folder.

@@ -222,6 +222,25 @@ def test_folder_grayscale_default_size(folder: Path, tmp_path: Path) -> None:
     assert (red == 76).all()  # ITU-R 601-2 luma of pure red
 
 
+@pytest.mark.parametrize("images,flags,shape", [
+    ({"L": (28, 28)}, {}, [28, 28, 1]),                       # small grayscale digits keep their shape
+    ({"L": (28, 28), "RGB": (20, 20)}, {}, [28, 28, 3]),      # one colour image: colour
+    ({"RGB": (300, 200)}, {}, [32, 32, 3]),                  # never larger than 32 by default
+    ({"L": (28, 28)}, {"image_size": 16}, [16, 16, 1]),       # a flag wins
+    ({"L": (28, 28)}, {"channels": 3}, [28, 28, 3]),
+])
+def test_a_folder_keeps_its_own_smaller_shape_on_both_ingestion_paths(tmp_path, images, flags, shape):
+    from data.images.sources import list_source
+
+    root = tmp_path / "pics"
+    for i, (mode, size) in enumerate(images.items()):
+        for label in ("a", "b"):
+            save(Image.new(mode, size, 100), root / label / f"{i}.png")
+    manifest = prepare_image_dataset(root, tmp_path / "cache", **flags)
+    assert manifest.image_shape == shape
+    assert list(list_source(str(root), flags.get("image_size"), flags.get("channels")).shape) == shape
+
+
 def test_folder_change_invalidates_cache(folder: Path, tmp_path: Path) -> None:
     first = prepare_image_dataset(folder, tmp_path / "cache", image_size=4)
     save(Image.new("RGB", (3, 3), (0, 255, 0)), folder / "dog" / "green.png")

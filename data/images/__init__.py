@@ -56,8 +56,8 @@ def prepare_image_dataset(
             feature spec, or None / "" for the bundled digits.
         cache_root: where the TFRecords and their manifest go (reused when the source is unchanged).
         image_size: the output's height and width; None keeps digits', CIFAR's and TFRecords' native
-            size and makes folders 32x32.
-        channels: 1 or 3; None keeps the source's (folders: RGB).
+            size and gives folders their images' own side up to 32 (``folder.default_shape``).
+        channels: 1 or 3; None keeps the source's (folders: grayscale when every image is).
         follow_links: read symbolic links inside the folder (never outside it).
 
     Raises:

@@ -5,9 +5,11 @@ square ``image_size`` and converted to ``channels``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, Unused, list_class_files  # noqa: F401  (re-exported)
 from data.images.pixels import load_image_file
@@ -17,15 +19,49 @@ from data.walk import printable
 
 DEFAULT_IMAGE_SIZE = 32
 DEFAULT_CHANNELS = 3
+#: How many images' headers decide a folder's default shape (evenly spaced over its files).
+SHAPE_SAMPLE = 64
+_GRAYSCALE_MODES = frozenset({"1", "L", "LA", "I", "I;16", "F"})
+
+
+def default_shape(files: Sequence[str], image_size: int | None, channels: int | None) -> tuple[int, int]:
+    """The side and channels a folder's images become: the flags when given; else 32x32 RGB, but never
+    larger than the images themselves nor in colour when they are all grayscale.
+
+    Judged from the headers of up to ``SHAPE_SAMPLE`` files spread over the folder (nothing is
+    decoded), by both ingestion paths alike. Why: 28x28 grayscale digits trained as a 32x32 RGB
+    copy cost about four times the pixels for nothing (docs/benchmarks.md, "Against TFX's own
+    example"); a side larger than 32 stays 32, the size the CNN's defaults were measured at.
+    """
+    if image_size and channels:
+        return image_size, channels
+    sides, modes = [], set()
+    for path in list(files)[::max(1, len(files) // SHAPE_SAMPLE)][:SHAPE_SAMPLE]:
+        try:
+            with _open(str(path)) as handle, Image.open(handle) as img:
+                sides.append(max(img.size))
+                modes.add(img.mode)
+        except Exception:  # noqa: BLE001 - an unreadable file is named when the images are read
+            continue
+    size = image_size or (max(2, min(DEFAULT_IMAGE_SIZE, max(sides))) if sides else DEFAULT_IMAGE_SIZE)
+    return size, channels or (1 if modes and modes <= _GRAYSCALE_MODES else DEFAULT_CHANNELS)
+
+
+def _open(path: str):
+    if "://" not in path:
+        return open(path, "rb")
+    import tensorflow as tf
+
+    return tf.io.gfile.GFile(path, "rb")
 
 
 def plan_folder(root: Path, image_size: int | None, channels: int | None,
                 follow_links: bool = False) -> SourcePlan[ImageSet]:
-    size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
     unused = Unused()
     per_class = {name: [Path(f) for f in files]
                  for name, files in list_class_files(str(root), unused, follow_links).items()}
     items = [(cls, path) for cls, paths in per_class.items() for path in paths]
+    size, ch = default_shape([str(path) for _, path in items], image_size, channels)
 
     def load(scratch: Path) -> ImageSet:
         pixels = np.lib.format.open_memmap(

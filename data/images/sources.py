@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from data.errors import DataError
 from data.images import cifar, records
-from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE
+from data.images.folder import default_shape
 from data.images.listing import IGNORED_DIRS, Unused, join, list_class_files, special_file, visible_names
 from data.images.pixels import MODES, convert_all, convert_array, load_image_file
 from data.tfrecords import is_tfrecord_path, iter_file_examples
@@ -101,7 +101,7 @@ def _list_folder(root: str, image_size: int | None, channels: int | None, follow
     per_class = list_class_files(root, unused, follow_links)
     units = [Unit("folder", path, name, printable(path[len(root.rstrip("/")) + 1:]))
              for name, images in per_class.items() for path in images]
-    size, ch = image_size or DEFAULT_IMAGE_SIZE, channels or DEFAULT_CHANNELS
+    size, ch = default_shape([unit.uri for unit in units], image_size, channels)
     return Listing("folder", root, (size, size, ch), tuple(units), tuple(per_class), unused=unused.facts())
 
 

@@ -27,9 +27,10 @@ class ImageSettings:
     """Shape the images are converted to; None keeps the source's native shape (data/images.py)."""
 
     image_size: int | None = option("--image-size", None, low=MIN_IMAGE_SIZE, high=MAX_IMAGE_SIZE,
-                                    help="resize images to N x N pixels", default_text=lambda: "native; folders 32")
+                                    help="resize images to N x N pixels",
+                                    default_text=lambda: "native; folders: their own side up to 32")
     channels: int | None = option("--channels", None, choices=(1, 3), help="1 = grayscale, 3 = RGB",
-                                  default_text=lambda: "native")
+                                  default_text=lambda: "native; folders: 1 when every image is grayscale")
 
     def __post_init__(self) -> None:
         # The CNN pools at least once (models/cnn/model.py), so a 1x1 image cannot train;
