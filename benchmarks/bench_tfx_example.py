@@ -35,10 +35,12 @@ compare the ratios, and only within one invocation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,25 @@ def run_example_here(data: str, root: str, mode: str) -> None:
         beam_pipeline_args=beam_args))
 
 
+@contextlib.contextmanager
+def _heartbeat(what: str, memory: C.PeakChildrenRss, every: float = 30.0):
+    """A log line every ``every`` seconds while a run goes on (its output is captured until it ends)."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            C.log(f"  {what}: {time.monotonic() - started:.0f} s, peak RSS so far {memory.peak_gib:.2f} GiB")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5)
+
+
 def component_rows(metadata_path: Path, pipeline_name: str, memory: C.PeakChildrenRss) -> list[dict]:
     from pipeline.results import mlmd
 
@@ -203,10 +224,11 @@ def run_one(kind: str, mode: str, png: Path, records: Path, count: int, work: Pa
         metadata, pipeline_name = root / mlmd.METADATA_FILE, PROJECT_PIPELINE
     C.log(f"{count:,} images, {kind} ({label}): {C.shell_command(cmd)}")
     load = C.loadavg()
-    with C.PeakChildrenRss(interval=0.5) as memory:
+    with C.PeakChildrenRss(interval=0.5) as memory, _heartbeat(f"{kind} ({label})", memory):
         out = C.run_timed(cmd, timeout=args.timeout, env=env, log_path=work / f"run-{count}-{kind}-{label}.log")
-    result: dict[str, Any] = {"size": count, "kind": kind, "mode": mode, "label": label, "command": C.shell_command(cmd),
-                              "wall_s": round(out["wall_s"], 1), "returncode": out["returncode"],
+    result: dict[str, Any] = {"size": count, "kind": kind, "mode": mode, "label": label,
+                              "command": C.shell_command(cmd), "wall_s": round(out["wall_s"], 1),
+                              "returncode": out["returncode"],
                               "peak_rss_gib": round(memory.peak_gib, 2), "loadavg_before": load,
                               "loadavg_after": C.loadavg()}
     try:
