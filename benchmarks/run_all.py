@@ -10,6 +10,7 @@ exit code is non-zero if any failed.
     .venv/bin/python benchmarks/run_all.py            # ~25 min on 2 cores
     .venv/bin/python benchmarks/run_all.py --quick    # ~4 min (each one's smoke mode)
     .venv/bin/python benchmarks/run_all.py --only input,train_step
+    .venv/bin/python benchmarks/run_all.py --quick --only tfx_example   # against TFX's example, ~4 min
 """
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 ORDER = ("pipeline", "input", "train_step", "beam", "serving", "quality")
+#: Run only when ``--only`` names them: each is long even in its smoke mode.
+OPTIONAL = ("tfx_example",)
 
 
 def parse_args(argv=None):
     p = C.base_parser(__doc__)
-    p.add_argument("--only", default=",".join(ORDER), help=f"comma list of {', '.join(ORDER)}")
+    p.add_argument("--only", default=",".join(ORDER),
+                   help=f"comma list of {', '.join(ORDER)}; also {', '.join(OPTIONAL)} (not run by default)")
     return p.parse_args(argv)
 
 
@@ -77,6 +81,10 @@ def headline(name: str, doc: dict) -> str:
                 parts.append(f"seq2seq top-5 {r['top5'] or float('nan'):.4f} vs bigram "
                              f"{r['baselines'].get('bigram_top5') or float('nan'):.4f}")
             return "; ".join(parts)
+        if name == "tfx_example":
+            return "; ".join(f"{size} images: project/example " + ", ".join(f"{mode} {r['wall']:.2f}x"
+                                                                          for mode, r in modes.items())
+                             for size, modes in doc["ratios"].items())
     except (KeyError, TypeError, ValueError, StopIteration) as error:
         return f"(no headline: {type(error).__name__} {error})"
     return ""
@@ -87,7 +95,7 @@ def main(argv=None) -> int:
     machine = C.machine_info()
     contention = C.Contention()
     C.print_header("run_all", machine, args.quick)
-    chosen = [n for n in ORDER if n in args.only.split(",")]
+    chosen = [n for n in ORDER + OPTIONAL if n in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     results_dir = Path(args.json_out).parent if args.json_out else C.RESULTS_DIR
     summary = {}

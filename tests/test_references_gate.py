@@ -24,11 +24,57 @@ def test_classifier_references_on_separable_data():
     assert refs["logistic_regression"] > refs["majority"] + 0.2 and refs["svm_rbf"] > refs["majority"] + 0.2
 
 
+def test_the_svm_on_a_blas_kernel_scores_as_libsvm_on_its_own():
+    """``rbf_svm_accuracy`` computes the RBF kernel itself (in blocks, support vectors only): the score is
+    that of sklearn's ``SVC(kernel="rbf", gamma="scale")`` on overlapping classes, where some examples fail."""
+    from sklearn.svm import SVC
+
+    rng = np.random.RandomState(3)
+    y = rng.randint(0, 4, 900)
+    x = rng.normal(size=(900, 40)) + np.eye(4, 40)[y] * 1.5
+    xt, yt, xe, ye = x[:500], y[:500], x[500:], y[500:]
+    expected = float(np.mean(SVC(C=10.0, gamma="scale", random_state=0).fit(xt, yt).predict(xe) == ye))
+    assert 0.3 < expected < 0.95   # a score that more than a tie-break could move
+    assert references.rbf_svm_accuracy(xt, yt, xe, ye) == pytest.approx(expected, abs=1e-12)
+    blocks = references.KERNEL_BLOCK
+    try:
+        references.KERNEL_BLOCK = 7   # a last block shorter than the others
+        assert references.rbf_svm_accuracy(xt, yt, xe, ye) == pytest.approx(expected, abs=1e-12)
+    finally:
+        references.KERNEL_BLOCK = blocks
+
+
 def test_subsample_is_bounded_and_seeded():
     assert len(references.subsample(10, 20, 0)) == 10
     picked = references.subsample(1000, 50, 3)
     assert len(picked) == 50 and list(picked) == sorted(set(picked))
     assert list(picked) == list(references.subsample(1000, 50, 3))
+
+
+def test_references_fitted_beside_training_give_the_same_scores_and_errors():
+    """The Trainer fits its references in a thread while the network trains (``references.beside``): the
+    caller goes on at once, the scores are those of a direct call, and a failure reaches the caller."""
+    import threading
+
+    rng = np.random.RandomState(0)
+    y = rng.randint(0, 3, 300)
+    x = rng.normal(size=(300, 5)) + np.eye(3, 5)[y] * 4
+    training_started = threading.Event()
+
+    def fit(*args):
+        # Waits for the caller's next step: a ``beside`` that ran ``fit`` before returning would never get here.
+        assert training_started.wait(timeout=30), "beside() did not return before the fit ended"
+        return references.classifier_references(*args, seed=1)
+
+    job = references.beside(fit, x[:200], y[:200], x[200:], y[200:])
+    training_started.set()
+    assert job.result(timeout=60) == references.classifier_references(x[:200], y[:200], x[200:], y[200:], seed=1)
+
+    def broken():
+        raise ValueError("no classes")
+
+    with pytest.raises(ValueError, match="no classes"):
+        references.beside(broken).result(timeout=30)
 
 
 def _model_with_references(tmp_path, value, margin=0.02, eval_examples=None):
@@ -243,3 +289,39 @@ def test_the_text_training_line_shows_the_served_mix():
 ])
 def test_a_value_is_shown_with_the_decimals_that_tell_it_from_its_bound(value, bound, shown):
     assert tfma_results.apart(value, bound) == shown
+
+
+def test_the_trainer_fits_its_references_while_the_cnn_trains(transformed_digits, tmp_path, monkeypatch):
+    """The CNN's run_fn fits the reference predictors beside the training, not before it (the
+    references wait here until the training has begun), and still writes every reference, scored on
+    the whole eval split, into the export for the gate."""
+    import threading
+
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from models.cnn import trainer
+    from models.common.training import TrainingSettings
+
+    training_started = threading.Event()
+    fit_references, fit_with_holdout = trainer._references, trainer.regime.fit_with_holdout
+
+    def references_after_training_began(*args):
+        assert training_started.wait(timeout=300), "the references were fitted before the CNN began training"
+        return fit_references(*args)
+
+    def fit(*args, **kwargs):
+        training_started.set()
+        return fit_with_holdout(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "_references", references_after_training_began)
+    monkeypatch.setattr(trainer.regime, "fit_with_holdout", fit)
+    serving = tmp_path / "serving"
+    settings = TrainingSettings(batch_size=16, family={"image_shape": [8, 8, 1]})
+    trainer.run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
+                          serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
+                          eval_steps=2, custom_config=settings.to_custom_config()))
+    written = references.read_references(str(serving))
+    assert written is not None and written["gate_reference"] == "logistic_regression"
+    assert set(written["references"]) == {"majority", "logistic_regression", "svm_rbf"}
+    assert written["eval_examples"] == written["eval_split_examples"] == 60
+    assert written["references"]["logistic_regression"] > written["references"]["majority"]

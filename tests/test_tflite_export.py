@@ -73,3 +73,19 @@ def test_sample_is_seeded_and_bounded(model_and_examples):
     first = tflite_export.sample_examples(examples, "train", 30)
     assert len(first) == 30 and first == tflite_export.sample_examples(examples, "train", 30)
     assert first != tflite_export.sample_examples(examples, "train", 30, seed=1)
+
+
+def test_sample_read_in_batches_is_the_reservoir_over_every_record(model_and_examples, monkeypatch):
+    """``sample_examples`` reads records in batches: the sample is still the seeded reservoir over
+    every record in file order, wherever the batches end (a batch of one is the record-by-record read)."""
+    _, examples = model_and_examples
+    monkeypatch.setattr(tflite_export, "READ_BATCH", 1)
+    one_by_one = tflite_export.sample_examples(examples, "train", 30)
+    for batch in (7, 4096):
+        monkeypatch.setattr(tflite_export, "READ_BATCH", batch)
+        assert tflite_export.sample_examples(examples, "train", 30) == one_by_one
+    files = tflite_export._split_files(examples, "train")
+    total = sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+    assert total > 30 and len(one_by_one) == 30   # the reservoir replaced records: the indices mattered
+    assert tflite_export.sample_examples(examples, "train", total + 5) == [
+        r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]

@@ -1,7 +1,7 @@
 """TFX Trainer entry point for the CNN family (``run_fn`` is referenced by dotted path).
 
 The transformed splits are read into memory (``inputs.load_split``; they are small), then:
-reference predictors are fitted and scored (models/common/references.py), the CNN trains
+reference predictors are fitted and scored (models/common/references.py) in a thread while the CNN trains
 with early stopping on a held-out part of train and class weights when they help
 (models/common/regime.py), and the export carries ``assets.extra/references.json`` (the
 gate's input) and ``assets.extra/training.json`` (the chosen epoch, the class-weight trial).
@@ -83,8 +83,8 @@ def run_fn(fn_args: FnArgs) -> None:
     budget = settings.input_options()["memory_budget_bytes"]
     train = load_split(fn_args.train_files, spec, budget)
     evaluation_split = load_split(fn_args.eval_files, spec, budget)
-    refs, scored = _references(fn_args, spec, train, evaluation_split, settings.seed)
-    log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
+    # The reference predictors fit in a thread while the CNN trains; the export waits for them.
+    fitting_references = references.beside(_references, fn_args, spec, train, evaluation_split, settings.seed)
     log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
              describe_hparams(hparams), global_batch)
     if train is not None:
@@ -121,6 +121,8 @@ def run_fn(fn_args: FnArgs) -> None:
     training["tuned"] = tuned  # {} without a search: the values above are the defaults
     if base:
         training["base_model"] = dataclasses.asdict(base)
+    refs, scored = fitting_references.result()
+    log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, tf_transform_output, target, image_shape)
         references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin,
