@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import os
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -46,89 +47,122 @@ GATE_REFERENCE = "logistic_regression"
 TRAINING_FILE = "training.json"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """What the data fixes for this run: the image shape (from its facts), the classes (from the
+    Transform output's vocabulary, in id order) and the transformed feature spec."""
+
+    image_shape: list[int]
+    class_names: list[str]
+    spec: dict
+
+    @classmethod
+    def of(cls, fn_args: FnArgs, transform_output: tft.TFTransformOutput) -> "_Data":
+        names = [v.decode() for v in transform_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
+        return cls(image_shape_in(fn_args.custom_config), names, transform_output.transformed_feature_spec())
+
+    def identity(self, base_model: str) -> dict[str, Any]:
+        """What the weights are tied to: a later --warm-start reuses them only if all of it matches."""
+        return {"family": "cnn", "image_shape": self.image_shape, "classes": self.class_names,
+                "base_model": base_model}
+
+
 def run_fn(fn_args: FnArgs) -> None:
-    settings = TrainingSettings.from_custom_config(fn_args.custom_config)
-    tuned = values_of(fn_args.hyperparameters)
-    hparams = with_tuned(CnnHyperparameters.from_family(settings.family), tuned)
-    if LEARNING_RATE in tuned:
-        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
-    image_shape = image_shape_in(fn_args.custom_config)
+    settings, hparams, tuned = _settings(fn_args)
     tf.keras.utils.set_random_seed(settings.seed)
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    num_classes = tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCABULARY)
-    spec = tf_transform_output.transformed_feature_spec()
+    transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    data = _Data.of(fn_args, transform_output)
     strategy = make_strategy(settings.strategy)
-    global_batch = settings.batch_size * strategy.num_replicas_in_sync
-
     base = base_model.describe(settings.base_model) if settings.base_model else None
-    input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
-
-    class_names = [v.decode() for v in tf_transform_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
-    # What the weights are tied to: a later --warm-start reuses them only if all of it matches.
-    identity = {"family": "cnn", "image_shape": [int(v) for v in image_shape], "classes": class_names,
-                "base_model": settings.base_model}
-    warm = WarmStarter.for_trainer(settings.warm_start, fn_args, identity, log)
-
-    def build():
-        return warm.build(build_fresh)
-
-    def build_fresh():
-        with strategy.scope():
-            if base:
-                return cnn_model.build_on_base_model(image_shape, num_classes, base, settings.learning_rate,
-                                                     hparams, jit_compile=settings.jit_compile)
-            return cnn_model.build_cnn(image_shape, num_classes, settings.learning_rate, hparams,
-                                       jit_compile=settings.jit_compile)
-
+    warm = WarmStarter.for_trainer(settings.warm_start, fn_args, data.identity(settings.base_model), log)
     budget = settings.input_options()["memory_budget_bytes"]
-    train = load_split(fn_args.train_files, spec, budget)
-    evaluation_split = load_split(fn_args.eval_files, spec, budget)
+    train = load_split(fn_args.train_files, data.spec, budget)
+    evaluation_split = load_split(fn_args.eval_files, data.spec, budget)
     # The reference predictors fit in a thread while the CNN trains; the export waits for them.
-    fitting_references = references.beside(_references, fn_args, spec, train, evaluation_split, settings.seed)
-    log.info("Training CNN %s -> %d classes, %s, global batch %d", image_shape, num_classes,
-             describe_hparams(hparams), global_batch)
+    fitting_references = references.beside(_references, fn_args, data.spec, train, evaluation_split, settings.seed)
+    build = functools.partial(_build, data, base, hparams, settings, strategy, warm)
+    log.info("Training CNN %s -> %d classes, %s, global batch %d", data.image_shape, len(data.class_names),
+             describe_hparams(hparams), settings.batch_size * strategy.num_replicas_in_sync)
     if train is not None:
-        fit_on_train = functools.partial(
-            regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
-            batch_size=global_batch, min_steps=0 if settings.explicit_steps else hparams.min_steps,
-            max_steps=fn_args.train_steps, patience_steps=hparams.patience_steps,
-            holdout_fraction=hparams.holdout_fraction, num_classes=num_classes, seed=settings.seed,
-            callbacks=[tensorboard(settings, fn_args.model_run_dir)], log=log.info)
-        model, report = fit_on_train(build, class_weights=hparams.class_weights)
-        training = {"regime": "early_stopping", **report.to_dict()}
-        if base and hparams.fine_tune:
-            def unfrozen():
-                with strategy.scope():
-                    return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
-                                                   settings.jit_compile)
-            model, report = fit_on_train(unfrozen, class_weights="on" if report.class_weights else "off")
-            training["fine_tune"] = report.to_dict()
-        model, head = _with_kernel_head(model, report, train, input_key, hparams, num_classes, settings.seed,
-                                        base is not None)
-        training["kernel_head"] = head.to_dict()
+        model, training = _train_in_memory(fn_args, settings, hparams, data, base, strategy, build, train)
     else:
-        log.info("Train split too big for memory: streaming %d fixed steps, no early stopping",
-                 fn_args.train_steps)
-        model = build()
-        data = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch,
-                            seed=settings.seed, **settings.input_options())
-        held = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch,
-                            shuffle=False, repeat=True, **settings.input_options())
-        fit(settings, model, data, held, fn_args, log)
-        training = {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
-    training["hparams"] = hparams.to_dict()
-    training["learning_rate"] = settings.learning_rate
-    training["tuned"] = tuned  # {} without a search: the values above are the defaults
+        model, training = _train_streaming(fn_args, settings, data, strategy, build)
+    training.update(hparams=hparams.to_dict(), learning_rate=settings.learning_rate,
+                    tuned=tuned)  # tuned: {} without a search, the values above are the defaults
     if base:
         training["base_model"] = dataclasses.asdict(base)
     refs, scored = fitting_references.result()
     log.info("Reference eval accuracy: %s", ", ".join(f"{k} {v:.4f}" for k, v in refs.items()))
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
-        export.export_serving_model(model, tf_transform_output, target, image_shape)
+        export.export_serving_model(model, transform_output, target, data.image_shape)
         references.write_references(target, evaluation.ACCURACY, refs, GATE_REFERENCE, settings.gate_margin,
                                     extra=scored)
         _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
-        write_record(target, identity, warm.decision)
+        write_record(target, data.identity(settings.base_model), warm.decision)
+
+
+def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, CnnHyperparameters, dict[str, Any]]:
+    """The training settings, the CNN's hyperparameters and the Tuner's values that overrode them."""
+    settings = TrainingSettings.from_custom_config(fn_args.custom_config)
+    tuned = values_of(fn_args.hyperparameters)
+    hparams = with_tuned(CnnHyperparameters.from_family(settings.family), tuned)
+    if LEARNING_RATE in tuned:
+        settings = dataclasses.replace(settings, learning_rate=float(tuned[LEARNING_RATE]))
+    return settings, hparams, tuned
+
+
+def _build(data: _Data, base, hparams: CnnHyperparameters, settings: TrainingSettings, strategy, warm):
+    """A fresh CNN (or a head on ``base``), warm-started when the decision says so."""
+    def fresh():
+        with strategy.scope():
+            if base:
+                return cnn_model.build_on_base_model(data.image_shape, len(data.class_names), base,
+                                                     settings.learning_rate, hparams, jit_compile=settings.jit_compile)
+            return cnn_model.build_cnn(data.image_shape, len(data.class_names), settings.learning_rate, hparams,
+                                       jit_compile=settings.jit_compile)
+
+    return warm.build(fresh)
+
+
+def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHyperparameters, data: _Data, base,
+                     strategy, build, train) -> tuple[Any, dict[str, Any]]:
+    """Early stopping on held-out train (models/common/regime.py), fine-tuning a base model if asked, then a
+    kernel head where it helps; the model and what training.json records of it."""
+    input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
+    fit_on_train = functools.partial(
+        regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
+        batch_size=settings.batch_size * strategy.num_replicas_in_sync,
+        min_steps=0 if settings.explicit_steps else hparams.min_steps, max_steps=fn_args.train_steps,
+        patience_steps=hparams.patience_steps, holdout_fraction=hparams.holdout_fraction,
+        num_classes=len(data.class_names), seed=settings.seed,
+        callbacks=[tensorboard(settings, fn_args.model_run_dir)], log=log.info)
+    model, report = fit_on_train(build, class_weights=hparams.class_weights)
+    training: dict[str, Any] = {"regime": "early_stopping", **report.to_dict()}
+    if base and hparams.fine_tune:
+        def unfrozen():
+            with strategy.scope():
+                return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
+                                               settings.jit_compile)
+        model, report = fit_on_train(unfrozen, class_weights="on" if report.class_weights else "off")
+        training["fine_tune"] = report.to_dict()
+    model, head = _with_kernel_head(model, report, train, input_key, hparams, len(data.class_names), settings.seed,
+                                    base is not None)
+    training["kernel_head"] = head.to_dict()
+    return model, training
+
+
+def _train_streaming(fn_args: FnArgs, settings: TrainingSettings, data: _Data, strategy,
+                     build) -> tuple[Any, dict[str, Any]]:
+    """A train split too big for memory: the TrainArgs steps, streamed, no early stopping."""
+    log.info("Train split too big for memory: streaming %d fixed steps, no early stopping", fn_args.train_steps)
+    global_batch = settings.batch_size * strategy.num_replicas_in_sync
+    model = build()
+    train = make_dataset(fn_args.train_files, data.spec, features.LABEL_XF, global_batch, seed=settings.seed,
+                         **settings.input_options())
+    held = make_dataset(fn_args.eval_files, data.spec, features.LABEL_XF, global_batch, shuffle=False,
+                        repeat=True, **settings.input_options())
+    fit(settings, model, train, held, fn_args, log)
+    return model, {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
 
 
 def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperparameters, num_classes: int,
