@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
+from conftest import DIGIT_FACTS
 from google.protobuf import json_format
 
 from artifacts import tfma_results
@@ -316,10 +317,10 @@ def test_the_trainer_fits_its_references_while_the_cnn_trains(transformed_digits
     monkeypatch.setattr(trainer, "_references", references_after_training_began)
     monkeypatch.setattr(trainer.regime, "fit_with_holdout", fit)
     serving = tmp_path / "serving"
-    settings = TrainingSettings(batch_size=16, family={"image_shape": [8, 8, 1]})
+    settings = TrainingSettings(batch_size=16)
     trainer.run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
                           serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
-                          eval_steps=2, custom_config=settings.to_custom_config()))
+                          eval_steps=2, custom_config={**settings.to_custom_config(), **DIGIT_FACTS}))
     written = references.read_references(str(serving))
     assert written is not None and written["gate_reference"] == "logistic_regression"
     assert set(written["references"]) == {"majority", "logistic_regression", "svm_rbf"}
