@@ -42,7 +42,7 @@ BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
 #: over the vocabulary) are a thousand times larger: that is what the Evaluator's memory grew with
 #: (docs/benchmarks.md, "The Evaluator's memory").
 EVAL_BATCH_KEY = "eval_batch"
-EVAL_BATCH_RECORDS = 1024  # when the graph sets none (a graph compiled before the setting)
+EVAL_BATCH_RECORDS = 256  # when the graph sets none (a graph compiled before the setting)
 
 
 def _output_shapes(saved_model_dir: str) -> dict[str, tuple]:
