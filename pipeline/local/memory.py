@@ -111,7 +111,7 @@ def evaluator_demand(config: PipelineConfig, available: int) -> Demand | None:
     compared = " and the served model's" if models == 2 else ""
     return Demand("--eval-batch", config.eval_batch, config.eval_batch * per_example,
                   f"the Evaluator's batches of the candidate's{compared} outputs (about "
-                  f"{per_example / 2**10:.0f} KiB per example with TFMA's copies)", fix)
+                  f"{per_example / 2**20:.1f} MiB per example with TFMA's copies)", fix)
 
 
 def beam_demand(config: PipelineConfig, available: int) -> Demand | None:
