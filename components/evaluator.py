@@ -31,11 +31,18 @@ from artifacts.model_files import READ_ERRORS
 from artifacts.serving_dir import latest_version_dir
 from components.reference_gate import apply_reference_gate
 
-BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
 # Blessing custom property: the served version directory the candidate was compared with.
 BASELINE_MODEL_URI_KEY = "baseline_model_uri"
 
 log = logging.getLogger(__name__)
+
+BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
+#: Most records per batch TFMA reads (``--eval-batch``). tfx_bsl batches by size, 20 MiB, so
+#: otherwise up to 8,192 records of ~100 bytes for a text window, whose model outputs (probabilities
+#: over the vocabulary) are a thousand times larger: that is what the Evaluator's memory grew with
+#: (docs/benchmarks.md, "The Evaluator's memory").
+EVAL_BATCH_KEY = "eval_batch"
+EVAL_BATCH_RECORDS = 256  # when the graph sets none (a graph compiled before the setting)
 
 
 def _output_shapes(saved_model_dir: str) -> dict[str, tuple]:
@@ -102,6 +109,7 @@ class ServedBaselineEvaluatorSpec(standard_component_specs.EvaluatorSpec):
     PARAMETERS = {
         **standard_component_specs.EvaluatorSpec.PARAMETERS,
         BASELINE_SERVING_DIR_KEY: ExecutionParameter(type=str, optional=True),
+        EVAL_BATCH_KEY: ExecutionParameter(type=int, optional=True),
     }
 
 
@@ -116,8 +124,9 @@ class Executor(evaluator_executor.Executor):
         from models.common.autograph import convert_tf_keras
 
         convert_tf_keras(False)
-        with compat.byte_size_batching():
-            self._evaluate(input_dict, output_dict, dict(exec_properties))
+        properties = dict(exec_properties)
+        with compat.byte_size_batching(int(properties.pop(EVAL_BATCH_KEY, None) or EVAL_BATCH_RECORDS)):
+            self._evaluate(input_dict, output_dict, properties)
 
     def _evaluate(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
                   exec_properties: dict[str, Any]) -> None:
@@ -205,13 +214,15 @@ class ServedBaselineEvaluator(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, eval_config: tfma.EvalConfig,
-                 baseline_serving_dir: str, example_splits: list[str] | None = None):
+                 baseline_serving_dir: str, example_splits: list[str] | None = None,
+                 eval_batch: int = EVAL_BATCH_RECORDS):
         super().__init__(spec=ServedBaselineEvaluatorSpec(
             examples=examples,
             model=model,
             eval_config=eval_config,
             example_splits=json_utils.dumps(example_splits),
             baseline_serving_dir=baseline_serving_dir,
+            eval_batch=eval_batch,
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing),
         ))

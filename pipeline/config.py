@@ -209,6 +209,10 @@ class PipelineConfig:
         "strongest n-gram count model, Kneser-Ney where fitted) by this much (absolute; near 1.0 at most half the "
         "reference's error, and a score whose 95% interval clears the reference is enough; negative: may trail it)"
     ))  # references.json
+    eval_batch: int = setting(256, flag="--eval-batch", low=1, high=8192, metavar="N", help=(
+        "most eval examples per batch the Evaluator's model calls and TFMA hold at once; the Evaluator's memory "
+        "grows with it times the model's output (a text model's probabilities over its vocabulary), twice with a "
+        "served model to compare (docs/benchmarks.md, \"The Evaluator's memory\")"))
     push_inconclusive: bool = setting(False, flag="--push-inconclusive", help=(
         "push a model below the gate when the eval set is too small to tell it from the threshold (the summary's "
         "NOT ENOUGH EVIDENCE, models/common/intervals.py); default: push only a model that passes"))

@@ -214,6 +214,7 @@ def _evaluation_and_push(config: PipelineConfig, family, dataset: DatasetManifes
         model=trainer.outputs["model"],
         eval_config=family.eval_config(config, dataset),
         baseline_serving_dir=config.serving_model_dir,
+        eval_batch=config.eval_batch,
     ).with_id(EVALUATOR)
     pusher = AtomicPusher(
         model=trainer.outputs["model"],

@@ -29,7 +29,8 @@ EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
 KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
 MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* class attributes"
 HUB_ESTIMATOR_STUB = "tensorflow_hub 0.15 imports tf.compat.v1.estimator (gone in TF 2.16)"
-TFXIO_BATCHING = "tfx_bsl absl flag tfxio_use_byte_size_batching (read by coders/batch_util.py)"
+TFXIO_BATCHING = ("tfx_bsl absl flag tfxio_use_byte_size_batching and _BATCH_SIZE_CAP_WITH_BYTE_TARGET "
+                  "(read by coders/batch_util.py)")
 RECORD_SOURCE = "tfx_bsl RecordBasedTFXIO.RawRecordBeamSource (wrapped to count the records read)"
 BEAM_DEPENDENCY_FLAGS = "tfx dependency_utils.make_beam_dependency_flags (called by BaseBeamExecutor.__init__)"
 
@@ -236,27 +237,36 @@ def skip_tfx_sdist_for_local_beam() -> None:
 # --------------------------------------------------------------------------- tfx_bsl batching
 
 @contextlib.contextmanager
-def byte_size_batching() -> Iterator[None]:
+def byte_size_batching(max_records: int | None = None) -> Iterator[None]:
     """Inside: tfx_bsl's Beam sources built now batch records by size (20 MiB, at most
-    8,192 records) instead of Beam's adaptive ``BatchElements`` (which starts at one
-    record and stays small when the work downstream is slow per batch).
+    ``max_records`` records, tfx_bsl's 8,192 when None) instead of Beam's adaptive
+    ``BatchElements`` (which starts at one record and stays small when the work downstream
+    is slow per batch).
 
     Hook TFXIO_BATCHING: the absl flag ``tfxio_use_byte_size_batching`` that
     ``tfx_bsl.coders.batch_util.GetBatchElementsKwargs`` reads when a source is built (only
-    once absl's flags count as parsed, hence the parse of that one flag). Why: the
-    Evaluator's model calls and TFMA's per-batch work run on tiny batches otherwise.
+    once absl's flags count as parsed, hence the parse of that one flag), and the module
+    constant ``_BATCH_SIZE_CAP_WITH_BYTE_TARGET`` it divides the 20 MiB by (each record counts
+    as at least 20 MiB / cap bytes). Why: the Evaluator's model calls and TFMA's per-batch work
+    run on tiny batches otherwise; and the cap, because 20 MiB of small serialized records
+    (a text window is ~100 bytes) is 8,192 records whose model outputs can be a thousand times
+    larger (docs/benchmarks.md, "The Evaluator's memory").
     """
     from absl import flags
-    from tfx_bsl.coders import batch_util  # noqa: F401 (defines the flag)
+    from tfx_bsl.coders import batch_util
 
     before = flags.FLAGS["tfxio_use_byte_size_batching"].value
+    cap_before = batch_util._BATCH_SIZE_CAP_WITH_BYTE_TARGET
     if not flags.FLAGS.is_parsed():
         flags.FLAGS(["tfxio"], known_only=True)
     flags.FLAGS.tfxio_use_byte_size_batching = True
+    if max_records is not None:
+        batch_util._BATCH_SIZE_CAP_WITH_BYTE_TARGET = max(1, int(max_records))
     try:
         yield
     finally:
         flags.FLAGS.tfxio_use_byte_size_batching = before
+        batch_util._BATCH_SIZE_CAP_WITH_BYTE_TARGET = cap_before
 
 
 # --------------------------------------------------------------------------- TFX ExampleValidator

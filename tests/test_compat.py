@@ -235,6 +235,18 @@ def test_tfxio_batching_hook_sets_byte_size_batching():
     assert "element_size_fn" not in batch_util.GetBatchElementsKwargs(None)
 
 
+def test_tfxio_batching_hook_caps_the_records_per_batch():
+    """--eval-batch: a small record counts as 1/N of the byte target, so a batch holds at most N records."""
+    from tfx_bsl.coders import batch_util
+
+    with compat.byte_size_batching(256):
+        kwargs = batch_util.GetBatchElementsKwargs(None)
+    records = kwargs["max_batch_size"] // kwargs["element_size_fn"](b"a 100-byte text window")
+    assert records == 256, _broken(compat.TFXIO_BATCHING, f"{records} records of 100 bytes per batch")
+    after = batch_util.GetBatchElementsKwargs(None)
+    assert "element_size_fn" not in after
+
+
 @pytest.mark.parametrize("beam_args, local", [
     (["--direct_running_mode=in_memory"], True),
     (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),

@@ -105,6 +105,7 @@ def test_parameters_are_compiled_in(compiled):
     assert json.loads(params["Trainer"]["train_args"])["num_steps"] == 20
     serving = f"{ROOT}/serving/{model}"
     assert params["Evaluator"]["baseline_serving_dir"] == serving
+    assert int(params["Evaluator"]["eval_batch"]) == 256  # --eval-batch's default reaches the step
     assert json.loads(params["Pusher"]["push_destination"])["filesystem"]["base_directory"] == serving
     assert params["Transform"]["preprocessing_fn"] == FAMILIES[model].preprocessing_fn
     assert params["Trainer"]["run_fn"] == FAMILIES[model].run_fn

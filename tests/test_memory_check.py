@@ -40,13 +40,14 @@ def _refusal(config, available) -> str:
     ("seq2seq", {"vocab_size": 200_000}, 8192),
 ])
 def test_a_batch_too_big_for_the_memory_is_refused_with_a_batch_that_fits(model, settings, batch):
-    config = PipelineConfig(model=model, family_settings=settings, batch_size=batch)
+    config = PipelineConfig(model=model, family_settings=settings, batch_size=batch, eval_batch=1)
     per_example = get_family(model).batch_memory(config).bytes_per_example
     message = _refusal(config, GIB)
     assert message.startswith(f"--batch-size: {batch} needs at least {batch * per_example / GIB:.1f} GiB")
     fits = int(re.search(r"--batch-size (\d+) or less fits", message).group(1))
     assert fits * per_example <= GIB < (fits + 1) * per_example
-    check_memory(PipelineConfig(model=model, family_settings=settings, batch_size=fits), (GIB, "test figure"))
+    check_memory(PipelineConfig(model=model, family_settings=settings, batch_size=fits, eval_batch=1),
+                 (GIB, "test figure"))
 
 
 def test_an_example_too_big_for_the_memory_names_the_setting_that_shrinks_it():
@@ -78,3 +79,30 @@ def test_a_cgroup_full_of_page_cache_still_has_room(tmp_path, monkeypatch):
     monkeypatch.setattr(memory, "CGROUP_STAT", str(tmp_path / "memory.stat"))
     available, source = memory.available_bytes()
     assert available == min(limit - anonymous, available) and available > GIB, (available, source)
+
+
+def test_an_eval_batch_too_big_for_the_memory_is_refused_with_one_that_fits(tmp_path):
+    """The Evaluator holds --eval-batch examples' model outputs with TFMA's copies (issue 45): a text
+    model's probabilities over a large vocabulary are refused before the run, naming --eval-batch."""
+    from pipeline.local.memory import EVAL_FACTOR
+
+    config = PipelineConfig(model="seq2seq", family_settings={"vocab_size": 200_000}, batch_size=1,
+                            eval_batch=8192, output_dir=str(tmp_path))
+    per_example = EVAL_FACTOR * get_family("seq2seq").eval_output_bytes(config)
+    message = _refusal(config, GIB)
+    assert message.startswith(f"--eval-batch: 8192 needs at least {8192 * per_example / GIB:.1f} GiB")
+    fits = int(re.search(r"--eval-batch (\d+) or less fits", message).group(1))
+    assert fits * per_example <= GIB < (fits + 1) * per_example
+    check_memory(PipelineConfig(model="seq2seq", family_settings={"vocab_size": 200_000}, batch_size=1,
+                                eval_batch=fits, output_dir=str(tmp_path)), (GIB, "test figure"))
+    # A served model to compare with: TFMA runs both, twice the outputs, so the same batch no longer fits.
+    version = tmp_path / "serving" / "seq2seq" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"")
+    served = _refusal(PipelineConfig(model="seq2seq", family_settings={"vocab_size": 200_000}, batch_size=1,
+                                     eval_batch=fits, output_dir=str(tmp_path)), GIB)
+    assert "served model" in served and f"--eval-batch {fits // 2} or less fits" in served
+
+
+def test_a_family_without_large_outputs_has_no_evaluator_estimate():
+    check_memory(PipelineConfig(model="cnn", batch_size=8, eval_batch=8192, beam_mode="in_memory"), (GIB, "x"))

@@ -161,6 +161,9 @@ class ModelFamily:
     # setting to lower when even one example does not fit; checked before a local run (pipeline/local/memory.py).
     # None: no estimate.
     batch_memory: Callable[[RunConfig], BatchMemory] | None = None
+    # (config) -> bytes of one eval example's model outputs (the Evaluator holds ``--eval-batch`` of them per
+    # model, with TFMA's copies: pipeline/local/memory.py). None: outputs too small to matter (a class vector).
+    eval_output_bytes: Callable[[RunConfig], float] | None = None
     # (label, TFMA metric) printed on one line under the headline metric, overall (pipeline/results/summary.py):
     # e.g. the text family's top-1 and its figures on known next words.
     summary_metrics: tuple[tuple[str, str], ...] = ()

@@ -100,6 +100,11 @@ def batch_memory(config: RunConfig) -> BatchMemory:
                        "token vocabulary", "--vocab-size")
 
 
+def eval_output_bytes(config: RunConfig) -> float:
+    """The served model's float32 probabilities over the vocabulary (+ OOV) for one window."""
+    return 4.0 * (config.family_settings.vocab_size + 1)
+
+
 FAMILY = register(ModelFamily(
     name="seq2seq",
     description="text continuation",
@@ -132,6 +137,7 @@ FAMILY = register(ModelFamily(
     search_space="models.seq2seq.hparams.SEARCH_SPACE",
     default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
     batch_memory=batch_memory,
+    eval_output_bytes=eval_output_bytes,
     # TFMA names of models/seq2seq/evaluation.py (ACCURACY, KNOWN_TOP5, KNOWN_TOP1): `generate` never emits the
     # OOV id, so the figures on known next words say what it can use (issue 43).
     summary_metrics=(("top-1", "sparse_categorical_accuracy"),

@@ -8,6 +8,10 @@ the settings:
 - the Trainer's batch: ``--batch-size`` x the family's bytes per example (``ModelFamily.batch_memory``:
   a formula of its settings times a factor measured as the growth of peak RSS between two batch sizes,
   ``benchmarks/memory_factors.py``);
+- the Evaluator's batch: ``--eval-batch`` x the family's bytes of one example's model outputs
+  (``ModelFamily.eval_output_bytes``, a text model's probabilities over its vocabulary) x
+  ``EVAL_FACTOR`` (the copies TFMA makes of them, measured by ``benchmarks/bench_evaluator_memory.py``),
+  twice when a served model is there to compare with (TFMA runs both);
 - ``--beam-mode multi_processing``: ``--beam-workers`` SDK worker processes, each holding TensorFlow,
   TFX and Beam (``WORKER_BYTES``: the RSS of those imports, measured by the same script).
 
@@ -30,6 +34,9 @@ if TYPE_CHECKING:
 #: RSS of one Beam SDK worker's imports (TensorFlow, TFX, Beam), rounded up from
 #: ``benchmarks/memory_factors.py``; a worker running a component holds more.
 WORKER_BYTES = 900 * 2**20
+#: Growth of the Evaluator's peak RSS per example of its batch over the bytes of the model's outputs:
+#: what ``benchmarks/bench_evaluator_memory.py`` measured between two --eval-batch values, rounded up.
+EVAL_FACTOR = 20.0
 CGROUP_MAX = "/sys/fs/cgroup/memory.max"
 CGROUP_CURRENT = "/sys/fs/cgroup/memory.current"
 CGROUP_STAT = "/sys/fs/cgroup/memory.stat"
@@ -90,6 +97,23 @@ def trainer_demand(config: PipelineConfig, available: int) -> Demand | None:
                   "example)", fix)
 
 
+def evaluator_demand(config: PipelineConfig, available: int) -> Demand | None:
+    output_bytes = get_family(config.model).eval_output_bytes
+    if output_bytes is None:
+        return None
+    from artifacts.serving_dir import latest_version_dir
+
+    models = 2 if latest_version_dir(config.serving_model_dir) else 1
+    per_example = EVAL_FACTOR * output_bytes(config) * models
+    fits = int(available // per_example)
+    fix = (f"--eval-batch {min(fits, config.eval_batch)} or less fits" if fits >= 1
+           else "even a batch of 1 does not fit: lower the model's output size (--vocab-size)")
+    compared = " and the served model's" if models == 2 else ""
+    return Demand("--eval-batch", config.eval_batch, config.eval_batch * per_example,
+                  f"the Evaluator's batches of the candidate's{compared} outputs (about "
+                  f"{per_example / 2**20:.1f} MiB per example with TFMA's copies)", fix)
+
+
 def beam_demand(config: PipelineConfig, available: int) -> Demand | None:
     if config.beam_mode != "multi_processing":  # auto picks it only for big data on many cores
         return None
@@ -104,7 +128,7 @@ def beam_demand(config: PipelineConfig, available: int) -> Demand | None:
 def check_memory(config: PipelineConfig, available: tuple[int, str] | None = None) -> None:
     """ConfigError naming the first setting whose estimate exceeds the memory available."""
     free, source = available or available_bytes()
-    for demand in (trainer_demand(config, free), beam_demand(config, free)):
+    for demand in (trainer_demand(config, free), evaluator_demand(config, free), beam_demand(config, free)):
         if demand is not None and demand.bytes_needed > free:
             raise ConfigError(demand.flag, (
                 f"{demand.value} needs at least {_gib(demand.bytes_needed)} for {demand.what}, and this machine has "
