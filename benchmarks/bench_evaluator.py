@@ -55,8 +55,8 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def run_inputs(run: Path, pipeline_name: str) -> dict:
-    """The latest Evaluator execution's inputs and eval config, from the run's MLMD."""
+def latest_evaluation(run: Path, make_one: str = "python -m pipeline run"):
+    """The latest Evaluator execution of a run's MLMD and its input artifacts by type name."""
     import stackenv  # noqa: F401
 
     from ml_metadata.metadata_store import metadata_store
@@ -69,16 +69,22 @@ def run_inputs(run: Path, pipeline_name: str) -> dict:
     types = {t.id: t.name for t in store.get_execution_types()}
     evaluations = [e for e in store.get_executions() if "Evaluator" in types[e.type_id]]
     if not evaluations:
-        raise SystemExit(f"{run} has no Evaluator execution: run `python -m pipeline run --model cnn` there first")
+        raise SystemExit(f"{run} has no Evaluator execution: run `{make_one}` there first")
     execution = evaluations[-1]
-    from components.data_facts import facts_of
-
     inputs = {}
     for event in store.get_events_by_execution_ids([execution.id]):
         artifact = store.get_artifacts_by_id([event.artifact_id])[0]
         kind = store.get_artifact_types_by_id([artifact.type_id])[0].name
         if event.type == metadata_store_pb2.Event.INPUT:
             inputs[kind] = artifact
+    return execution, inputs
+
+
+def run_inputs(run: Path, pipeline_name: str) -> dict:
+    """The latest Evaluator execution's inputs, from the run's MLMD."""
+    from components.data_facts import facts_of
+
+    _, inputs = latest_evaluation(run, "python -m pipeline run --model cnn")
     return {"examples": inputs["Examples"].uri, "facts": facts_of(inputs["Examples"]), "model": inputs["Model"].uri,
             "min_accuracy": 0.0, "max_regression": 0.01}
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _common as C  # noqa: E402
-from bench_evaluator import copied_eval_split, eval_files  # noqa: E402
+from bench_evaluator import copied_eval_split, eval_files, latest_evaluation  # noqa: E402
 
 NAME = "bench_evaluator_memory"
 
@@ -58,28 +58,9 @@ def parse_args(argv=None):
 
 def run_inputs(run: Path) -> dict:
     """The latest Evaluator execution's examples, model and eval config, from the run's MLMD."""
-    import stackenv  # noqa: F401
-
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(run / "metadata.sqlite")
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
-    types = {t.id: t.name for t in store.get_execution_types()}
-    evaluations = [e for e in store.get_executions() if "Evaluator" in types[e.type_id]]
-    if not evaluations:
-        raise SystemExit(f"{run} has no Evaluator execution: run `python -m pipeline run` there first")
-    execution = evaluations[-1]
     from components.data_facts import facts_of
 
-    inputs = {}
-    for event in store.get_events_by_execution_ids([execution.id]):
-        artifact = store.get_artifacts_by_id([event.artifact_id])[0]
-        kind = store.get_artifact_types_by_id([artifact.type_id])[0].name
-        if event.type == metadata_store_pb2.Event.INPUT:
-            inputs[kind] = artifact
+    execution, inputs = latest_evaluation(run)
     return {"examples": inputs["Examples"].uri, "facts": facts_of(inputs["Examples"]), "model": inputs["Model"].uri,
             "eval_config": execution.custom_properties["eval_config"].string_value}
 
