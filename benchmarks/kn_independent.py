@@ -121,11 +121,12 @@ def prepare(source: str | None, work_dir: str) -> dict:
     return arrays
 
 
-def sequences(stream: np.ndarray) -> list[list[int]]:
-    """A flat stream (-1 between sequences) as a list of token lists."""
-    out, current = [], []
-    for token in stream.tolist():
-        if token < 0:
+def split_at(tokens, is_break) -> list[list[int]]:
+    """The runs of ``tokens`` between the positions ``is_break(index, token)`` marks (empty runs dropped)."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    for index, token in enumerate(tokens):
+        if is_break(index, token):
             if current:
                 out.append(current)
             current = []
@@ -134,6 +135,11 @@ def sequences(stream: np.ndarray) -> list[list[int]]:
     if current:
         out.append(current)
     return out
+
+
+def sequences(stream: np.ndarray) -> list[list[int]]:
+    """A flat stream (-1 between sequences) as a list of token lists."""
+    return split_at(stream.tolist(), lambda _, token: token < 0)
 
 
 # ----------------------------------------------------------------------------- the estimator
@@ -266,18 +272,8 @@ def cross_fitted(texts, orders, vocab_size: int, oov: int, folds: int = 5, conte
     caches, labels = [], []
     for fold in range(folds):
         held = {position for position, f in zip(flat, fold_of) if f == fold}
-        rest: list[list[int]] = []
-        for t, text in enumerate(texts):
-            current: list[int] = []
-            for i, token in enumerate(text):
-                if (t, i) in held:
-                    if current:
-                        rest.append(current)
-                    current = []
-                else:
-                    current.append(token)
-            if current:
-                rest.append(current)
+        rest = [run for t, text in enumerate(texts)
+                for run in split_at(text, lambda i, _, t=t: (t, i) in held)]
         seen = {token for text in rest for token in text}
         positions = sorted(position for position in held if position[1] >= 1)
         if len(positions) > limit // folds:
