@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image
 
 from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES, Unused, list_class_files  # noqa: F401  (re-exported)
-from data.images.pixels import load_image_file
+from data.images.pixels import load_image_file, open_binary
 from data.images.writer import FORMAT_VERSION, ImageSet
 from data.prepare import SourcePlan, file_stats, source_fingerprint
 from data.walk import printable
@@ -38,21 +38,13 @@ def default_shape(files: Sequence[str], image_size: int | None, channels: int | 
     sides, modes = [], set()
     for path in list(files)[::max(1, len(files) // SHAPE_SAMPLE)][:SHAPE_SAMPLE]:
         try:
-            with _open(str(path)) as handle, Image.open(handle) as img:
+            with open_binary(str(path)) as handle, Image.open(handle) as img:
                 sides.append(max(img.size))
                 modes.add(img.mode)
         except Exception:  # noqa: BLE001 - an unreadable file is named when the images are read
             continue
     size = image_size or (max(2, min(DEFAULT_IMAGE_SIZE, max(sides))) if sides else DEFAULT_IMAGE_SIZE)
     return size, channels or (1 if modes and modes <= _GRAYSCALE_MODES else DEFAULT_CHANNELS)
-
-
-def _open(path: str):
-    if "://" not in path:
-        return open(path, "rb")
-    import tensorflow as tf
-
-    return tf.io.gfile.GFile(path, "rb")
 
 
 def plan_folder(root: Path, image_size: int | None, channels: int | None,

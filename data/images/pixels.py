@@ -49,19 +49,25 @@ def check_image_file(path: str | os.PathLike) -> None:
 DATA_FOLDER_REMEDY = "Replace it with a good copy, or delete it from the class folder."
 
 
+def open_binary(name: str):
+    """A file for reading bytes: a local one through Python's own open (TF's GFile reads cost ~10x more
+    for a small file), a ``tf.io.gfile`` URI through GFile."""
+    if "://" not in name:
+        return open(name, "rb")
+    import tensorflow as tf  # here: predict on a local file does not need TensorFlow's start-up
+
+    return tf.io.gfile.GFile(name, "rb")
+
+
 def load_image_file(path: Path | str, shape: tuple[int, int, int], remedy: str = DATA_FOLDER_REMEDY) -> np.ndarray:
     """Decode one image file (a local path or any ``tf.io.gfile`` URI, e.g. ``gs://``); an
     animated image gives its first frame. ``remedy``: the paragraph's last sentence."""
-    import tensorflow as tf  # here: predict on a local file does not need TensorFlow's start-up
-
     try:
         # Bytes first, then decode from memory: PIL reading through a GFile makes several small
         # reads and seeks per file, each through TF's Python wrappers (more than the decode of a
         # small image costs: docs/benchmarks.md, "At scale"), and a GFile raises OutOfRangeError
         # at the end of the file where Pillow's WebP reader expects read() to return b"".
-        # A local file through Python's own open: GFile's reads cost ~10x more for a small file.
-        name = str(path)
-        with (tf.io.gfile.GFile(name, "rb") if "://" in name else open(name, "rb")) as handle:
+        with open_binary(str(path)) as handle:
             data = handle.read()
         with Image.open(io.BytesIO(data)) as img:
             img.load()  # Decode now: truncated files fail here, not later.
