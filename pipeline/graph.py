@@ -84,23 +84,24 @@ def create_pipeline(
     code_version = family.code_version()
     example_gen, dataset, train_steps, eval_steps = _ingestion(config, family, dataset)
     statistics_gen, schema_gen, pinned_schema, example_validator = _validation(config, example_gen)
+    # Known at compile time only for prepared data; else the steps read them from the Examples' properties.
+    data_facts = facts_from_manifest(dataset)
     transform = FactsTransform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
         disable_statistics=not config.transform_statistics,
         custom_config=with_facts({**family.transform_config(config, dataset), "code_version": code_version},
-                                  facts_from_manifest(dataset)),
+                                  data_facts),
     ).with_id(TRANSFORM)
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
     settings = _training_settings(config, family, dataset)
     # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
-    hyperparameters, tuning_nodes = _hyperparameters(config, family, dataset, transform, schema_gen, settings,
+    hyperparameters, tuning_nodes = _hyperparameters(config, family, data_facts, transform, schema_gen, settings,
                                                      code_version, launchers.tuner)
     run_fn, trainer_config = launchers.trainer(family.run_fn, with_facts(
-        {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name},
-        facts_from_manifest(dataset)))
+        {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name}, data_facts))
     trainer = FactsTrainer(
         run_fn=run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
@@ -279,7 +280,7 @@ def _model_card_settings(config: PipelineConfig, family, code_version: str,
     }
 
 
-def _hyperparameters(config: PipelineConfig, family, dataset: DatasetManifest, transform, schema_gen,
+def _hyperparameters(config: PipelineConfig, family, data_facts: dict[str, Any], transform, schema_gen,
                      settings: TrainingSettings,
                      code_version: str, launch_tuner: FunctionLauncher):
     """The Trainer's ``hyperparameters`` input and the nodes producing it: TFX's Tuner
@@ -294,7 +295,7 @@ def _hyperparameters(config: PipelineConfig, family, dataset: DatasetManifest, t
                                 budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
         tuner_fn, tuner_config = launch_tuner(family.tuner_fn, with_facts({
             **settings.to_custom_config(), **tuning.to_custom_config(), "code_version": code_version,
-            FAMILY_KEY: family.name}, facts_from_manifest(dataset)))
+            FAMILY_KEY: family.name}, data_facts))
         tuner = RecordingTuner(
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
