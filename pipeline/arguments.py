@@ -66,21 +66,19 @@ def _prepare(commands, config_type: type) -> None:
 
 
 def _compile(commands, config_type: type) -> None:
+    from pipeline.kubeflow.compile_settings import CompileTarget
+
     compile_ = commands.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines (KFP v2)",
                                    description="Compile the same pipeline graph to a KFP v2 PipelineSpec YAML "
                                    "that `deploy` (or kfp.Client().upload_pipeline) uploads.")
     _add_settings(compile_, "compile", config_type)
-    compile_.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
-    compile_.add_argument("--pipeline-root", required=True, help="object-store URI for all outputs, e.g. "
-                          "gs://bucket/tfx (run artifacts under tfx/, serving/<model>/<version>); recorded "
-                          "in the package as its defaultPipelineRoot, which `deploy` passes to each run")
-    compile_.add_argument("--output", dest="package", default=None,
-                          help="package path (default: kubeflow/<pipeline-name>.yaml)")
+    settings.add_arguments(compile_, CompileTarget, "compile")
     _add_step_settings_arguments(compile_)
-    _add_kfp_backend_arguments(compile_)
 
 
 def _tfjob(commands, config_type: type) -> None:
+    from pipeline.kubeflow.training.tfjob import TFJobSettings
+
     tfjob = commands.add_parser("tfjob", help="write a Kubeflow TFJob that trains on N workers",
                                 description="Write a Kubeflow Training Operator TFJob manifest (Chief + Workers, "
                                 "TF_CONFIG set by the operator) whose pods run the Trainer's run_fn under "
@@ -89,19 +87,7 @@ def _tfjob(commands, config_type: type) -> None:
     _add_settings(tfjob, "tfjob", config_type)
     tfjob.add_argument("--output", default="output", help="where the data is prepared to read its shape "
                        "(default: %(default)s)")
-    tfjob.add_argument("--image", required=True, help="pipeline image (built from kubeflow/Dockerfile)")
-    tfjob.add_argument("--workers", type=int, default=2, help="training processes, the chief included "
-                       "(default: %(default)s)")
-    tfjob.add_argument("--transformed-examples", required=True, metavar="URI",
-                       help="a Transform run's transformed_examples artifact (holding Split-train/, Split-eval/)")
-    tfjob.add_argument("--transform-graph", required=True, metavar="URI", help="the same run's transform_graph")
-    tfjob.add_argument("--model-dir", required=True, metavar="URI",
-                       help="where the chief writes the model (URI/Format-Serving) and logs (URI/model_run)")
-    tfjob.add_argument("--name", default="trainer", help="TFJob name (default: %(default)s)")
-    tfjob.add_argument("--namespace", default="kubeflow", help="(default: %(default)s)")
-    tfjob.add_argument("--service-account", default=None, help="Kubernetes service account of the pods")
-    tfjob.add_argument("--cpu", default=None, help="CPU request and limit per worker, e.g. 4")
-    tfjob.add_argument("--memory", default=None, help="memory request and limit per worker, e.g. 8Gi")
+    settings.add_arguments(tfjob, TFJobSettings, "tfjob")
     tfjob.add_argument("--to", default="kubeflow/tfjob.yaml", help="manifest path (default: %(default)s)")
 
 
@@ -137,40 +123,14 @@ def _generate(commands) -> None:
 
 
 def _deploy(commands) -> None:
+    from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
+
     deploy_ = commands.add_parser("deploy", help="upload a compiled pipeline to Kubeflow Pipelines, optionally run it",
                                   description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
                                   "or as a new version of the pipeline with that name; with --run, start a run of "
                                   "that version.")
-    deploy_.add_argument("--host", required=True, help="KFP UI/API URL, e.g. http://localhost:8080 after "
-                         "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80`")
-    deploy_.add_argument("--package", default=None, help="compiled pipeline YAML (needed unless --list-schedules "
-                         "or --delete-schedule)")
-    deploy_.add_argument("--pipeline-name", default=None, help="default: the package's pipelineInfo.name")
-    deploy_.add_argument("--experiment", default="Default",
-                         help="experiment for --run, created if missing (default: %(default)s)")
-    deploy_.add_argument("--run", action="store_true", help="start a run of the uploaded version")
-    deploy_.add_argument("--namespace", default=None,
-                         help="Kubeflow profile namespace (needed with --run on multi-user Kubeflow)")
-    deploy_.add_argument("--run-name", default=None, help="default: '<pipeline name> <UTC time>'")
-    deploy_.add_argument("--pipeline-root", default=None, help="artifact root of the run (default: the "
-                         "package's defaultPipelineRoot, set by `compile --pipeline-root`)")
-    deploy_.add_argument("--cache", choices=("on", "off"), default=None, help="override every step's KFP "
-                         "caching in the uploaded version (default: as compiled)")
-    deploy_.add_argument("--service-account", default=None, help="Kubernetes service account of the run's pods")
-    deploy_.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                         help="a runtime parameter of the run (and schedule), e.g. epochs=3 or "
-                         "data=gs://bucket/new-data; the package lists them (repeatable)")
-    deploy_.add_argument("--wait", action="store_true", help="with --run: follow the run, print each step's "
-                         "state, exit non-zero unless it succeeds")
-    deploy_.add_argument("--wait-timeout", type=float, default=3600.0,
-                         help="seconds --wait follows the run at most (default: %(default)s)")
-    deploy_.add_argument("--schedule", default=None, metavar="CRON",
-                         help="also create a recurring run of the uploaded version (continuous training), in "
-                         "--experiment: six cron fields, seconds first, e.g. '0 0 2 * * *' (02:00 daily), or @daily")
-    deploy_.add_argument("--list-schedules", action="store_true", help="list the recurring runs and exit")
-    deploy_.add_argument("--delete-schedule", default=None, metavar="ID", help="delete a recurring run and exit")
-    add_login_arguments(deploy_)
-    add_cluster_check_arguments(deploy_)
+    settings.add_arguments(deploy_, DeploySettings, "deploy")
+    settings.add_arguments(deploy_, LoginSettings, "deploy")
 
 
 def _report(commands) -> None:
@@ -234,19 +194,6 @@ def step_settings_from_args(args: argparse.Namespace):
     return StepSettings(**settings.values_from_args(args, StepSettings))
 
 
-def _add_kfp_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """compile only: the target KFP backend and what depends on it (pipeline/kubeflow/backend_version.py)."""
-    from pipeline.kubeflow.backend_version import DEFAULT_KFP_VERSION, MAX_RETRIES
-
-    group = parser.add_argument_group("Kubeflow Pipelines backend")
-    group.add_argument("--kfp-version", default=DEFAULT_KFP_VERSION, metavar="VERSION",
-                       help="the cluster's KFP backend version; features it would ignore are refused, and one "
-                       "outside the tested versions is a warning (default: %(default)s, the newest tested)")
-    group.add_argument("--retries", type=int, default=0, metavar="N",
-                       help=f"retry a failed step up to N times with backoff (0-{MAX_RETRIES}; needs KFP backend "
-                       "2.4.1+) (default: %(default)s)")
-
-
 def _family_settings(args: argparse.Namespace) -> dict[str, object]:
     """The chosen family's settings from the parsed options (the parser has every family's)."""
     return settings.values_from_args(args, families.get_family(args.model).settings_type)
@@ -257,38 +204,6 @@ def config_from_args(args: argparse.Namespace, config_type: type = PipelineConfi
     output_dir = getattr(args, "pipeline_root", None) or args.output
     return config_type(**settings.values_from_args(args, config_type), output_dir=output_dir,
                        family_settings=_family_settings(args))
-
-
-def add_cluster_check_arguments(parser: argparse.ArgumentParser) -> None:
-    """`deploy`'s pre-flight through the Kubernetes API (pipeline/kubeflow/cluster_checks.py): deploy-only, not a
-    run setting."""
-    parser.add_argument("--skip-cluster-checks", action="store_true", help="do not read the run namespace's "
-                        "secrets, kfp-launcher ConfigMap and training-job resources through this machine's "
-                        "kubeconfig before a run or schedule (e.g. when its current context is another cluster)")
-
-
-def add_login_arguments(parser: argparse.ArgumentParser) -> None:
-    """How `deploy` logs in to a Kubeflow behind Dex, IAP or a token check (pipeline/kubeflow/login.py); one of
-    the first five, plus the TLS check. Compile-free options: not run settings."""
-    login = parser.add_argument_group("login (multi-user Kubeflow)")
-    login.add_argument("--token-file", default=None, metavar="PATH", help="a file holding a bearer token, e.g. "
-                       "`kubectl -n NS create token default-editor --audience=pipelines.kubeflow.org` (default: the "
-                       "file $KF_PIPELINES_SA_TOKEN_PATH names, if set)")
-    login.add_argument("--token-env", default=None, metavar="NAME", help="an environment variable holding the bearer "
-                       "token")
-    login.add_argument("--dex-user", default=None, metavar="EMAIL", help="log in through Dex as this user (the "
-                       "password from --dex-password-env, default $KFP_DEX_PASSWORD, or --dex-password-file)")
-    login.add_argument("--dex-password-env", default=None, metavar="NAME", help="environment variable holding the "
-                       "Dex password (default: KFP_DEX_PASSWORD)")
-    login.add_argument("--dex-password-file", default=None, metavar="PATH", help="a file holding the Dex password")
-    login.add_argument("--session-cookie-file", default=None, metavar="PATH", help="a file holding a logged-in "
-                       "browser's session cookie, NAME=VALUE (authservice_session=..., oauth2_proxy_kubeflow=...)")
-    login.add_argument("--iap-client-id", default=None, metavar="ID", help="IAP on GKE: the OAuth client id of the "
-                       "IAP in front of Kubeflow; the identity token comes from Google's default credentials")
-    login.add_argument("--ca-bundle", default=None, metavar="PATH", help="PEM file of the CA that signed the "
-                       "endpoint's TLS certificate (a private CA)")
-    login.add_argument("--no-verify-tls", dest="verify_tls", action="store_false", help="do not check the "
-                       "endpoint's TLS certificate (trusted networks only)")
 
 
 def _add_generate_rules(generate: argparse.ArgumentParser) -> None:

@@ -23,6 +23,8 @@ from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 from pipeline.arguments import build_parser, config_from_args, parse_args, step_settings_from_args  # noqa: F401
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir
+from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
+from pipeline.settings import from_args
 
 log = logging.getLogger("pipeline")
 EXIT_INTERRUPTED = 130
@@ -70,35 +72,37 @@ def command_compile(args: argparse.Namespace) -> int:
         kfp_pipeline_root,
         readable_paths,
     )
+    from pipeline.kubeflow.compile_settings import CompileTarget
     from pipeline.kubeflow.k8s_grammar import check_image, check_kfp_pipeline_name
     from pipeline.kubeflow.storage import check_cluster_input, check_pipeline_root, check_s3_root
 
-    check_image(args.image)  # every string the package carries is checked before anything is prepared or written
+    target = from_args(args, CompileTarget)
+    check_image(target.image)  # every string the package carries is checked before anything is prepared or written
     check_kfp_pipeline_name(config.pipeline_name)
-    check_pipeline_root(args.pipeline_root, "compile --pipeline-root")
-    check_s3_root(args.pipeline_root, args.s3_endpoint, "compile --pipeline-root")
+    check_pipeline_root(target.pipeline_root, "compile --pipeline-root")
+    settings = step_settings_from_args(args)
+    check_s3_root(target.pipeline_root, settings.s3_endpoint, "compile --pipeline-root")
     check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
     check_cluster_input(config.score_dir, "--score", "compile")
-    settings = step_settings_from_args(args)
-    check_backend_options(args.retries, args.kfp_version)
-    untested = untested_warning(args.kfp_version, "--kfp-version")
+    check_backend_options(target.retries, target.kfp_version)
+    untested = untested_warning(target.kfp_version, "--kfp-version")
     if untested:
         log.warning("%s", untested)
     dataset = dataset_for_cluster(readable_paths(config), _prepare)
-    package = compile_pipeline(config, dataset, args.image, args.package, settings, retries=args.retries,
-                               kfp_version=args.kfp_version)
+    package = compile_pipeline(config, dataset, target.image, target.package, settings, retries=target.retries,
+                               kfp_version=target.kfp_version)
     print(package)
-    if args.pipeline_root.startswith("s3://"):
+    if target.pipeline_root.startswith("s3://"):
         from pipeline.kubeflow.launcher_config import write_launcher_configmap
 
-        manifest = write_launcher_configmap(package, kfp_pipeline_root(config), args.s3_endpoint,
-                                            args.s3_secret or "S3-SECRET-NAME")
+        manifest = write_launcher_configmap(package, kfp_pipeline_root(config), settings.s3_endpoint,
+                                            settings.s3_secret or "S3-SECRET-NAME")
         log.info("KFP's launcher opens this s3:// root only with the providers entry in %s: apply it in the "
                  "runs' namespace once (kubeflow/README.md, 'An s3:// root on another endpoint').", manifest)
     data = dataset.examples_dir if dataset else config.data or "the family's bundled default set, inside the image"
     log.info("Compiled %s for image %s and KFP backend %s (tested: %s); data: %s; each run writes its artifacts "
              "under %s/<pipeline>/<run id>/ and pushes models to %s/. Deploy: python -m pipeline deploy --host URL "
-             "--package %s --run", config.pipeline_name, args.image, args.kfp_version, ", ".join(TESTED_VERSIONS),
+             "--package %s --run", config.pipeline_name, target.image, target.kfp_version, ", ".join(TESTED_VERSIONS),
              data, kfp_pipeline_root(config), readable_paths(config).serving_model_dir, package)
     return 0
 
@@ -106,16 +110,13 @@ def command_compile(args: argparse.Namespace) -> int:
 def command_tfjob(args: argparse.Namespace) -> int:
     from pipeline.kubeflow.training.tfjob import TFJobSettings, tfjob_manifest, trainer_job, write_manifest
 
-    settings = TFJobSettings(image=args.image, transformed_examples=args.transformed_examples,
-                             transform_graph=args.transform_graph, model_dir=args.model_dir, workers=args.workers,
-                             name=args.name, namespace=args.namespace, service_account=args.service_account,
-                             cpu=args.cpu, memory=args.memory)
+    settings = from_args(args, TFJobSettings)
     settings.check()  # before the data is prepared
     config = config_from_args(args)
     path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
     print(path)
     log.info("TFJob %s: 1 chief + %d worker(s) of %s. Start: kubectl apply -f %s; follow: kubectl get tfjob %s -n %s",
-             settings.name, settings.workers - 1, args.image, path, settings.name, settings.namespace)
+             settings.name, settings.workers - 1, settings.image, path, settings.name, settings.namespace)
     return 0
 
 
@@ -226,60 +227,51 @@ def terminal_text(text: str) -> str:
     return _TERMINAL_CONTROL.sub(lambda m: "" if m.group().startswith("\x1b") else " ", text)
 
 
-def _check_deploy_names(args: argparse.Namespace) -> None:
-    """The Kubernetes names deploy passes to the cluster, checked before logging in."""
+def command_deploy(args: argparse.Namespace) -> int:
     from pipeline.kubeflow.k8s_grammar import check_dns_label, check_dns_subdomain
 
-    if args.namespace is not None:
-        check_dns_label(args.namespace, "--namespace", "namespace")
-    if getattr(args, "service_account", None) is not None:
-        check_dns_subdomain(args.service_account, "--service-account", "service account")
-
-
-def command_deploy(args: argparse.Namespace) -> int:
-    _check_deploy_names(args)
-    if args.list_schedules or args.delete_schedule:
-        return _schedules(args)
-    if not args.package:
+    request, login = from_args(args, DeploySettings), from_args(args, LoginSettings)
+    # The Kubernetes names deploy passes to the cluster, checked before logging in.
+    if request.namespace is not None:
+        check_dns_label(request.namespace, "--namespace", "namespace")
+    if request.service_account is not None:
+        check_dns_subdomain(request.service_account, "--service-account", "service account")
+    if request.list_schedules or request.delete_schedule:
+        return _schedules(request, login)
+    if not request.package:
         raise ConfigError("--package", "is required to deploy: pass the pipeline YAML that `python -m pipeline "
                                        "compile` wrote (or use --list-schedules / --delete-schedule ID).")
     from pipeline.kubeflow.connection import normalize_host
     from pipeline.kubeflow.deploy import deploy
+    from pipeline.kubeflow.login import credentials
 
-    result = deploy(args.host, args.package, pipeline_name=args.pipeline_name, experiment=args.experiment,
-                    credentials=_login(normalize_host(args.host), args),
-                    run=args.run, namespace=args.namespace, run_name=args.run_name,
-                    pipeline_root=args.pipeline_root, service_account=args.service_account,
-                    enable_caching=None if args.cache is None else args.cache == "on",
-                    wait_timeout=args.wait_timeout if args.wait else None, schedule=args.schedule,
-                    cluster_checks=not args.skip_cluster_checks, parameters=args.param)
-    if not (args.wait and result.run_id):  # --wait printed it before following the run
+    result = deploy(request.host, request.package, pipeline_name=request.pipeline_name,
+                    experiment=request.experiment, credentials=credentials(normalize_host(request.host), login),
+                    run=request.run, namespace=request.namespace, run_name=request.run_name,
+                    pipeline_root=request.pipeline_root, service_account=request.service_account,
+                    enable_caching=None if request.cache is None else request.cache == "on",
+                    wait_timeout=request.wait_timeout if request.wait else None, schedule=request.schedule,
+                    cluster_checks=not request.skip_cluster_checks, parameters=request.param)
+    if not (request.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
     return 0
 
 
-def _login(host: str, args: argparse.Namespace):
-    from pipeline.kubeflow.login import credentials
-
-    return credentials(host, token_file=args.token_file, token_env=args.token_env, dex_user=args.dex_user,
-                       dex_password_env=args.dex_password_env, dex_password_file=args.dex_password_file,
-                       session_cookie_file=args.session_cookie_file, iap_client_id=args.iap_client_id,
-                       ca_bundle=args.ca_bundle, verify_tls=args.verify_tls)
-
-
-def _schedules(args: argparse.Namespace) -> int:
+def _schedules(request: DeploySettings, login: LoginSettings) -> int:
     from pipeline.kubeflow.connection import check_health, normalize_host
     from pipeline.kubeflow.deploy import connect
+    from pipeline.kubeflow.login import credentials
     from pipeline.kubeflow.schedule import delete_schedule, list_schedules
 
-    host = normalize_host(args.host)
-    creds = _login(host, args)
+    host = normalize_host(request.host)
+    creds = credentials(host, login)
     check_health(host, timeout=10.0, token=creds.token, cookies=creds.cookies, verify=creds.verify)
-    client = connect(host, namespace=args.namespace, token=creds.token, cookies=creds.cookies, verify=creds.verify)
-    if args.delete_schedule:
-        print(delete_schedule(client, host, args.delete_schedule))
+    client = connect(host, namespace=request.namespace, token=creds.token, cookies=creds.cookies,
+                     verify=creds.verify)
+    if request.delete_schedule:
+        print(delete_schedule(client, host, request.delete_schedule))
     else:
-        print("\n".join(list_schedules(client, host, args.namespace)))
+        print("\n".join(list_schedules(client, host, request.namespace)))
     return 0
 
 

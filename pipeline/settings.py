@@ -47,6 +47,7 @@ class Setting:
     repeatable: bool = False           # a list filled by repeating the flag
     negate: bool = False               # a boolean that defaults to True and whose flag turns it off (--no-cache)
     runtime: bool = False              # a Kubeflow runtime parameter: can be set when a run is created
+    required: bool = False             # the command refuses to start without it (its field has no default)
     default_text: Callable[[], str] | None = None  # the default as people read it, when it is not one value
     command_help: dict[str, str] = dataclasses.field(default_factory=dict)  # a subcommand's own wording
 
@@ -80,10 +81,15 @@ def setting(default: T, *, flag: str, help: str | Callable[[], str], **spec: Any
 def setting(*, flag: str, help: str | Callable[[], str], default_factory: Callable[[], T], **spec: Any) -> T: ...
 
 
+@typing.overload
+def setting(*, flag: str, help: str | Callable[[], str], required: bool, **spec: Any) -> Any: ...
+
+
 def setting(default: Any = dataclasses.MISSING, *, flag: str, help: str | Callable[[], str],
             default_factory: Callable[[], Any] | None = None, **spec: Any) -> Any:
-    """A dataclass field that is a run setting (see :class:`Setting` for ``spec``), typed as its
-    default: ``epochs: int = setting(None, ...)`` does not type-check (see :func:`resolved_setting`)."""
+    """A dataclass field that is a setting (see :class:`Setting` for ``spec``), typed as its default:
+    ``epochs: int = setting(None, ...)`` does not type-check (see :func:`resolved_setting`). A ``required``
+    setting has no default: its field is typed by its annotation, and argparse refuses a command without it."""
     metadata = {SETTING_KEY: Setting(flag=flag, help=help, **spec)}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -173,7 +179,7 @@ def _argparse_kwargs(settings_type: type, field: dataclasses.Field, spec: Settin
     kind = value_type(settings_type, field)
     if kind is bool:
         return {"action": "store_false" if spec.negate else "store_true", "default": default_of(field)}
-    kwargs: dict[str, Any] = {"default": default_of(field)}
+    kwargs: dict[str, Any] = {"required": True} if spec.required else {"default": default_of(field)}
     if spec.repeatable:
         kwargs.update(action="append", default=[])
     if spec.parse is not None:
@@ -192,6 +198,14 @@ def _argparse_kwargs(settings_type: type, field: dataclasses.Field, spec: Settin
 def values_from_args(args: argparse.Namespace, settings_type: type) -> dict[str, Any]:
     """The settings a parsed command line holds (the ones its subcommand takes), by field name."""
     return {field.name: getattr(args, field.name) for field, _ in declared(settings_type) if hasattr(args, field.name)}
+
+
+def from_args(args: argparse.Namespace, settings_type: type[T], **fixed: Any) -> T:
+    """The ``settings_type`` a parsed command line holds, checked (:func:`check_values`); ``fixed``: its fields
+    that are not flags. Typed: ``from_args(args, DeploySettings).wait_timeout`` is a float to mypy."""
+    values = settings_type(**values_from_args(args, settings_type), **fixed)
+    check_values(values)
+    return values
 
 
 def check_values(values: Any) -> None:
@@ -215,8 +229,10 @@ def check_value(spec: Setting, value: Any) -> None:
     in_range = math.isfinite(value) and (spec.low is None or value >= spec.low) and (
         spec.high is None or value <= spec.high)
     if not in_range:
-        raise ConfigError(spec.flag, f"must be a number from {spec.range_text()}, got {value}."
-                          if spec.range_text() else f"must be a finite number, got {value}.")
+        bounds = spec.range_text()
+        within = f"from {bounds}" if spec.low is not None and spec.high is not None else bounds
+        raise ConfigError(spec.flag, f"must be a number {within}, got {value}."
+                          if bounds else f"must be a finite number, got {value}.")
 
 
 def runtime_settings(settings_type: type) -> list[tuple[dataclasses.Field, Setting]]:

@@ -16,9 +16,10 @@ from pipeline.settings import settings_table  # noqa: E402
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 HEADER = """# Run settings
 
-Every setting of `run`, `prepare`, `compile` and `tfjob`, generated from its one declaration
-(`pipeline/config.py`, the model families' registrations in `pipeline/families/` and the pods' in
-`pipeline/kubeflow/platform.py`) by
+Every setting of `run`, `prepare`, `compile`, `tfjob` and `deploy`, generated from its one declaration
+(`pipeline/config.py`, the model families' registrations in `pipeline/families/`, the pods' in
+`pipeline/kubeflow/platform.py`, compile's own in `pipeline/kubeflow/compile_settings.py`, the TFJob's in
+`pipeline/kubeflow/training/tfjob.py` and deploy's in `pipeline/kubeflow/deploy_settings.py`) by
 `scripts/write_settings_table.py`; a test fails when this page is stale. The CLI's `--help` shows the
 same text. Settings marked "Kubeflow runtime parameter" can be changed when a Kubeflow run is created.
 
@@ -41,10 +42,14 @@ beam-arg: [--direct_num_workers=2]
 
 
 def document() -> str:
+    from pipeline.kubeflow.compile_settings import CompileTarget
+    from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
     from pipeline.kubeflow.platform import StepSettings
+    from pipeline.kubeflow.training.tfjob import TFJobSettings
 
     sources = [("", PipelineConfig)] + [(f"{family.name}", family.settings_type)
-                                        for family in families.FAMILIES.values()] + [("", StepSettings)]
+                                        for family in families.FAMILIES.values()] + [
+        ("", StepSettings), ("", CompileTarget), ("", TFJobSettings), ("", DeploySettings), ("", LoginSettings)]
     return HEADER + settings_table(sources)
 
 

@@ -78,3 +78,31 @@ def test_the_docs_settings_table_is_the_declarations():
     assert written == generated, "docs/settings.md is stale: run .venv/bin/python scripts/write_settings_table.py"
     for flag in ("--epochs", "--gate-margin", "--vocab-size", "--image-size", "--trainer-workers", "--trainer-gpus"):
         assert f"| `{flag}` |" in written
+
+
+#: Flags that are a command's own arguments (where it writes), not settings of what it builds or deploys.
+COMMAND_ARGUMENTS = {"run": {"--output", "--accept-schema-change"}, "prepare": {"--output"},
+                     "tfjob": {"--output", "--to"}, "compile": set(), "deploy": set()}
+
+
+def test_every_flag_of_the_pipeline_and_kubeflow_commands_is_a_declared_setting():
+    """One declaration mechanism: run, pod, compile, TFJob and deploy flags all come from ``setting`` fields, so
+    each has its range checked, its type seen by mypy and its row in docs/settings.md."""
+    import argparse
+
+    from pipeline import families
+    from pipeline.kubeflow.compile_settings import CompileTarget
+    from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
+    from pipeline.kubeflow.platform import StepSettings
+    from pipeline.kubeflow.training.tfjob import TFJobSettings
+    from pipeline.settings import declared
+
+    declarations = [PipelineConfig, *(f.settings_type for f in families.FAMILIES.values()), StepSettings,
+                    CompileTarget, TFJobSettings, DeploySettings, LoginSettings]
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command, own in COMMAND_ARGUMENTS.items():
+        declared_here = {spec.flag for settings_type in declarations for _, spec in declared(settings_type)
+                         if command in spec.commands}
+        flags = {option for action in subparsers.choices[command]._actions for option in action.option_strings
+                 if option.startswith("--")} - {"--help", "--config"}
+        assert flags - declared_here == own, (command, sorted(flags - declared_here - own))

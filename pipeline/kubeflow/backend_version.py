@@ -33,8 +33,6 @@ FEATURES = {
 }
 RETRY_BACKOFF = {"backoffDuration": "30s", "backoffFactor": 2.0, "backoffMaxDuration": "600s"}
 MAX_RETRIES = 10
-
-
 def parse_version(text: str) -> tuple[int, int, int]:
     """``2.5.0`` (or ``2.5``, ``v2.5.0``) -> (2, 5, 0); anything else is a paragraph."""
     match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (text or "").strip())

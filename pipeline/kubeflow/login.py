@@ -35,6 +35,7 @@ from urllib.parse import urljoin, urlsplit
 from stackenv import user_files
 
 from pipeline.kubeflow.connection import TOKEN_PATH_ENV, DeployError, resolve_token
+from pipeline.kubeflow.deploy_settings import LoginSettings
 
 DEFAULT_COOKIE = "authservice_session"
 _FORM_ACTION = re.compile(r'<form[^>]*action="([^"]+)"', re.IGNORECASE)
@@ -164,14 +165,15 @@ def iap_token(client_id: str, timeout: float) -> str:
             f"print-identity-token --audiences={client_id}` with --token-file.") from None
 
 
-def credentials(host: str, *, token_file: str | None = None, token_env: str | None = None,
-                existing_token: str | None = None, cookies: str | None = None,
-                session_cookie_file: str | None = None, dex_user: str | None = None,
-                dex_password_env: str | None = None, dex_password_file: str | None = None,
-                iap_client_id: str | None = None, ca_bundle: str | None = None, verify_tls: bool = True,
-                timeout: float = 10.0) -> Credentials:
-    """The credentials the options ask for (at most one kind), else kfp's token file, else none."""
-    verify = tls_setting(ca_bundle, verify_tls)
+def credentials(host: str, options: LoginSettings | None = None, *, existing_token: str | None = None,
+                cookies: str | None = None, timeout: float = 10.0) -> Credentials:
+    """The credentials ``options`` (deploy's login flags) ask for (at most one kind), else ``existing_token`` or
+    kfp's token file, else none."""
+    options = options or LoginSettings()
+    token_file, token_env, dex_user = options.token_file, options.token_env, options.dex_user
+    session_cookie_file, iap_client_id = options.session_cookie_file, options.iap_client_id
+    dex_password_env, dex_password_file = options.dex_password_env, options.dex_password_file
+    verify = tls_setting(options.ca_bundle, options.verify_tls)
     kinds = [name for name, given in (("--token-file", token_file), ("--token-env", token_env),
                                       ("--session-cookie-file", session_cookie_file), ("--dex-user", dex_user),
                                       ("--iap-client-id", iap_client_id)) if given]

@@ -36,6 +36,7 @@ from stackenv.errors import ConfigError
 import yaml
 
 from pipeline.kubeflow.k8s_grammar import check_dns_label, check_dns_subdomain, check_image, parse_quantity
+from pipeline.settings import check_values, setting
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -48,20 +49,36 @@ NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
+#: The subcommand whose flags the job's settings are.
+TFJOB_COMMAND = frozenset({"tfjob"})
+
+
 @dataclasses.dataclass(frozen=True)
 class TFJobSettings:
-    """Where the job runs and what it reads and writes (object-store URIs the pods can reach)."""
+    """Where the job runs and what it reads and writes (object-store URIs the pods can reach): the ``tfjob``
+    command's flags, declared once (pipeline/settings.py); the launchers of a Kubeflow step fill the same
+    fields from the step's execution."""
 
-    image: str
-    transformed_examples: str
-    transform_graph: str
-    model_dir: str
-    workers: int = 2
-    name: str = "trainer"
-    namespace: str = "kubeflow"
-    service_account: str | None = None
-    cpu: str | None = None
-    memory: str | None = None
+    image: str = setting(flag="--image", help="pipeline image (built from kubeflow/Dockerfile)", required=True,
+                         commands=TFJOB_COMMAND)
+    transformed_examples: str = setting(
+        flag="--transformed-examples", required=True, metavar="URI", commands=TFJOB_COMMAND,
+        help="a Transform run's transformed_examples artifact (holding Split-train/, Split-eval/)")
+    transform_graph: str = setting(flag="--transform-graph", required=True, metavar="URI", commands=TFJOB_COMMAND,
+                                   help="the same run's transform_graph")
+    model_dir: str = setting(flag="--model-dir", required=True, metavar="URI", commands=TFJOB_COMMAND,
+                             help="where the chief writes the model (URI/Format-Serving) and logs (URI/model_run)")
+    workers: int = setting(2, flag="--workers", low=1, high=1000, commands=TFJOB_COMMAND,
+                           help="training processes, the chief included")
+    name: str = setting("trainer", flag="--name", commands=TFJOB_COMMAND, help="TFJob name")
+    namespace: str = setting("kubeflow", flag="--namespace", commands=TFJOB_COMMAND,
+                             help="Kubernetes namespace of the job")
+    service_account: str | None = setting(None, flag="--service-account", commands=TFJOB_COMMAND,
+                                          help="Kubernetes service account of the pods")
+    cpu: str | None = setting(None, flag="--cpu", commands=TFJOB_COMMAND,
+                              help="CPU request and limit per worker, e.g. 4")
+    memory: str | None = setting(None, flag="--memory", commands=TFJOB_COMMAND,
+                                 help="memory request and limit per worker, e.g. 8Gi")
     # More of each replica's pod: {"container": {env, resources, volumeMounts}, "pod": {nodeSelector, ...}}
     # (compile --trainer-workers: the Trainer step's pod settings, pipeline/kubeflow/training/tfjob_step.py).
     pod: dict = dataclasses.field(default_factory=dict)
@@ -72,8 +89,7 @@ class TFJobSettings:
     module: str = "pipeline.kubeflow.training.trainer_worker"
 
     def check(self) -> None:
-        if self.workers < 1:
-            raise ConfigError("--workers", f"must be >= 1 (the chief counts as one), got {self.workers}.")
+        check_values(self)  # --workers' range, named as the flag
         if not _DNS_1035.match(self.name) or len(self.name) > 63:
             raise ConfigError("--name", f"{self.name!r} is not a valid TFJob name: the operator requires a DNS-1035 "
                               "label (lower-case letters, digits and '-', starting with a letter, at most 63), "
