@@ -45,7 +45,8 @@ def _text_of(path: str) -> bytes | None:
     return None if b"\0" in data[:4096] else data
 
 
-def gather(target: str, documents: int, words: int, seed: int = 0) -> tuple[int, int]:
+def gather(target: str, documents: int, words: int, seed: int = 0,
+           max_document_words: int = MAX_DOCUMENT_WORDS) -> tuple[int, int]:
     """Copy up to ``documents`` files (about ``words`` words in all) into ``target``; (files, words)."""
     candidates = []
     for root, dirs, files in os.walk(SOURCE):
@@ -62,7 +63,7 @@ def gather(target: str, documents: int, words: int, seed: int = 0) -> tuple[int,
     taken = total = 0
     seen: set[str] = set()
     for path, count, digest in candidates:
-        if digest in seen or count > MAX_DOCUMENT_WORDS or total + count > words:
+        if digest in seen or count > max_document_words or total + count > words:
             continue
         seen.add(digest)
         relative = os.path.relpath(path, SOURCE)
@@ -80,11 +81,13 @@ def main(argv=None) -> int:
     parser.add_argument("target")
     parser.add_argument("--documents", type=int, default=500)
     parser.add_argument("--words", type=int, default=250_000)
+    parser.add_argument("--max-document-words", type=int, default=MAX_DOCUMENT_WORDS,
+                        help="leave out longer documents (default: %(default)s); raise it to gather 1M+ words")
     args = parser.parse_args(argv)
     if os.path.exists(args.target) and os.listdir(args.target):
         print(f"{args.target} is not empty; give a new folder", file=sys.stderr)
         return 2
-    taken, total = gather(args.target, args.documents, args.words)
+    taken, total = gather(args.target, args.documents, args.words, max_document_words=args.max_document_words)
     print(f"{taken} documents, {total:,} words (whitespace-separated, before markup is dropped) in {args.target}")
     return 0
 

@@ -8,7 +8,7 @@ an optional ``model_blessing``: when that blessing is not blessed, ``Executor.Do
 ... was not blessed" and returns, so its ``inference_result`` (an ``InferenceResult`` artifact) is
 published empty. Otherwise tfx_bsl's RunInference calls the SavedModel's signature
 (``ModelSpec.model_signature_name``, default ``serving_default``; here the family's
-``score_signature``: serialized Examples in, the family's outputs out, a string output at least
+``Scoring.signature``: serialized Examples in, the family's outputs out, a string output at least
 [batch, 1], since ``tfx_bsl/beam/run_inference.py`` ``_PredictModelHandler._post_process`` reads
 ``.dtype`` of each example's piece of an output) and writes one ``PredictionLog`` per example to
 ``<inference_result>/prediction_logs-*.gz`` (GZIP TFRecords), in no particular order; the request

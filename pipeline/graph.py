@@ -237,13 +237,13 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
 
     from components.scoring import SCORE_SPLIT, ScoreWriter, ScoringExampleGen, listing_key
 
-    if family.score_reader is None:
+    if family.scoring is None:
         raise ConfigError("--score", f"model family {family.name!r} declares no reader of files to score, so it "
                                      "cannot score a folder; leave --score out.")
     assert config.score_dir  # the graph adds these steps only for --score
     scoring_examples = ScoringExampleGen(
-        score_dir=config.score_dir, reader=family.score_reader,
-        reader_config=with_facts({**family.score_config(config, dataset), "listing": listing_key(config.score_dir),
+        score_dir=config.score_dir, reader=family.scoring.reader,
+        reader_config=with_facts({**family.scoring.config(config, dataset), "listing": listing_key(config.score_dir),
                                   "follow_links": config.follow_links}, facts_from_manifest(dataset)),
         training_examples=example_gen.outputs["examples"],
     ).with_id(SCORING_EXAMPLE_GEN)
@@ -252,9 +252,9 @@ def _scoring(config: PipelineConfig, family, dataset: DatasetManifest, example_g
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         data_spec=bulk_inferrer_pb2.DataSpec(example_splits=[SCORE_SPLIT]),
-        model_spec=bulk_inferrer_pb2.ModelSpec(model_signature_name=[family.score_signature]),
+        model_spec=bulk_inferrer_pb2.ModelSpec(model_signature_name=[family.scoring.signature]),
     ).with_id(BULK_INFERRER)
-    prediction_output, score_output = family.score_outputs
+    prediction_output, score_output = family.scoring.outputs
     writer = ScoreWriter(
         inference_result=bulk_inferrer.outputs["inference_result"],
         examples=scoring_examples.outputs["examples"],
@@ -274,7 +274,7 @@ def _model_card_settings(config: PipelineConfig, family, code_version: str,
         "max_regression": config.max_regression, "data_source": config.data or family.default_data,
         "split_rule": (f"hash of {family.split_feature} into {config.train_buckets} train : "
                        f"{config.eval_buckets} eval buckets"),
-        "intended_use": family.intended_use, "known_limits": list(family.known_limits),
+        "intended_use": family.card.intended_use, "known_limits": list(family.card.known_limits),
         "training": {**settings.to_custom_config()["training"], "train_steps": config.train_steps},
         "code_version": code_version,
     }
@@ -293,7 +293,7 @@ def _hyperparameters(config: PipelineConfig, family, data_facts: dict[str, Any],
 
         tuning = TuningSettings(trials=config.tune_trials, algorithm=config.tune_algorithm or "random",
                                 budget_seconds=60.0 * (config.tune_budget or 0.0), seed=config.seed)
-        tuner_fn, tuner_config = launch_tuner(family.tuner_fn, with_facts({
+        tuner_fn, tuner_config = launch_tuner(family.tuning.tuner_fn, with_facts({
             **settings.to_custom_config(), **tuning.to_custom_config(), "code_version": code_version,
             FAMILY_KEY: family.name}, data_facts))
         tuner = RecordingTuner(

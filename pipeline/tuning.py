@@ -42,7 +42,7 @@ def check_options(config: Any) -> None:
                                         "add e.g. --tune-trials 8, or drop the option.")
         return
     family = get_family(config.model)
-    if not family.tuner_fn:
+    if not family.tuning:
         raise ConfigError("--tune-trials", f"model family {family.name!r} has no search space (no tuner_fn in its "
                                            "registration, pipeline/families/); run it without --tune-trials.")
     if config.hyperparameters_file:
@@ -93,7 +93,7 @@ def read_hyperparameters(path: str, model: str) -> dict[str, Any]:
     unknown = sorted(set(values) - known)
     if unknown:
         owners = [other.name for other in FAMILIES.values()
-                  if other.name != family.name and other.search_space and set(values) <= set(names(other.knobs()))]
+                  if other.name != family.name and other.tuning and set(values) <= set(names(other.knobs()))]
         origin = (f"it is a {owners[0]} hyperparameters file (from a --model {owners[0]} search)" if owners
                   else f"it names {unknown}, which are not {family.name} hyperparameters")
         raise ConfigError("--hyperparameters", f"{path} does not fit --model {family.name}: {origin}. The "

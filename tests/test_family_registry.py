@@ -215,8 +215,8 @@ def test_report_hooks_of_the_built_in_families_resolve(name):
     """The dotted paths the report calls must name functions (they break if the report code moves)."""
     family = families.get_family(name)
     assert callable(family.report_pictures_function())
-    if family.report_samples:
-        assert callable(families.load_function(family.report_samples))
+    if family.report.samples:
+        assert callable(families.load_function(family.report.samples))
 
 
 @pytest.mark.parametrize("name", ["cnn", "seq2seq"])

@@ -41,7 +41,7 @@ def _refusal(config, available) -> str:
 ])
 def test_a_batch_too_big_for_the_memory_is_refused_with_a_batch_that_fits(model, settings, batch):
     config = PipelineConfig(model=model, family_settings=settings, batch_size=batch, eval_batch=1)
-    per_example = get_family(model).batch_memory(config).bytes_per_example
+    per_example = get_family(model).memory.batch(config).bytes_per_example
     message = _refusal(config, GIB)
     assert message.startswith(f"--batch-size: {batch} needs at least {batch * per_example / GIB:.1f} GiB")
     fits = int(re.search(r"--batch-size (\d+) or less fits", message).group(1))
@@ -88,7 +88,7 @@ def test_an_eval_batch_too_big_for_the_memory_is_refused_with_one_that_fits(tmp_
 
     config = PipelineConfig(model="seq2seq", family_settings={"vocab_size": 200_000}, batch_size=1,
                             eval_batch=8192, output_dir=str(tmp_path))
-    per_example = EVAL_FACTOR * get_family("seq2seq").eval_output_bytes(config)
+    per_example = EVAL_FACTOR * get_family("seq2seq").memory.eval_output_bytes(config)
     message = _refusal(config, GIB)
     assert message.startswith(f"--eval-batch: 8192 needs at least {8192 * per_example / GIB:.1f} GiB")
     fits = int(re.search(r"--eval-batch (\d+) or less fits", message).group(1))

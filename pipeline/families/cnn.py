@@ -8,7 +8,19 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipeline.families.registry import BatchMemory, ModelFamily, RunConfig, TrainingDefaults, option, register
+from pipeline.families.registry import (
+    BatchMemory,
+    Memory,
+    ModelCard,
+    ModelFamily,
+    ReportParts,
+    RunConfig,
+    Scoring,
+    TrainingDefaults,
+    Tuning,
+    option,
+    register,
+)
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -129,24 +141,26 @@ FAMILY = register(ModelFamily(
     split_feature="example_id",
     curate_schema=curate_image_schema,
     slicing_features=("label", "brightness"),
-    report_pictures="pipeline.report.pictures_cnn.cnn_pictures",
+    report=ReportParts(pictures="pipeline.report.pictures_cnn.cnn_pictures"),
     settings_type=ImageSettings,
     class_vocabulary="label",
-    tuner_fn="models.cnn.tuning.tuner_fn",
-    search_space="models.cnn.hparams.SEARCH_SPACE",
+    tuning=Tuning(tuner_fn="models.cnn.tuning.tuner_fn", search_space="models.cnn.hparams.SEARCH_SPACE"),
     tflite="models.cnn.tflite.TFLITE",
-    score_reader="data.scoring.image_example",
-    score_outputs=("classes", "probabilities"),   # models/cnn/export.py
-    score_signature="score_examples",              # models/cnn/export.py: why not serving_default
+    scoring=Scoring(reader="data.scoring.image_example",
+                    outputs=("classes", "probabilities"),   # models/cnn/export.py
+                    signature="score_examples"),             # models/cnn/export.py: why not serving_default
     default_data="scikit-learn's bundled 8x8 digits (1797 images, 10 classes)",
-    batch_memory=batch_memory,
-    intended_use=("Classifying images like the training data (same source, size, colour mode and classes) into "
-                  "one of the training classes; a demonstration of a gated, continuously trained TFX pipeline, "
-                  "not a production classifier."),
-    known_limits=(
-        "Closed set: every image is put into one of the training classes, including images of none of them; "
-        "the probability is not a calibrated 'none of these' signal.",
-        "Images are resized to the training size and colour mode: other sizes, crops or lighting were not evaluated.",
-        "The gate checks the overall eval accuracy; per-slice values (class, brightness) are reported, not gated.",
-    ),
+    memory=Memory(batch=batch_memory),
+    card=ModelCard(
+        intended_use=("Classifying images like the training data (same source, size, colour mode and classes) "
+                      "into one of the training classes; a demonstration of a gated, continuously trained TFX "
+                      "pipeline, not a production classifier."),
+        known_limits=(
+            "Closed set: every image is put into one of the training classes, including images of none of them; "
+            "the probability is not a calibrated 'none of these' signal.",
+            "Images are resized to the training size and colour mode: other sizes, crops or lighting were not "
+            "evaluated.",
+            "The gate checks the overall eval accuracy; per-slice values (class, brightness) are reported, not "
+            "gated.",
+        )),
 ))

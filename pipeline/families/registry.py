@@ -103,8 +103,70 @@ class BatchMemory:
 
 
 @dataclasses.dataclass(frozen=True)
+class Tuning:
+    """Hyperparameter search (``--tune-trials``): dotted paths to the family's TFX ``tuner_fn`` and to its search
+    space, a tuple of ``models.common.search_space.Knob`` in a module that loads no TensorFlow (the CLI checks
+    ``--hyperparameters`` files against it)."""
+
+    tuner_fn: str
+    search_space: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NoTflite:
+    """A family without TFLite models beside its pushed versions, and why (the run summary prints it)."""
+
+    why: str = "the model family declares no TFLite conversion"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """Batch scoring (``run --score DIR``, components/scoring.py): the dotted path of the family's reader of one
+    file, ``(uri, relative, settings) -> serialized tf.Example`` (data/scoring.py); the serving outputs holding the
+    prediction (its first value) and the scores; the signature TFX's BulkInferrer calls (serialized Examples in,
+    every string output at least [batch, 1]); and the reader's settings, from (config, dataset)."""
+
+    reader: str
+    outputs: tuple[str, str]
+    signature: str = "serving_default"
+    config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCard:
+    """The model card's prose (components/model_card.py, beside each pushed version)."""
+
+    intended_use: str = ""
+    known_limits: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportParts:
+    """The report's family-specific parts: dotted paths to ``(evaluation) -> {title: matplotlib Figure}`` and,
+    optionally, to ``(evaluation) -> DataFrame`` of sample outputs shown under ``samples_title``."""
+
+    pictures: str
+    samples: str | None = None
+    samples_title: str = "Samples"
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """What a local run's memory pre-check (pipeline/local/memory.py) asks of the family: ``(config) ->`` the
+    Trainer's memory per example of a batch, and ``(config) ->`` bytes of one eval example's model outputs (the
+    Evaluator holds ``--eval-batch`` of them per model; None: too small to matter, e.g. a class vector)."""
+
+    batch: Callable[[RunConfig], BatchMemory]
+    eval_output_bytes: Callable[[RunConfig], float] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelFamily:
-    """Everything the pipeline, CLI, summary, serving listing and report need of a family."""
+    """What differs between families, for the pipeline, CLI, summary, serving listing and report.
+
+    The optional parts are grouped (``tuning``, ``scoring``, ``card``, ``memory``, ``tflite``), so a new family
+    states what it has and leaves out the rest.
+    """
 
     name: str                                   # --model value; also the serving model name by default
     description: str                            # --model help: "image classifier"
@@ -119,58 +181,31 @@ class ModelFamily:
     split_feature: str                          # ExampleGen hashes it into train/eval
     curate_schema: Callable[[schema_pb2.Schema], None]  # before pinning (pipeline/local/schema_pin.py)
     slicing_features: tuple[str, ...]           # what the Evaluator slices by; the report's tables
-    report_pictures: str                        # dotted path: (evaluation) -> {title: matplotlib Figure}
+    report: ReportParts
     settings_type: type = NoSettings            # frozen dataclass of family settings, fields via ``option``
+    default_data: str = "the family's default data set"   # what --data means when left out (the model card)
+    # (config) -> the ExampleGen reading config.data inside the pipeline (components/); None:
+    # the family has no in-pipeline reader and always uses prepare_data.
+    example_gen: Callable[[RunConfig], Any] | None = None
     # The family's own custom_config of Transform and TrainingSettings.family; the data's facts reach
     # both without them (components/data_facts.py).
     transform_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     trainer_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
-    report_samples: str | None = None           # dotted path: (evaluation) -> DataFrame of sample outputs
-    report_samples_title: str = "Samples"       # the report's heading of that table
-    # Hyperparameter search (--tune-trials): dotted paths to the family's TFX tuner_fn and to
-    # its search space (a tuple of models.common.search_space.Knob, in a module that loads no
-    # TensorFlow: the CLI checks --hyperparameters files against it). None: not tunable.
-    tuner_fn: str | None = None
-    search_space: str | None = None
-    # (config) -> the ExampleGen reading config.data inside the pipeline (components/); None:
-    # the family has no in-pipeline reader and always uses prepare_data.
-    example_gen: Callable[[RunConfig], Any] | None = None
-    # Packages (or modules) whose code Transform/Trainer run; default: models.common and the
-    # package of run_fn's module.
-    code_packages: tuple[str, ...] = ()
-    # TFLite models beside each pushed version (components/tflite_export.py, in the Pusher):
-    # dotted path to the family's models.common.tflite.TfliteSpec. None: no TFLite, and
-    # ``tflite_note`` says why (the run summary prints it).
-    tflite: str | None = None
-    tflite_note: str = "the model family declares no TFLite conversion"
-    # The model card's prose (components/model_card.py, beside each pushed version).
-    intended_use: str = ""
-    known_limits: tuple[str, ...] = ()
-    default_data: str = "the family's default data set"   # what --data means when left out
-    # Batch scoring (run --score DIR; components/scoring.py): dotted path to the family's reader of one
-    # file, ``(uri, relative, settings) -> serialized tf.Example`` (data/scoring.py);
-    # the settings it gets, from (config, dataset); the serving_default outputs holding the prediction
-    # (its first value) and the scores, and the signature the BulkInferrer calls (serialized Examples in;
-    # every output at least [batch, 1] when it is a string: components/scoring.py). None: --score is refused.
-    score_reader: str | None = None
-    score_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
-    score_outputs: tuple[str, str] = ("", "")
-    score_signature: str = "serving_default"
-    # (config) -> the Trainer's memory per example of a batch (bytes), the example's shape in words, and the
-    # setting to lower when even one example does not fit; checked before a local run (pipeline/local/memory.py).
-    # None: no estimate.
-    batch_memory: Callable[[RunConfig], BatchMemory] | None = None
-    # (config) -> bytes of one eval example's model outputs (the Evaluator holds ``--eval-batch`` of them per
-    # model, with TFMA's copies: pipeline/local/memory.py). None: outputs too small to matter (a class vector).
-    eval_output_bytes: Callable[[RunConfig], float] | None = None
     # (label, TFMA metric) printed on one line under the headline metric, overall (pipeline/results/summary.py):
     # e.g. the text family's top-1 and its figures on known next words.
     summary_metrics: tuple[tuple[str, str], ...] = ()
+    tuning: Tuning | None = None                # None: --tune-trials is refused
+    # TFLite models beside each pushed version (components/tflite_export.py, in the Pusher): the dotted path
+    # of the family's models.common.tflite.TfliteSpec, or why there are none.
+    tflite: str | NoTflite = NoTflite()
+    scoring: Scoring | None = None              # None: --score is refused
+    card: ModelCard = ModelCard()
+    memory: Memory | None = None                # None: no estimate before a local run
 
     def pusher_tflite_config(self) -> dict[str, str]:
         """The Pusher's ``custom_config["tflite"]``: what converts, or why nothing does."""
-        return {"spec": self.tflite} if self.tflite else {"note": self.tflite_note}
+        return {"note": self.tflite.why} if isinstance(self.tflite, NoTflite) else {"spec": self.tflite}
 
     def settings(self, values: Any = None) -> Any:
         """The family's typed settings from None (defaults), a dict, or an instance.
@@ -192,12 +227,12 @@ class ModelFamily:
                          f"or a dict, got {type(values).__name__}.")
 
     def knobs(self) -> tuple[Any, ...]:
-        """The family's search space (``search_space`` loaded); () when it has none."""
-        return tuple(load_attribute(self.search_space)) if self.search_space else ()
+        """The family's search space (``tuning.search_space`` loaded); () when it has none."""
+        return tuple(load_attribute(self.tuning.search_space)) if self.tuning else ()
 
     def report_pictures_function(self) -> Callable[[Any], dict[str, Any]]:
-        """The function behind ``report_pictures`` (imports the report's plotting code)."""
-        return load_function(self.report_pictures)
+        """The function behind ``report.pictures`` (imports the report's plotting code)."""
+        return load_function(self.report.pictures)
 
     def code_version(self) -> str:
         """Hash of the code Transform and Trainer run for this family.
@@ -206,7 +241,7 @@ class ModelFamily:
         hash in their custom_config makes such a change invalidate the cache.
         """
         digest = hashlib.sha256()
-        for package in self.code_packages or ("models.common", _package_of(self.run_fn)):
+        for package in ("models.common", _package_of(self.run_fn)):
             for path in _source_files(package):
                 digest.update(path.name.encode())
                 digest.update(path.read_bytes())

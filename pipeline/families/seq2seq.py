@@ -9,7 +9,20 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from pipeline.families.registry import BatchMemory, ModelFamily, RunConfig, TrainingDefaults, option, register
+from pipeline.families.registry import (
+    BatchMemory,
+    Memory,
+    ModelCard,
+    ModelFamily,
+    NoTflite,
+    ReportParts,
+    RunConfig,
+    Scoring,
+    TrainingDefaults,
+    Tuning,
+    option,
+    register,
+)
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
@@ -129,33 +142,33 @@ FAMILY = register(ModelFamily(
     split_feature="document",
     curate_schema=curate_text_schema,
     slicing_features=("document", "position"),
-    report_pictures="pipeline.report.pictures_seq2seq.seq2seq_pictures",
+    report=ReportParts(pictures="pipeline.report.pictures_seq2seq.seq2seq_pictures",
+                       samples="pipeline.report.pictures_seq2seq.sample_generations",
+                       samples_title="Sample generations (greedy, held-out documents)"),
     settings_type=TextSettings,
-    report_samples="pipeline.report.pictures_seq2seq.sample_generations",
-    report_samples_title="Sample generations (greedy, held-out documents)",
-    tuner_fn="models.seq2seq.tuning.tuner_fn",
-    search_space="models.seq2seq.hparams.SEARCH_SPACE",
+    tuning=Tuning(tuner_fn="models.seq2seq.tuning.tuner_fn", search_space="models.seq2seq.hparams.SEARCH_SPACE"),
     default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
-    batch_memory=batch_memory,
-    eval_output_bytes=eval_output_bytes,
+    memory=Memory(batch=batch_memory, eval_output_bytes=eval_output_bytes),
     # TFMA names of models/seq2seq/evaluation.py (ACCURACY, KNOWN_TOP5, KNOWN_TOP1): `generate` never emits the
     # OOV id, so the figures on known next words say what it can use (issue 43).
     summary_metrics=(("top-1", "sparse_categorical_accuracy"),
                      ("on known next words (what generate can emit): top-5", "known_word_top_k_accuracy"),
                      ("top-1", "known_word_accuracy")),
-    intended_use=("Suggesting the next words of prose like the training corpus (next-word ranking, short "
-                  "continuations); a demonstration of a gated TFX pipeline for text, not a general language model."),
-    known_limits=(
-        "Trained on a small corpus: continuations repeat its phrasing and are often ungrammatical past a few words.",
-        "The vocabulary is the corpus' most frequent tokens; other words become <unk>.",
-        "The gate checks top-5 next-word accuracy on held-out documents, not the quality of generated text.",
-    ),
+    card=ModelCard(
+        intended_use=("Suggesting the next words of prose like the training corpus (next-word ranking, short "
+                      "continuations); a demonstration of a gated TFX pipeline for text, not a general language "
+                      "model."),
+        known_limits=(
+            "Trained on a small corpus: continuations repeat its phrasing and are often ungrammatical past a few "
+            "words.",
+            "The vocabulary is the corpus' most frequent tokens; other words become <unk>.",
+            "The gate checks top-5 next-word accuracy on held-out documents, not the quality of generated text.",
+        )),
+    scoring=Scoring(reader="data.scoring.text_example", config=_score_config,
+                    outputs=("top_k_tokens", "top_k_probabilities")),   # models/seq2seq/export.py, serving_default
     # Measured in docs/tflite.md: converts only with TF select ops, and then fails at its first
     # call, since TFLite does not initialise the vocabulary tables TFT reads from asset files.
-    score_reader="data.scoring.text_example",
-    score_config=_score_config,
-    score_outputs=("top_k_tokens", "top_k_probabilities"),   # models/seq2seq/export.py, serving_default
-    tflite_note=("no TFLite for the seq2seq family: its serving graph needs TF select ops (LSTM tensor lists, "
-                 "string tokenization, the decode loop) and the TFLite interpreter does not initialise its "
-                 "vocabulary tables (docs/tflite.md)"),
+    tflite=NoTflite("no TFLite for the seq2seq family: its serving graph needs TF select ops (LSTM tensor lists, "
+                    "string tokenization, the decode loop) and the TFLite interpreter does not initialise its "
+                    "vocabulary tables (docs/tflite.md)"),
 ))

@@ -5,11 +5,11 @@ the machine has (``--batch-size 65536 --image-size 1024``), and the kernel's OOM
 run minutes later, or the machine swaps. Each estimate is the part of a step's memory that grows with
 the settings:
 
-- the Trainer's batch: ``--batch-size`` x the family's bytes per example (``ModelFamily.batch_memory``:
+- the Trainer's batch: ``--batch-size`` x the family's bytes per example (``ModelFamily.memory``:
   a formula of its settings times a factor measured as the growth of peak RSS between two batch sizes,
   ``benchmarks/memory_factors.py``);
 - the Evaluator's batch: ``--eval-batch`` x the family's bytes of one example's model outputs
-  (``ModelFamily.eval_output_bytes``, a text model's probabilities over its vocabulary) x
+  (``Memory.eval_output_bytes``, a text model's probabilities over its vocabulary) x
   ``EVAL_FACTOR`` (the copies TFMA makes of them, measured by ``benchmarks/bench_evaluator_memory.py``),
   twice when a served model is there to compare with (TFMA runs both);
 - ``--beam-mode multi_processing``: ``--beam-workers`` SDK worker processes, each holding TensorFlow,
@@ -80,15 +80,15 @@ def _gib(value: float) -> str:
 
 def largest_batch(config: PipelineConfig, available: int) -> int:
     """The largest --batch-size whose estimate fits in ``available`` (0: not even one example)."""
-    memory = get_family(config.model).batch_memory
-    return int(available // memory(config).bytes_per_example) if memory else config.batch_size
+    memory = get_family(config.model).memory
+    return int(available // memory.batch(config).bytes_per_example) if memory else config.batch_size
 
 
 def trainer_demand(config: PipelineConfig, available: int) -> Demand | None:
-    memory = get_family(config.model).batch_memory
+    memory = get_family(config.model).memory
     if memory is None:
         return None
-    estimate = memory(config)
+    estimate = memory.batch(config)
     fits = largest_batch(config, available)
     fix = (f"--batch-size {min(fits, config.batch_size)} or less fits" if fits >= 1
            else f"even a batch of 1 does not fit: lower {estimate.smaller}")
@@ -98,7 +98,8 @@ def trainer_demand(config: PipelineConfig, available: int) -> Demand | None:
 
 
 def evaluator_demand(config: PipelineConfig, available: int) -> Demand | None:
-    output_bytes = get_family(config.model).eval_output_bytes
+    memory = get_family(config.model).memory
+    output_bytes = memory.eval_output_bytes if memory else None
     if output_bytes is None:
         return None
     from artifacts.serving_dir import latest_version_dir

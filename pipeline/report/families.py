@@ -32,8 +32,8 @@ def get_report_family(name: str) -> ReportFamily:
     if family is None:
         return dataclasses.replace(GENERIC, name=name)
     return ReportFamily(name=family.name, key_metric=family.gate_metric, slicing_features=family.slicing_features,
-                        pictures=family.report_pictures, class_vocabulary=family.class_vocabulary,
-                        samples=family.report_samples, samples_title=family.report_samples_title,
+                        pictures=family.report.pictures, class_vocabulary=family.class_vocabulary,
+                        samples=family.report.samples, samples_title=family.report.samples_title,
                         split_feature=family.split_feature)
 
 

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from data.manifest import facts_in
-from pipeline.families import ModelFamily, TrainingDefaults, option
+from pipeline.families import ModelFamily, ReportParts, TrainingDefaults, option
 from pipeline.settings import check_values
 
 NAME = "dense"
@@ -124,7 +124,7 @@ FAMILY = ModelFamily(
     split_feature="example_id",
     curate_schema=_curate_schema,
     slicing_features=("label",),
-    report_pictures="pipeline.report.pictures_cnn.cnn_pictures",
+    report=ReportParts(pictures="pipeline.report.pictures_cnn.cnn_pictures"),
     settings_type=DenseSettings,
     class_vocabulary=LABEL_VOCABULARY,
 )
