@@ -114,18 +114,6 @@ def shard_count(size: int, per_shard: int) -> int:
 # ------------------------------------------------------------------------ listing
 
 
-def visible_entries(folder: Path, ignored: frozenset[str] = frozenset()) -> list[Path]:
-    """Sorted children of ``folder`` without hidden files and the ``ignored`` names."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError as exc:
-        raise DataError(
-            f"Cannot list folder {folder} ({exc.strerror}). Check that it is readable by "
-            "the user running the pipeline."
-        ) from exc
-    return [folder / n for n in names if not n.startswith(".") and n not in ignored]
-
-
 def special_file(path: str | os.PathLike) -> bool:
     """True for a local fifo, socket or device: never opened (a read can block forever).
     Every listing of a data folder (images and text, both ingestion paths) asks this."""
@@ -146,21 +134,6 @@ def source_fingerprint(format_version: int, kind: str, **parts: object) -> str:
     """Content-address of a prepared dataset: what it was made from and how."""
     payload = {"kind": kind, "format_version": format_version, **parts}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def file_stats(paths: list[Path], root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) per source file: what makes the fingerprint change."""
-    stats = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise DataError(
-                f"Cannot read {path} ({exc.strerror}). Check that the file exists and is "
-                "readable by the user running the pipeline."
-            ) from exc
-        stats.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    return stats
 
 
 def prepared_dir(cache_root: str | os.PathLike, fingerprint: str) -> Path:

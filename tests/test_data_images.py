@@ -456,3 +456,36 @@ def test_manifest_json_round_trip(tmp_path: Path) -> None:
         DatasetManifest.from_json(tmp_path / "bad.json")
     assert_names(exc, tmp_path / "bad.json")
     assert sorted(os.listdir(tmp_path)) == ["bad.json", "m.json"]  # no temp files left
+
+
+def test_prepare_names_every_unreadable_image_in_one_paragraph(tmp_path: Path) -> None:
+    """The prepare step reads through the ExampleGen's listing and readers (data/images/sources.py), so a
+    folder with several broken files is one paragraph naming each, as in the pipeline's ExampleGen."""
+    for label in ("a", "b"):
+        (tmp_path / "src" / label).mkdir(parents=True)
+        Image.new("L", (8, 8), 40 if label == "a" else 200).save(tmp_path / "src" / label / "good.png")
+    (tmp_path / "src" / "a" / "cut.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "src" / "b" / "empty.jpg").write_bytes(b"")
+    with pytest.raises(DataError) as caught:
+        prepare_image_dataset(tmp_path / "src", tmp_path / "cache")
+    message = str(caught.value)
+    assert "2 image file(s)" in message
+    assert "cut.png" in message and "empty.jpg" in message
+    assert not list((tmp_path / "cache").rglob("*.tfrecord.gz"))
+
+
+def test_prepare_reads_a_folder_on_any_gfile_filesystem(tmp_path: Path) -> None:
+    """One lister for both paths: ``prepare`` reads an object-store-like URI (TensorFlow's ram://) as the
+    ExampleGen does, where it once accepted only a local folder."""
+    root = f"ram://{tmp_path.name}/images"
+    for label, value in (("dark", 30), ("light", 220)):
+        tf.io.gfile.makedirs(f"{root}/{label}")
+        for i in range(3):
+            local = tmp_path / f"{label}{i}.png"
+            Image.new("L", (6, 6), value + i).save(local)
+            tf.io.gfile.copy(str(local), f"{root}/{label}/{i}.png")
+    manifest = prepare_image_dataset(root, tmp_path / "cache")
+    assert manifest.num_examples == 6 and manifest.classes == ["dark", "light"]
+    assert manifest.image_shape == [6, 6, 1]
+    pixels = read_all(manifest)[features.IMAGE]
+    assert sorted(int(v) for v in pixels.reshape(6, -1)[:, 0]) == [30, 31, 32, 220, 221, 222]

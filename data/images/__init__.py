@@ -3,15 +3,17 @@
 Supported sources, detected from the path, one reader module each:
 
 * ``None``: scikit-learn's bundled 8x8 digits (``digits``);
-* a folder with one sub-folder of PNG/JPEG images per class (``folder``), resized to a
-  square ``image_size`` and converted to ``channels``;
+* a folder with one sub-folder of PNG/JPEG images per class (``folder``, listed by ``listing``),
+  resized to a square ``image_size`` and converted to ``channels``;
 * a CIFAR-10 "python version" folder, the ``cifar-10-batches-py`` folder itself or its
   parent (``cifar``);
 * TFRecord files already in the feature spec, a folder of them or a single file (``records``).
 
-Pixels are converted by ``pixels`` and written by ``writer``; the result always goes to
-``<cache_root>/<fingerprint[:16]>/`` (see ``data.prepare``), so the pipeline reads one
-layout whatever the source, and an unchanged source is not converted again.
+The source is detected, listed and read exactly as the pipeline's ExampleGen does it
+(``sources``: ``list_source``, then ``read_unit`` per unit, here all of them in one process),
+on any ``tf.io.gfile`` filesystem. Pixels are converted by ``pixels`` and written by ``writer``;
+the result always goes to ``<cache_root>/<fingerprint[:16]>/`` (see ``data.prepare``), so the
+pipeline reads one layout whatever the source, and an unchanged source is not converted again.
 """
 from __future__ import annotations
 
@@ -20,22 +22,16 @@ import numbers
 import os
 from pathlib import Path
 
+import tensorflow as tf
+
 from data.errors import DataError
-from data.images.cifar import CIFAR_BATCH_RE, find_cifar_dir, plan_cifar
-from data.images.digits import plan_digits
-from data.images.folder import (  # noqa: F401  (re-exported)
-    DEFAULT_CHANNELS,
-    DEFAULT_IMAGE_SIZE,
-    IGNORED_DIRS,
-    IMAGE_SUFFIXES,
-    plan_folder,
-)
+from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE  # noqa: F401  (re-exported)
+from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES  # noqa: F401  (re-exported)
 from data.images.pixels import load_image_array  # noqa: F401  (re-exported)
-from data.images.records import plan_tfrecords
+from data.images.sources import BUNDLED_DIGITS, Listing, list_source, read_listing
 from data.images.writer import FORMAT_VERSION, ImageSet, convert, make_example  # noqa: F401
 from data.manifest import DatasetManifest
-from data.prepare import SourcePlan, prepare, visible_entries
-from data.tfrecords import is_tfrecord_path
+from data.prepare import SourcePlan, prepare, source_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -101,44 +97,53 @@ def _check_shape_args(image_size: object, channels: object) -> tuple[int | None,
 
 def _plan(source: str | os.PathLike | None, image_size: int | None,
           channels: int | None, follow_links: bool = False) -> SourcePlan[ImageSet]:
+    """The source as the ExampleGen lists it (``sources.list_source``: one detection, one lister per format,
+    the same paragraphs for bad input), read whole by the same per-unit readers."""
     if source is None or not str(source).strip():
-        return plan_digits(image_size, channels)
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise DataError(
-            f"Data source {path} does not exist. Give the path of a folder with one "
-            "sub-folder of images per class, a CIFAR-10 python batch folder, or TFRecord "
-            "files, or leave the source out to use the bundled digits data set."
-        )
-    path = path.resolve()
-    if path.is_file():
-        if is_tfrecord_path(path):
-            return plan_tfrecords(path, [path], image_size, channels)
-        hint = (
-            " It looks like an archive: extract it and pass the extracted folder."
-            if path.name.lower().endswith((".tar.gz", ".tgz", ".tar", ".zip")) else ""
-        )
-        raise DataError(
-            f"Data source {path} is a file but not a TFRecord file (expected a name ending "
-            f"in .tfrecord, .tfrecords or .tfrecord.gz).{hint} For images, pass the folder "
-            "that holds one sub-folder per class rather than a single file."
-        )
-    if not path.is_dir():
-        raise DataError(
-            f"Data source {path} is neither a regular file nor a folder. Pass a folder of "
-            "class sub-folders, a CIFAR-10 batch folder or TFRecord files."
-        )
-    entries = visible_entries(path, IGNORED_DIRS)
-    cifar_dir = find_cifar_dir(str(path))
-    if cifar_dir is not None:
-        return plan_cifar(Path(cifar_dir), image_size, channels)
-    if any(CIFAR_BATCH_RE.match(e.name) for e in entries):
-        raise DataError(
-            f"Folder {path} holds CIFAR-10 batch files but no batches.meta (which has the "
-            "class names). Copy batches.meta from the CIFAR-10 python archive into it."
-        )
-    records = [e for e in entries if e.is_file() and is_tfrecord_path(e)]
-    if records:
-        return plan_tfrecords(path, records, image_size, channels)
-    return plan_folder(path, image_size, channels, follow_links)
+        root = BUNDLED_DIGITS
+    elif "://" in str(source):
+        root = str(source).rstrip("/")
+    else:
+        root = str(Path(source).expanduser().resolve())
+    listing = list_source(root, image_size, channels, follow_links)
+    if listing.kind == "digits":
+        import sklearn
 
+        description = f"scikit-learn {sklearn.__version__} bundled digits"
+        origin: dict[str, object] = {"sklearn": sklearn.__version__}
+    else:
+        description = {"folder": "image folder", "cifar": "CIFAR-10 batches",
+                       "tfrecord": "TFRecord files"}[listing.kind] + f" {listing.root}"
+        origin = {"root": listing.root, "files": _unit_stats(listing)}
+    size, _, ch = listing.shape
+    return SourcePlan(
+        kind=listing.kind,
+        description=description,
+        fingerprint=source_fingerprint(FORMAT_VERSION, listing.kind, size=size, channels=ch, **origin),
+        load=lambda scratch: read_listing(listing, scratch),
+        extra={**({"source_path": listing.root} if listing.kind != "digits" else {}),
+               **({"unused": listing.unused} if listing.unused else {}),
+               **({"cifar_batches": [unit.uri.rsplit("/", 1)[-1] for unit in listing.units]}
+                  if listing.kind == "cifar" else {})},
+    )
+
+
+def _unit_stats(listing: Listing) -> list[tuple[str, int, int]]:
+    """(path relative to the root, size, mtime in ns) of every file read: what makes the fingerprint change."""
+    stats = []
+    read = [unit.uri for unit in listing.units]
+    if listing.kind == "cifar":  # the class names come from batches.meta
+        read.append(f"{listing.root.rstrip('/')}/batches.meta")
+    for uri in dict.fromkeys(read):
+        try:
+            if "://" in uri:
+                info = tf.io.gfile.stat(uri)
+                size, mtime = info.length, info.mtime_nsec
+            else:
+                st = os.stat(uri)
+                size, mtime = st.st_size, st.st_mtime_ns
+        except (OSError, tf.errors.OpError) as exc:
+            raise DataError(f"Cannot read {uri} ({getattr(exc, 'strerror', None) or exc}). Check that the file "
+                            "exists and is readable by the user running the pipeline.") from exc
+        stats.append((uri[len(listing.root.rstrip("/")) + 1:] or os.path.basename(uri), size, mtime))
+    return stats

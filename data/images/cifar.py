@@ -16,9 +16,6 @@ import tensorflow as tf
 
 from data.errors import DataError
 from data.images.listing import join, visible_names
-from data.images.pixels import convert_all
-from data.images.writer import FORMAT_VERSION, ImageSet
-from data.prepare import SourcePlan, file_stats, source_fingerprint
 from data.walk import isdir
 
 log = logging.getLogger(__name__)
@@ -74,47 +71,6 @@ def _unpickle_cifar(path: Path | str, keys: tuple[bytes, ...]) -> dict:
             f"pickled dict with keys {', '.join(k.decode() for k in keys)} as in the CIFAR-10 "
             "python version; re-extract cifar-10-python.tar.gz if the file is damaged."
         ) from exc
-
-
-def plan_cifar(folder: Path, image_size: int | None, channels: int | None) -> SourcePlan[ImageSet]:
-    size, ch = image_size or _CIFAR_SIDE, channels or 3
-    batches = [Path(p) for p in cifar_batches(str(folder))]
-    meta_path = folder / "batches.meta"
-
-    def load(scratch: Path) -> ImageSet:
-        names = [
-            n.decode() if isinstance(n, bytes) else str(n)
-            for n in _unpickle_cifar(meta_path, (b"label_names",))[b"label_names"]
-        ]
-        if len(set(names)) != len(names) or not names:
-            raise DataError(
-                f"CIFAR-10 file {meta_path} has empty or repeated label names {names}; "
-                "each class needs a distinct name. Re-extract the CIFAR-10 archive."
-            )
-        parts, labels, ids = [], [], []
-        for path in batches:
-            data, batch_labels = _read_cifar_batch(path, len(names))
-            parts.append(convert_all(data, (size, size, ch)))
-            labels += [names[i] for i in batch_labels]
-            ids += [f"cifar/{path.name}/{i}" for i in range(len(batch_labels))]
-        pixels = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        classes = sorted(names)
-        empty = sorted(set(classes) - set(labels))
-        if empty:
-            log.warning("CIFAR classes without examples in %s: %s", folder, empty)
-        return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes)
-
-    return SourcePlan(
-        kind="cifar",
-        description=f"CIFAR-10 batches {folder}",
-        fingerprint=source_fingerprint(
-            FORMAT_VERSION,
-            "cifar", size=size, channels=ch, root=str(folder),
-            files=file_stats([meta_path, *batches], folder),
-        ),
-        load=load,
-        extra={"source_path": str(folder), "cifar_batches": [p.name for p in batches]},
-    )
 
 
 def _read_cifar_batch(path: Path | str, num_classes: int) -> tuple[np.ndarray, list[int]]:

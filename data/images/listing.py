@@ -1,8 +1,8 @@
 """Listing an image folder through ``tf.io.gfile``: the one place that says what a class
 folder must look like, and what in it is not read.
 
-Both the prepare step (``folder.plan_folder``) and the ExampleGen's units
-(``sources.list_source``) list folders here, so a local path, ``gs://`` and ``s3://`` give
+Both ingestion paths (the prepare step and the ExampleGen) list a source with
+``sources.list_source``, which lists folders here, so a local path, ``gs://`` and ``s3://`` give
 the same classes, the same walk order and the same paragraphs for bad input. Whatever a
 listing passes over (hidden files, a class folder named with a leading dot, files of other
 types, fifos and devices) is recorded in :class:`Unused` and named in the run summary:

@@ -16,86 +16,9 @@ import tensorflow as tf
 
 from data import features
 from data.errors import DataError
-from data.images.pixels import MODES, convert_array
-from data.images.writer import FORMAT_VERSION, ImageSet
 from data.manifest import MANIFEST_NAME, stored_image_shape
-from data.prepare import SourcePlan, file_stats, source_fingerprint
-from data.tfrecords import iter_file_examples
 
 log = logging.getLogger(__name__)
-
-
-def plan_tfrecords(root: Path, files: list[Path], image_size: int | None,
-                   channels: int | None) -> SourcePlan[ImageSet]:
-    base = root if root.is_dir() else root.parent
-
-    def load(scratch: Path) -> ImageSet:
-        return _load_tfrecords(base, files, scratch, image_size, channels)
-
-    return SourcePlan(
-        kind="tfrecord",
-        description=f"TFRecord files {root}",
-        fingerprint=source_fingerprint(
-            FORMAT_VERSION,
-            "tfrecord", size=image_size, channels=channels, root=str(root),
-            files=file_stats(files, base),
-        ),
-        load=load,
-        extra={"source_path": str(root)},
-    )
-
-
-def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: int | None,
-                    channels: int | None) -> ImageSet:
-    """Check every record and copy the raw pixels to a scratch file in one read."""
-    labels, ids, length = [], [], None
-    raw_path = scratch / "raw.u8"
-    with open(raw_path, "wb") as raw_file:
-        for path in files:
-            for index, example in enumerate(iter_file_examples(path)):
-                label, example_id, pixels = _parse_record(example, path, index)
-                if length is None:
-                    length = len(pixels)
-                elif len(pixels) != length:
-                    raise DataError(
-                        f"Record {index} of TFRecord file {path} has an image of {len(pixels)} "
-                        f"values, but earlier records have {length}. All images must have the "
-                        "same shape: resize them to one size before writing the TFRecords."
-                    )
-                raw_file.write(pixels.tobytes())
-                labels.append(label)
-                ids.append(example_id or f"{path.relative_to(base).as_posix()}/{index}")
-    if not labels:
-        raise DataError(
-            f"The TFRecord files in {base} hold no records. Write the examples again, or "
-            "point the source at the folder that holds the real data."
-        )
-    classes = sorted(set(labels))
-    if len(classes) < 2:
-        raise DataError(
-            f"The TFRecord files in {base} have only one class ('{classes[0]}'), but a "
-            "classifier needs at least two. Add examples of the other classes."
-        )
-    duplicates = len(ids) - len(set(ids))
-    if duplicates:
-        log.warning("%d duplicate example_id values in %s", duplicates, base)
-    assert length is not None  # set by the first record, and there are records
-    shape = _source_shape(base, length, image_size, channels)
-    raw = np.memmap(raw_path, dtype=np.uint8, mode="r", shape=(len(labels), *shape))
-    target = (image_size or shape[0], image_size or shape[1], channels or shape[2])
-    if target == shape:
-        return ImageSet(pixels=raw, labels=labels, ids=ids, classes=classes)
-    if shape[2] not in MODES:
-        raise DataError(
-            f"Images in {base} have {shape[2]} channels, which cannot be resized or "
-            "converted. Leave out --image-size and --channels to keep them as they are."
-        )
-    out = np.lib.format.open_memmap(
-        scratch / "pixels.npy", mode="w+", dtype=np.uint8, shape=(len(labels), *target)
-    )
-    for i in range(len(labels)):
-        out[i] = convert_array(np.asarray(raw[i]), target)
-    return ImageSet(pixels=out, labels=labels, ids=ids, classes=classes)
 
 
 def _parse_record(example: tf.train.Example, path: Path | str, index: int

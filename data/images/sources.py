@@ -1,18 +1,21 @@
-"""Image sources as units of work for a Beam pipeline: listing, then one reader per unit.
+"""Image sources as units: one listing per format, then one reader per unit, for both ingestion paths.
 
-The prepare step (``data.images``) loads a whole source in one process; the ExampleGen
-(``components/image_example_gen.py``) needs the same sources cut into independent units
-(an image file, a CIFAR batch, a TFRecord file) that Beam workers read in parallel, and
-it needs them through ``tf.io.gfile``, so a ``gs://`` or ``s3://`` folder reads like a
-local one. The listing here is cheap (names only) and raises the same paragraphs as
-the prepare step; the per-unit readers call the shared pixel conversion (``pixels``),
-CIFAR and TFRecord checks, so both paths produce the same examples.
+The ExampleGen (``components/image_example_gen.py``) reads the units (an image file, a CIFAR batch,
+a TFRecord file) in parallel Beam workers; the prepare step (``data.images``) reads the same units
+in one process into one scratch-backed array (:func:`read_listing`). Both go through
+``tf.io.gfile``, so a ``gs://`` or ``s3://`` folder reads like a local one. The listing is cheap
+(names only, plus a few image headers for a folder's default shape and one record for a TFRecord
+shape) and is where every bad-input paragraph about the source's layout is raised; the readers
+call the shared pixel conversion (``pixels``), CIFAR and TFRecord checks, so both paths produce
+the same examples.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -22,11 +25,16 @@ from data.images import cifar, records
 from data.images.folder import default_shape
 from data.images.listing import IGNORED_DIRS, Unused, join, list_class_files, special_file, visible_names
 from data.images.pixels import MODES, convert_all, convert_array, load_image_file
+from data.images.writer import ImageSet
 from data.tfrecords import is_tfrecord_path, iter_file_examples
 from data.walk import isdir, printable
 
+log = logging.getLogger(__name__)
+
 #: ``input_base`` of the bundled digits: no file to read, so nothing machine-specific in the spec.
 BUNDLED_DIGITS = "bundled:digits"
+#: Unreadable files named in the error (all are counted).
+BAD_FILES_SHOWN = 20
 
 #: One decoded image: (pixels HWC uint8, class name, example id).
 Image = tuple[np.ndarray, str, str]
@@ -75,9 +83,11 @@ def list_source(root: str, image_size: int | None, channels: int | None, follow_
     if not tf.io.gfile.isdir(root):
         if is_tfrecord_path(root):
             return _list_tfrecords(root.rsplit("/", 1)[0], [root], image_size, channels)
+        hint = (" It looks like an archive: extract it and pass the extracted folder."
+                if root.lower().endswith((".tar.gz", ".tgz", ".tar", ".zip")) else "")
         raise DataError(
             f"Data source {root} is a file but not a TFRecord file (expected a name ending "
-            "in .tfrecord, .tfrecords or .tfrecord.gz). For images, pass the folder that holds "
+            f"in .tfrecord, .tfrecords or .tfrecord.gz).{hint} For images, pass the folder that holds "
             "one sub-folder per class rather than a single file."
         )
     names = visible_names(root, IGNORED_DIRS)
@@ -170,3 +180,66 @@ def read_unit(unit: Unit, listing: Listing) -> Iterator[Image]:
         images = digit_images(size, ch)
         for i, label in enumerate(images.labels):
             yield images.pixels[i], label, images.ids[i]
+
+
+def read_listing(listing: Listing, scratch: Path) -> ImageSet:
+    """Every image of the source, in listing order, in one array backed by a file in ``scratch`` (the prepare
+    step: memory stays flat at any size). Files that cannot be read are all named in one paragraph."""
+    if listing.kind == "digits":
+        from data.images.digits import digit_images
+
+        return digit_images(listing.shape[0], listing.shape[2])
+    labels: list[str] = []
+    ids: list[str] = []
+    bad: list[tuple[str, str]] = []
+    raw_path = scratch / "pixels.u8"
+    with open(raw_path, "wb") as raw:
+        for unit in listing.units:
+            try:
+                for image, label, example_id in read_unit(unit, listing):
+                    raw.write(image.tobytes())
+                    labels.append(label)
+                    ids.append(example_id)
+            except DataError as exc:
+                if unit.kind != "folder":  # a CIFAR batch or TFRecord file: the whole source is suspect
+                    raise
+                bad.append((unit.uri, why_unreadable(exc)))
+    if bad:
+        raise unreadable_files(sorted(bad)[:BAD_FILES_SHOWN], len(bad), listing.root)
+    pixels = (np.memmap(raw_path, dtype=np.uint8, mode="r", shape=(len(labels), *listing.shape)) if labels
+              else np.empty((0, *listing.shape), np.uint8))
+    classes = list(listing.classes) if listing.classes is not None else classes_of(labels, listing.root)
+    if listing.kind == "cifar" and set(classes) - set(labels):
+        log.warning("CIFAR classes without examples in %s: %s", listing.root, sorted(set(classes) - set(labels)))
+    if len(ids) != len(set(ids)):
+        log.warning("%d duplicate example_id values in %s", len(ids) - len(set(ids)), listing.root)
+    return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes)
+
+
+def why_unreadable(error: DataError) -> str:
+    """What made an image file unreadable, in a few words (the decoder's own error when there is one)."""
+    cause = error.__cause__
+    return f"{type(cause).__name__}: {cause}" if cause else str(error)
+
+
+def unreadable_files(shown: list[tuple[str, str]], count: int, root: str) -> DataError:
+    """One paragraph for every image file that cannot be read (``shown``: the first few, with why), raised
+    before any example is written."""
+    listed = "; ".join(f"{path} ({why})" for path, why in shown)
+    more = count - len(shown)
+    return DataError(
+        f"{count:,} image file(s) in {root} cannot be read, so no example was written: "
+        f"{listed}{f'; and {more:,} more' if more else ''}. Each is not a valid image or is truncated "
+        "(e.g. an interrupted copy). Replace them with good copies, or delete them from their class folders."
+    )
+
+
+def classes_of(labels: list[str], root: str) -> list[str]:
+    """The sorted class names of TFRecords whose classes are only known once read; at least two."""
+    classes = sorted(set(labels))
+    if len(classes) < 2:
+        raise DataError(
+            f"The TFRecord files in {root} have only one class ('{classes[0] if classes else ''}'), but a "
+            "classifier needs at least two. Add examples of the other classes."
+        )
+    return classes
