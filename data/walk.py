@@ -9,8 +9,9 @@ returned as files, and everything else is returned as a :class:`Problem` with it
 so callers can skip and name it. A URI (``gs://``, ``s3://``) has none of these entry
 kinds and is listed through ``tf.io.gfile``.
 
-Hidden entries (names starting with ``.``) are not listed; callers decide what else to
-keep. Order: a folder's files, then its sub-folders, both sorted by name.
+Hidden entries (names starting with ``.``) are not listed (``hidden=True``: each is a :class:`Problem`,
+``HIDDEN``); callers decide what else to keep. Order: a folder's files, then its sub-folders, both
+sorted by name. Both families' sources are walked here (text folders, image class folders).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import os
 import stat
 
 #: Problem reasons (keys of ``data.text_corpus.REASONS``).
-UNREADABLE, SPECIAL, LOOP, OUTSIDE = "unreadable", "special", "loop", "outside"
+UNREADABLE, SPECIAL, LOOP, OUTSIDE, HIDDEN = "unreadable", "special", "loop", "outside", "hidden"
 #: The flag that reads what a symbolic link below the source points to outside it.
 FOLLOW_FLAG = "--follow-links"
 _KINDS = ((stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -94,18 +95,23 @@ def is_uri(path: str) -> bool:
     return "://" in path
 
 
-def walk(root: str, follow_links: bool = True) -> tuple[list[File], list[Problem]]:
+def walk(root: str, follow_links: bool = True, hidden: bool = False,
+         within: str | None = None) -> tuple[list[File], list[Problem]]:
     """``(files, problems)`` below the folder ``root`` (a local path or a tf.io.gfile URI).
 
     ``follow_links`` False: a symbolic link whose target lies outside ``root`` is a Problem (``OUTSIDE``,
-    named with its target), neither read nor listed below (``--follow-links`` reads it)."""
+    named with its target), neither read nor listed below (``--follow-links`` reads it). ``hidden``: hidden
+    entries come back as problems (``HIDDEN``), so a caller can name them, instead of being passed over.
+    ``within``: the folder links may not lead out of, when ``root`` lies inside it (an image class folder
+    inside the data folder); default ``root``."""
     files: list[File] = []
     problems: list[Problem] = []
     if is_uri(root):
-        _walk_uri(root.rstrip("/"), "", files, problems)
+        _walk_uri(root.rstrip("/"), "", files, problems, hidden)
     else:
         real = os.path.realpath(root)
-        _walk_local(root, "", files, problems, {real}, set(), None if follow_links else real)
+        fence = None if follow_links else os.path.realpath(within) if within else real
+        _walk_local(root, "", files, problems, {real}, set(), fence, hidden)
     return files, problems
 
 
@@ -149,16 +155,20 @@ def stat_one(path: str) -> File | Problem:
 
 
 def _walk_local(folder: str, relative: str, files: list[File], problems: list[Problem],
-                ancestors: set[str], seen: set[str], fence: str | None = None) -> None:
+                ancestors: set[str], seen: set[str], fence: str | None = None, hidden: bool = False) -> None:
     try:
         with os.scandir(folder) as listing:
-            entries = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as error:
         problems.append(Problem(folder, relative or ".", UNREADABLE, f"cannot list the folder: {message(error)}"))
         return
     subfolders = []
     for entry in entries:
         rel = f"{relative}/{printable(entry.name)}" if relative else printable(entry.name)
+        if entry.name.startswith("."):
+            if hidden:
+                problems.append(Problem(entry.path, rel, HIDDEN, "hidden"))
+            continue
         target = outside_target(entry.path, fence) if fence and entry.is_symlink() else None
         if target:
             problems.append(Problem(entry.path, rel, OUTSIDE, outside_detail(target)))
@@ -186,10 +196,10 @@ def _walk_local(folder: str, relative: str, files: list[File], problems: list[Pr
             problems.append(Problem(entry.path, rel, LOOP, f"a second path to {printable(real)}, already read"))
         else:
             seen.add(real)
-            _walk_local(entry.path, rel, files, problems, ancestors | {real}, seen, fence)
+            _walk_local(entry.path, rel, files, problems, ancestors | {real}, seen, fence, hidden)
 
 
-def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Problem]) -> None:
+def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Problem], hidden: bool = False) -> None:
     import tensorflow as tf
 
     try:
@@ -199,9 +209,11 @@ def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Prob
         return
     subfolders = []
     for name in names:
-        if name.startswith("."):
-            continue
         uri, rel = f"{folder}/{name}", f"{relative}/{name}" if relative else name
+        if name.startswith("."):
+            if hidden:
+                problems.append(Problem(uri, rel, HIDDEN, "hidden"))
+            continue
         try:
             if tf.io.gfile.isdir(uri):
                 subfolders.append((uri, rel))
@@ -212,7 +224,7 @@ def _walk_uri(folder: str, relative: str, files: list[File], problems: list[Prob
             continue
         files.append(File(uri, rel, info.length, info.mtime_nsec))
     for uri, rel in subfolders:
-        _walk_uri(uri, rel, files, problems)
+        _walk_uri(uri, rel, files, problems, hidden)
 
 
 def message(error: BaseException) -> str:

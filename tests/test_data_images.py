@@ -489,3 +489,20 @@ def test_prepare_reads_a_folder_on_any_gfile_filesystem(tmp_path: Path) -> None:
     assert manifest.image_shape == [6, 6, 1]
     pixels = read_all(manifest)[features.IMAGE]
     assert sorted(int(v) for v in pixels.reshape(6, -1)[:, 0]) == [30, 31, 32, 220, 221, 222]
+
+
+def test_a_symlink_loop_inside_a_class_folder_is_named_not_followed(tmp_path: Path) -> None:
+    """Class folders are walked by data.walk (one walker for both families): a link back up to an ancestor
+    inside the data folder is a loop, named among what was not read, and every image is read once."""
+    from data.images.listing import Unused, list_class_files
+
+    for label in ("a", "b"):
+        (tmp_path / "src" / label / "sub").mkdir(parents=True)
+        Image.new("L", (4, 4), 9).save(tmp_path / "src" / label / "sub" / "x.png")
+    (tmp_path / "src" / "a" / "sub" / "up").symlink_to("..")
+    unused = Unused()
+    per_class = list_class_files(str(tmp_path / "src"), unused)
+    assert {name: [Path(p).name for p in files] for name, files in per_class.items()} == {"a": ["x.png"],
+                                                                                       "b": ["x.png"]}
+    assert [why for path, why in unused.entries if path.endswith("sub/up")] == [
+        f"symlink loop (links back to {tmp_path / 'src' / 'a'})"]

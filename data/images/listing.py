@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from data.errors import DataError
 from data.prepare import special_file
-from data.walk import is_uri, isdir, listdir, not_utf8, outside_detail, outside_target, printable
+from data.walk import SPECIAL, is_uri, isdir, listdir, outside_detail, outside_target, printable, walk
 
 #: Every format Pillow decodes without a plugin; an animated GIF gives its first frame.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
@@ -100,35 +100,31 @@ def visible_names(root: str, ignored: frozenset[str] = frozenset()) -> list[str]
 
 
 def find_files(root: str, suffixes: tuple[str, ...], ignored: frozenset[str] = frozenset(),
-               unused: Unused | None = None, fence: str | None = None) -> list[str]:
-    """Files below ``root`` ending in ``suffixes`` (any case), in walk order: a folder's files,
-    then its sub-folders, both sorted.
-    Everything else it passes over goes to ``unused``; special files are never opened. ``fence``: the
-    resolved data folder, when a symbolic link leading out of it is named in ``unused`` and not read."""
+               unused: Unused | None = None, follow_links: bool = False, within: str | None = None) -> list[str]:
+    """Files below ``root`` ending in ``suffixes`` (any case), in walk order (``data.walk``: a folder's files,
+    then its sub-folders, both sorted; symlink loops and second paths to a folder are not followed).
+    Everything else it passes over goes to ``unused``: hidden entries, ``ignored`` folders, other files,
+    special files (never opened) and, unless ``follow_links``, symbolic links leading out of ``within``
+    (default ``root``)."""
     unused = unused if unused is not None else Unused()
-    found, subdirs = [], []
-    for name in _names(root):
-        path = join(root, name)
-        target = outside_target(path, fence) if fence else None
-        if target:
-            unused.add(path, outside_detail(target))
-        elif name.startswith("."):
-            unused.add(path, "hidden")
-        elif isdir(path):
-            if name in ignored:
-                unused.add(path + "/", "OS metadata folder")
-            else:
-                subdirs.append(path)
-        elif special_file(path):
-            unused.add(path, _SPECIAL)
-        elif name.lower().endswith(suffixes):
-            found.append(path)
-            if not_utf8(path):
-                unused.read_not_utf8(path)
+    files, problems = walk(root, follow_links=follow_links, hidden=True, within=within)
+    for problem in problems:
+        unused.add(problem.uri, _SPECIAL if problem.reason == SPECIAL else problem.detail)
+    found, skipped = [], set()
+    for file in files:
+        folders = file.relative.split("/")[:-1]
+        metadata = next((i for i, name in enumerate(folders) if name in ignored), None)
+        if metadata is not None:
+            folder = join(root, "/".join(folders[:metadata + 1]))
+            if folder not in skipped:
+                skipped.add(folder)
+                unused.add(folder + "/", "OS metadata folder")
+        elif file.uri.lower().endswith(suffixes):
+            found.append(file.uri)
+            if file.not_utf8:
+                unused.read_not_utf8(file.uri)
         else:
-            unused.add(path, f"not a {'/'.join(s.lstrip('.') for s in suffixes)} file")
-    for sub in subdirs:
-        found += find_files(sub, suffixes, ignored, unused, fence)
+            unused.add(file.uri, f"not a {'/'.join(s.lstrip('.') for s in suffixes)} file")
     return found
 
 
@@ -169,7 +165,7 @@ def list_class_files(root: str, unused: Unused | None = None, follow_links: bool
                        else "not in a class folder")
     per_class = {}
     for name in class_dirs:
-        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused, fence)
+        images = find_files(join(root, name), IMAGE_SUFFIXES, IGNORED_DIRS, unused, follow_links, within=root)
         if not images:
             raise DataError(
                 f"Class folder {printable(join(root, name))} contains no images (files ending in "
