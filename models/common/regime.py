@@ -49,7 +49,7 @@ MIN_CHECKS = 8
 #: The held-out part of train holds at most this many examples.
 MAX_HOLDOUT_EXAMPLES = 5000
 #: The default step budget's scale: this many steps per square root of the fit examples.
-STEPS_PER_SQRT_EXAMPLE = 11
+STEPS_PER_SQRT_EXAMPLE = 8
 #: Parsed train inputs up to this size are held in memory for the regime (larger: streamed).
 IN_MEMORY_BYTES = 1 << 30
 #: Batch size of the held-out checks (forward passes only: larger batches, fewer Python steps).
