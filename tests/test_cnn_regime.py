@@ -120,3 +120,69 @@ def test_auto_augmentation_depends_on_the_image_size():
     assert CnnHyperparameters(augment=("flip",)).augmentations(8, 8) == ("flip",)
     with pytest.raises(ValueError, match="Unknown augmentation"):
         CnnHyperparameters(augment=("auto", "flip"))
+
+
+def test_regime_datasets_are_not_autotuned_and_cover_the_arrays():
+    # An autotuned iterator's destruction waits out its model thread's sleep (up to a minute), and Keras
+    # leaves the training iterator to the garbage collector: the old from_tensor_slices pipeline stalled
+    # the Trainer's export that way. The held-out part is read once, in order, the last batch partial.
+    x = {"pixels": np.arange(20, dtype=np.float32).reshape(10, 2)}
+    y = np.arange(10)
+    held = regime._dataset(x, y, 4, shuffle=False, seed=0)
+    fit = regime._dataset(x, y, 4, shuffle=True, seed=0)
+    for data in (held, fit):
+        assert data.options().autotune.enabled is False
+    batches = list(held)
+    assert [len(labels) for _, labels in batches] == [4, 4, 2]
+    np.testing.assert_array_equal(np.concatenate([features["pixels"][:, 0] for features, _ in batches]),
+                                  x["pixels"][:, 0])
+    first_pass = np.concatenate([labels.numpy() for _, labels in fit.take(5)])[:10]
+    assert sorted(first_pass.tolist()) == list(range(10))  # one permutation per pass over the data
+
+
+def test_step_budget_grows_sublinearly_with_the_data():
+    # The TrainArgs budget (15 passes) grows linearly with the data; the default budget grows with its
+    # square root, is checked at least MIN_CHECKS times, and never drops below min_steps on small sets.
+    plans = {n: regime.schedule(n, 64, min_steps=1000, max_steps=15 * -(-n // 64), patience_steps=300)
+             for n in (1_200, 34_000, 136_000)}
+    assert plans[1_200].budget == 1000 and plans[1_200].steps_per_check == regime.MIN_STEPS_PER_CHECK
+    assert plans[34_000].budget < 15 * 34_000 // 64 / 3
+    assert plans[136_000].budget == pytest.approx(2 * plans[34_000].budget, rel=0.01)
+    for plan in plans.values():
+        assert plan.epochs * plan.steps_per_check >= plan.budget
+        assert plan.epochs >= regime.MIN_CHECKS or plan.steps_per_check == regime.MIN_STEPS_PER_CHECK
+    # --train-steps: exactly that budget, checked once per pass as before.
+    explicit = regime.schedule(136_000, 64, min_steps=0, max_steps=20_000, patience_steps=300, scale_budget=False)
+    assert explicit.budget == 20_000 and explicit.steps_per_check == 136_000 // 64
+
+
+def test_the_held_out_part_is_capped():
+    labels = np.repeat(np.arange(10), 4000)
+    fit, held = regime.stopping_holdout(labels, 0.15, seed=0)
+    assert len(held) == regime.MAX_HOLDOUT_EXAMPLES and len(fit) + len(held) == len(labels)
+    assert np.bincount(labels[held]).tolist() == [regime.MAX_HOLDOUT_EXAMPLES // 10] * 10
+    small = np.repeat(np.arange(3), 100)
+    assert len(regime.stopping_holdout(small, 0.15, seed=0)[1]) == len(regime.holdout_split(small, 0.15, 0)[1])
+
+
+def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatch):
+    # Both image features parsed under the 256 MB input budget put a 200k train split over it, and the
+    # Trainer then streamed 15 fixed passes: it loads the network's input, the references' pixels and the
+    # label only, under the regime's budget, and nothing in memory across workers.
+    from types import SimpleNamespace
+
+    from models.cnn import trainer
+    from models.common.training import TrainingSettings
+
+    calls = []
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget: calls.append((files, set(spec), budget)))
+    feature = tf.io.FixedLenFeature([4], tf.float32)
+    spec = {features.IMAGE_XF: feature, features.IMAGE_UNIT_XF: feature, features.LABEL_XF: feature,
+            "example_id": tf.io.FixedLenFeature([1], tf.string)}
+    fn_args = SimpleNamespace(train_files=["train"], eval_files=["eval"])
+    trainer._load_splits(fn_args, TrainingSettings(), spec, on_base_model=False)
+    assert calls == [(files, {features.IMAGE_XF, features.LABEL_XF}, regime.IN_MEMORY_BYTES)
+                     for files in (["train"], ["eval"])]
+    calls.clear()
+    trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), spec, on_base_model=True)
+    assert calls[0][1] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0

@@ -75,9 +75,7 @@ def run_fn(fn_args: FnArgs) -> None:
     strategy = make_strategy(settings.strategy)
     base = base_model.describe(settings.base_model) if settings.base_model else None
     warm = WarmStarter.for_trainer(settings.warm_start, fn_args, data.identity(settings.base_model), log)
-    budget = settings.input_options()["memory_budget_bytes"]
-    train = load_split(fn_args.train_files, data.spec, budget)
-    evaluation_split = load_split(fn_args.eval_files, data.spec, budget)
+    train, evaluation_split = _load_splits(fn_args, settings, data.spec, base is not None)
     # The reference predictors fit in a thread while the CNN trains; the export waits for them.
     fitting_references = references.beside(_references, fn_args, data.spec, train, evaluation_split, settings.seed)
     build = functools.partial(_build, data, base, hparams, settings, strategy, warm)
@@ -99,6 +97,17 @@ def run_fn(fn_args: FnArgs) -> None:
                                     extra=scored)
         _write_json(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), training)
         write_record(target, data.identity(settings.base_model), warm.decision)
+
+
+def _load_splits(fn_args: FnArgs, settings: TrainingSettings, spec: dict, on_base_model: bool):
+    """The train and eval splits as arrays of the features this Trainer reads (the network's input, the
+    references' standardised pixels, the label), or None for a split over the regime's in-memory size
+    (models/common/regime.py); never in memory across workers (``TrainingSettings.input_options``)."""
+    keys = {features.IMAGE_XF, features.LABEL_XF, features.IMAGE_UNIT_XF if on_base_model else features.IMAGE_XF}
+    needed = {key: value for key, value in spec.items() if key in keys}
+    budget = settings.input_options()["memory_budget_bytes"]
+    budget = regime.IN_MEMORY_BYTES if budget is None else budget
+    return load_split(fn_args.train_files, needed, budget), load_split(fn_args.eval_files, needed, budget)
 
 
 def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, CnnHyperparameters, dict[str, Any]]:
@@ -134,7 +143,7 @@ def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHy
         batch_size=settings.batch_size * strategy.num_replicas_in_sync,
         min_steps=0 if settings.explicit_steps else hparams.min_steps, max_steps=fn_args.train_steps,
         patience_steps=hparams.patience_steps, holdout_fraction=hparams.holdout_fraction,
-        num_classes=len(data.class_names), seed=settings.seed,
+        num_classes=len(data.class_names), seed=settings.seed, scale_budget=not settings.explicit_steps,
         callbacks=[tensorboard(settings, fn_args.model_run_dir)], log=log.info)
     model, report = fit_on_train(build, class_weights=hparams.class_weights)
     training: dict[str, Any] = {"regime": "early_stopping", **report.to_dict()}
@@ -171,7 +180,7 @@ def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperpar
     decided on the same held-out part of train that stopped the training. On a base model the
     input is [0, 1] pixels, standardised for the head as Transform does for a CNN from scratch."""
     labels = np.asarray(train[features.LABEL_XF]).reshape(-1)
-    fit_idx, held_idx = regime.holdout_split(labels, hparams.holdout_fraction, seed)
+    fit_idx, held_idx = regime.stopping_holdout(labels, hparams.holdout_fraction, seed)
     return kernel_head.fit_and_select(
         model, train[input_key], labels, fit_idx, held_idx, num_classes,
         softmax_holdout_accuracy=report.holdout_accuracy, mode=hparams.kernel_head, seed=seed,

@@ -1,18 +1,33 @@
-"""Training length and class weighting decided by the data, not by a fixed epoch count.
+"""Training length, held-out checks and class weighting decided by the data, not by a fixed epoch count.
 
-- A stratified held-out part of TRAIN (never the eval split, which the Evaluator gates on)
-  decides when to stop: the best epoch's weights are kept (``callbacks.BestWeights``).
-- The held-out part is checked once per pass over the data, or every
-  ``MIN_STEPS_PER_CHECK`` steps on small sets (``FitReport.steps_per_epoch``).
-- Small sets get at least ``min_steps`` optimizer steps before stopping is allowed, and up
-  to ``max_steps`` in all; patience is counted in steps, so it means the same on 500 or
-  50,000 examples.
-- Imbalanced classes: with ``class_weights="auto"`` the model is trained both without and
+Every decision of the in-memory regime is made here, in :func:`schedule` and :func:`fit_with_holdout`:
+
+- **In memory or streamed.** The train split is held in memory as arrays when its parsed inputs fit
+  ``IN_MEMORY_BYTES`` (the CNN Trainer loads only the features it reads); above that it streams the
+  TrainArgs steps without early stopping (models/cnn/trainer.py).
+- **Held-out part.** A stratified part of TRAIN (never the eval split, which the Evaluator gates on),
+  ``holdout_fraction`` of it but at most ``MAX_HOLDOUT_EXAMPLES``, decides when to stop: the best
+  check's weights are kept (``callbacks.BestWeights``). Past a few thousand examples a larger part
+  only makes every check slower while its accuracy is already precise to a tenth of a point, and
+  the examples it would take train the model instead.
+- **Step budget, sub-linear in the data.** Up to the TrainArgs steps (``--epochs`` passes), but
+  with the defaults at most ``STEPS_PER_SQRT_EXAMPLE * sqrt(fit examples)``: a bigger set gives
+  more distinct examples per step, so fewer passes reach the same held-out accuracy, and a budget
+  linear in the data (15 passes) made the Trainer the slowest step of a large run while its
+  held-out accuracy had long flattened (docs/benchmarks.md, "Against TFX's own example").
+  Small sets still get ``min_steps`` optimizer steps before stopping is allowed; ``--train-steps``
+  trains exactly that budget (``scale_budget=False``).
+- **Checks.** The held-out part is checked once per pass over the data, but (with the defaults)
+  at least ``MIN_CHECKS`` times in the budget, and never more often than every ``MIN_STEPS_PER_CHECK``
+  steps (``FitReport.steps_per_epoch``: a Keras "epoch" is one check). Patience is counted in
+  steps, so it means the same on 500 or 50,000 examples.
+- **Imbalanced classes**: with ``class_weights="auto"`` the model is trained both without and
   with balanced class weights, and the better on the held-out part (its accuracy, the key
   metric) is kept; ``"on"``/``"off"`` force one.
+- **Input**: the arrays are fed by tf.data with autotuning off (``_dataset`` says why).
 
-Works on in-memory arrays (``inputs.load_split``); the chosen epoch and the comparison are
-returned in a :class:`FitReport` that the Trainer writes next to the model.
+The chosen check and the comparison are returned in a :class:`FitReport` that the Trainer writes
+next to the model.
 """
 import dataclasses
 import math
@@ -29,6 +44,16 @@ IMBALANCE_RATIO = 1.5
 #: A Keras "epoch" (one held-out check) is at least this many steps: on small sets a pass
 #: over the data is a handful of steps, and a check per pass would cost more than training.
 MIN_STEPS_PER_CHECK = 50
+#: Held-out checks in a step budget at least (a pass over a large set is a large part of its budget).
+MIN_CHECKS = 8
+#: The held-out part of train holds at most this many examples.
+MAX_HOLDOUT_EXAMPLES = 5000
+#: The default step budget's scale: this many steps per square root of the fit examples.
+STEPS_PER_SQRT_EXAMPLE = 8
+#: Parsed train inputs up to this size are held in memory for the regime (larger: streamed).
+IN_MEMORY_BYTES = 1 << 30
+#: Batch size of the held-out checks (forward passes only: larger batches, fewer Python steps).
+CHECK_BATCH = 256
 
 
 @dataclasses.dataclass
@@ -44,6 +69,7 @@ class FitReport:
     #: Per epoch, as Keras' History: loss and accuracy on the fit part, ``val_`` ones on the held-out
     #: part; what the summary's advice reads (pipeline/results/advice.py: overfitting or underfitting).
     curves: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    step_budget: int = 0            # the most steps a trial could train (schedule())
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -62,6 +88,38 @@ def holdout_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.nd
     return np.sort(np.concatenate(fit)), np.sort(np.concatenate(held))
 
 
+def stopping_holdout(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, holdout) indices of the held-out part that stops training: ``holdout_split`` with at most
+    ``MAX_HOLDOUT_EXAMPLES`` held out (a later decision on the same part, the kernel head, calls this too)."""
+    labels = np.asarray(labels).reshape(-1)
+    return holdout_split(labels, min(fraction, MAX_HOLDOUT_EXAMPLES / max(1, len(labels))), seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How long one trial trains and how often it is checked (see the module docstring)."""
+
+    budget: int           # optimizer steps at most
+    steps_per_check: int  # a Keras "epoch"
+    epochs: int           # checks at most
+    patience: int         # checks without improvement before stopping
+    min_epochs: int       # checks before stopping is allowed
+
+
+def schedule(fit_examples: int, batch_size: int, *, min_steps: int, max_steps: int, patience_steps: int,
+             scale_budget: bool = True) -> Schedule:
+    """The step budget and the held-out checks for ``fit_examples`` examples in batches of ``batch_size``."""
+    budget = max(1, max_steps, min_steps)
+    if scale_budget:
+        budget = min(budget, max(1, min_steps, math.ceil(STEPS_PER_SQRT_EXAMPLE * math.sqrt(fit_examples))))
+    one_pass = math.ceil(fit_examples / batch_size)
+    if scale_budget:
+        one_pass = min(one_pass, math.ceil(budget / MIN_CHECKS))
+    every = min(budget, max(MIN_STEPS_PER_CHECK, one_pass))
+    return Schedule(budget=budget, steps_per_check=every, epochs=max(1, math.ceil(budget / every)),
+                    patience=max(1, math.ceil(patience_steps / every)), min_epochs=math.ceil(min_steps / every))
+
+
 def balanced_class_weights(labels: np.ndarray, num_classes: int) -> dict[int, float]:
     """n / (k * count) per class present (sklearn's "balanced"); absent classes weigh 1."""
     counts = np.bincount(labels.astype(np.int64), minlength=num_classes)
@@ -78,31 +136,45 @@ def is_imbalanced(labels: np.ndarray) -> bool:
 
 
 def _dataset(x: dict[str, np.ndarray], y: np.ndarray, batch_size: int, shuffle: bool, seed: int):
+    """Shuffled batches forever (the fit part) or every example once (the held-out part), not autotuned.
+
+    Autotuning off: an autotuned iterator's model thread sleeps through an optimisation period that
+    grows to a minute, and destroying the iterator waits for that sleep to end. Keras leaves the training
+    iterator to Python's garbage collector, so after a fit of a minute or more whatever ran at the next
+    collection stalled for up to a minute (it was the export). Nothing here is tuned (the prefetch depth
+    is fixed), so turning it off changes no batch."""
     data = tf.data.Dataset.from_tensor_slices((x, y))
     if shuffle:
         data = data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True).repeat()
-        return data.batch(batch_size, drop_remainder=len(y) >= batch_size).prefetch(2)
-    return data.batch(batch_size)
+        data = data.batch(batch_size, drop_remainder=len(y) >= batch_size).prefetch(2)
+    else:
+        data = data.batch(batch_size)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return data.with_options(options)
 
 
 def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.ndarray], y: np.ndarray,
                      *, batch_size: int, min_steps: int, max_steps: int, patience_steps: int,
                      holdout_fraction: float, class_weights: str = "auto", num_classes: int,
-                     seed: int = 0, callbacks: list | None = None,
+                     seed: int = 0, callbacks: list | None = None, scale_budget: bool = True,
                      log: Callable[[str], None] | None = None) -> tuple[tf.keras.Model, FitReport]:
-    """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report."""
+    """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report.
+
+    ``max_steps``: the TrainArgs steps; ``scale_budget=False`` (``--train-steps``) trains up to exactly
+    that many, else :func:`schedule` may cap them."""
     # As TrainingSettings.fit: without it the first fit transpiles tf_keras and takes most of
     # a small Trainer's time (models/common/autograph.py, benchmarks/README.md).
     convert_tf_keras(False)
     y = np.asarray(y).reshape(-1)  # a [n, 1] label column (TFT's FixedLenFeature [1]) works too
-    fit_idx, held_idx = holdout_split(y, holdout_fraction, seed)
+    fit_idx, held_idx = stopping_holdout(y, holdout_fraction, seed)
     if len(held_idx) == 0:  # too few examples to hold any out: train the step budget
         fit_idx = np.arange(len(y))
     take = lambda idx: ({k: v[idx] for k, v in x.items()}, y[idx])  # noqa: E731
     x_fit, y_fit = take(fit_idx)
-    budget = max(1, max_steps, min_steps)
-    steps_per_epoch = min(budget, max(MIN_STEPS_PER_CHECK, math.ceil(len(fit_idx) / batch_size)))
-    epochs = max(1, math.ceil(budget / steps_per_epoch))
+    plan = schedule(len(fit_idx), batch_size, min_steps=min_steps, max_steps=max_steps,
+                    patience_steps=patience_steps, scale_budget=scale_budget)
+    steps_per_epoch, epochs = plan.steps_per_check, plan.epochs
     modes = {"on": [True], "off": [False]}.get(class_weights)
     if modes is None:  # auto
         modes = [False, True] if is_imbalanced(y_fit) and len(held_idx) else [False]
@@ -112,9 +184,8 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     trials: dict[str, float | None] = {}
     for weighted in modes:
         model = build_model()
-        stopper: BestWeights | None = BestWeights(patience=max(1, math.ceil(patience_steps / steps_per_epoch)),
-                                                  min_epochs=math.ceil(min_steps / steps_per_epoch))
-        validation = _dataset(*take(held_idx), batch_size, False, seed) if len(held_idx) else None
+        stopper: BestWeights | None = BestWeights(patience=plan.patience, min_epochs=plan.min_epochs)
+        validation = _dataset(*take(held_idx), max(batch_size, CHECK_BATCH), False, seed) if len(held_idx) else None
         if validation is None:
             stopper = None
         history = model.fit(_dataset(x_fit, y_fit, batch_size, True, seed), epochs=epochs,
@@ -130,6 +201,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
             epochs_run=stopper.epochs_run if stopper else epochs,
             steps_per_epoch=steps_per_epoch, stopped_early=bool(stopper and stopper.stopped_early),
             holdout_examples=int(len(held_idx)), holdout_accuracy=accuracy, class_weights=weighted,
+            step_budget=plan.budget,
             curves={key: [float(value) for value in values] for key, values in history.history.items()})
         trials["with_class_weights" if weighted else "without_class_weights"] = accuracy
         if log:
