@@ -91,18 +91,19 @@ def plan_cifar(folder: Path, image_size: int | None, channels: int | None) -> So
                 f"CIFAR-10 file {meta_path} has empty or repeated label names {names}; "
                 "each class needs a distinct name. Re-extract the CIFAR-10 archive."
             )
-        parts, labels, ids = [], [], []
+        parts, labels, ids, units = [], [], [], []
         for path in batches:
             data, batch_labels = _read_cifar_batch(path, len(names))
             parts.append(convert_all(data, (size, size, ch)))
             labels += [names[i] for i in batch_labels]
             ids += [f"cifar/{path.name}/{i}" for i in range(len(batch_labels))]
+            units += [path.name] * len(batch_labels)
         pixels = parts[0] if len(parts) == 1 else np.concatenate(parts)
         classes = sorted(names)
         empty = sorted(set(classes) - set(labels))
         if empty:
             log.warning("CIFAR classes without examples in %s: %s", folder, empty)
-        return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes)
+        return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes, units=units)
 
     return SourcePlan(
         kind="cifar",

@@ -48,7 +48,7 @@ def plan_tfrecords(root: Path, files: list[Path], image_size: int | None,
 def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: int | None,
                     channels: int | None) -> ImageSet:
     """Check every record and copy the raw pixels to a scratch file in one read."""
-    labels, ids, length = [], [], None
+    labels, ids, units, length = [], [], [], None
     raw_path = scratch / "raw.u8"
     with open(raw_path, "wb") as raw_file:
         for path in files:
@@ -64,7 +64,8 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
                     )
                 raw_file.write(pixels.tobytes())
                 labels.append(label)
-                ids.append(example_id or f"{path.relative_to(base).as_posix()}/{index}")
+                units.append(path.relative_to(base).as_posix())
+                ids.append(example_id or f"{units[-1]}/{index}")
     if not labels:
         raise DataError(
             f"The TFRecord files in {base} hold no records. Write the examples again, or "
@@ -84,7 +85,7 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
     raw = np.memmap(raw_path, dtype=np.uint8, mode="r", shape=(len(labels), *shape))
     target = (image_size or shape[0], image_size or shape[1], channels or shape[2])
     if target == shape:
-        return ImageSet(pixels=raw, labels=labels, ids=ids, classes=classes)
+        return ImageSet(pixels=raw, labels=labels, ids=ids, classes=classes, units=units)
     if shape[2] not in MODES:
         raise DataError(
             f"Images in {base} have {shape[2]} channels, which cannot be resized or "
@@ -95,7 +96,23 @@ def _load_tfrecords(base: Path, files: list[Path], scratch: Path, image_size: in
     )
     for i in range(len(labels)):
         out[i] = convert_array(np.asarray(raw[i]), target)
-    return ImageSet(pixels=out, labels=labels, ids=ids, classes=classes)
+    return ImageSet(pixels=out, labels=labels, ids=ids, classes=classes, units=units)
+
+
+def record_labels(path: str) -> set[str]:
+    """The class names in one TFRecord file, known before its images are converted.
+
+    Why: a label id is the class's index in the sorted list of every class, and a TFRecord
+    source names its classes only in its records. TensorFlow's parser reads just the label
+    (it skips the image's bytes), so this costs the file's read and decompression, not a
+    second conversion. A record out of spec is named by the full check."""
+    dataset = tf.data.TFRecordDataset(path, compression_type="GZIP" if path.lower().endswith(".gz") else "")
+    spec = {features.LABEL: tf.io.VarLenFeature(tf.string)}
+    labels = dataset.batch(1024).map(lambda batch: tf.io.parse_example(batch, spec)[features.LABEL].values)
+    try:
+        return {value.decode("utf-8") for values in labels.as_numpy_iterator() for value in values}
+    except (tf.errors.OpError, UnicodeDecodeError):
+        return {_parse_record(example, path, index)[0] for index, example in enumerate(iter_file_examples(path))}
 
 
 def _parse_record(example: tf.train.Example, path: Path | str, index: int

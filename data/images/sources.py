@@ -28,6 +28,9 @@ from data.walk import isdir, printable
 #: ``input_base`` of the bundled digits: no file to read, so nothing machine-specific in the spec.
 BUNDLED_DIGITS = "bundled:digits"
 
+#: The bundled digits' classes, sorted as every class list is ("0" .. "9": all ten occur).
+DIGIT_CLASSES = tuple(sorted(str(digit) for digit in range(10)))
+
 #: One decoded image: (pixels HWC uint8, class name, example id).
 Image = tuple[np.ndarray, str, str]
 
@@ -42,6 +45,14 @@ class Unit:
     example_id: str = ""   # folder: the path relative to the root; tfrecord: the file's relative path
 
 
+def unit_key(unit: Unit) -> str:
+    """The unit's name relative to the source, as the prepare step names it (``ImageSet.units``):
+    what the brightness sample and the write order are drawn by (``brightness.unit_rank``)."""
+    if unit.kind == "cifar":
+        return unit.uri.rsplit("/", 1)[-1]
+    return unit.example_id
+
+
 @dataclasses.dataclass(frozen=True)
 class Listing:
     """What a source holds, known from names alone (plus one record for a TFRecord shape)."""
@@ -50,7 +61,7 @@ class Listing:
     root: str
     shape: tuple[int, int, int]          # output shape of every image
     units: tuple[Unit, ...]
-    classes: tuple[str, ...] | None      # None: only known after reading (TFRecords)
+    classes: tuple[str, ...] | None      # None: only known after reading (TFRecords: records.record_labels)
     class_names: tuple[str, ...] = ()    # CIFAR: label index -> name, as in batches.meta
     native_shape: tuple[int, int, int] | None = None  # TFRecords: the stored shape
     unused: dict | None = None           # folder: what the listing did not read (listing.Unused.facts)
@@ -60,7 +71,7 @@ def list_source(root: str, image_size: int | None, channels: int | None, follow_
     """Detect the kind of source at ``root`` and list its units; DataError for bad input."""
     if root == BUNDLED_DIGITS:
         return Listing("digits", root, (image_size or 8, image_size or 8, channels or 1),
-                       (Unit("digits", ""),), None)
+                       (Unit("digits", ""),), DIGIT_CLASSES)
     if not tf.io.gfile.exists(root):
         raise DataError(
             f"Data source {root} does not exist. Give the path of a folder with one "
