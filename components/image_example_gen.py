@@ -47,7 +47,7 @@ from components.ingest_driver import TreeFingerprintDriver
 from components.streaming_write import StreamingExampleGenExecutor
 from data.errors import DataError
 from data.images import brightness
-from data.images.brightness import bucket, image_means, thresholds
+from data.images.brightness import bucket, image_mean, image_means, thresholds
 from data.images.records import record_labels
 from data.images.sources import BUNDLED_DIGITS, Image, Listing, list_source, read_unit
 from data.images.writer import make_example
@@ -79,24 +79,25 @@ def _images(task: Task, listing: Listing):
 
 def _example(image: Image, bounds: list[float], label_ids: dict[str, int]):
     pixels, label, example_id = image
-    return make_example(pixels, label, label_ids[label], bucket(image_means(pixels[None])[0], bounds), example_id)
+    return make_example(pixels, label, label_ids[label], bucket(image_mean(pixels), bounds), example_id)
 
 
-def _task_examples(task: Task, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
-    """The examples of a task outside the sample, made as each image is decoded."""
-    label_ids, made = {name: i for i, name in enumerate(classes)}, 0
-    for item in _images(task, listing):
+def _examples_of(work, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
+    """The examples of a task, made as each image is decoded, or of one image of a folder's
+    sample (decoded by the sample's read: ``(pixels, label, id)``, not ``(index, units)``)."""
+    label_ids = {name: i for i, name in enumerate(classes)}
+    if isinstance(work[0], np.ndarray):
+        progress.count(EXAMPLES_MADE, 1, total=files)
+        yield _example(work, bounds, label_ids)
+        return
+    made = 0
+    for item in _images(work, listing):
         if isinstance(item, beam.pvalue.TaggedOutput):
             yield item
         else:
             made += 1
             yield _example(item, bounds, label_ids)
     progress.count(EXAMPLES_MADE, made, total=files)  # the runner's live line
-
-
-def _sample_example(image: Image, files: int | None, bounds: list[float], classes: list[str]):
-    progress.count(EXAMPLES_MADE, 1, total=files)
-    return _example(image, bounds, {name: i for i, name in enumerate(classes)})
 
 
 def _leading_files(_, tasks_file: str, listing: Listing, classes: list[str]):
@@ -195,28 +196,29 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
                   | "SpreadSample" >> beam.Reshuffle()
                   | "ReadSample" >> beam.FlatMap(_images, listing).with_outputs(_UNREADABLE, main="images"))
         unreadable.append(sample[_UNREADABLE])
-        bounds = (sample.images | "SampleMeans" >> beam.Map(lambda image: float(image_means(image[0][None])[0]))
+        bounds = (sample.images | "SampleMeans" >> beam.Map(lambda image: image_mean(image[0]))
                   | "AllSampleMeans" >> beam.combiners.ToList() | "Bounds" >> beam.Map(_sample_bounds))
-        sampled = sample.images | "SampleExamples" >> beam.Map(_sample_example, files, beam.pvalue.AsSingleton(bounds),
-                                                               classes)
-        done = pipeline | "SampleTaskCount" >> beam.Create([sample_tasks])
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda task: task[0] >= sample_tasks)
+        sampled = []
     else:  # batches, TFRecord files: how many images a file holds is known once it is read
         lead = (pipeline | "Start" >> beam.Create([None])
                 | "ReadLeadingFiles" >> beam.FlatMap(_leading_files, tasks_file, listing, classes).with_outputs(
                     _BOUNDS, main="examples"))
-        sampled = lead.examples
         bounds = lead[_BOUNDS] | "Bounds" >> beam.Map(lambda pair: pair[0])
-        done = lead[_BOUNDS] | "LeadingTasks" >> beam.Map(lambda pair: pair[1])
-    rest = (tasks | "OtherTasks" >> beam.Filter(lambda task, done: task[0] >= done, beam.pvalue.AsSingleton(done))
-            | "Spread" >> beam.Reshuffle()  # parallel reads: tasks spread over the workers
-            | "ToExamples" >> beam.FlatMap(_task_examples, listing, files, beam.pvalue.AsSingleton(bounds),
-                                           classes).with_outputs(_UNREADABLE, main="examples"))
-    unreadable.append(rest[_UNREADABLE])
+        done = beam.pvalue.AsSingleton(lead[_BOUNDS] | "LeadingTasks" >> beam.Map(lambda pair: pair[1]))
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda task, done: task[0] >= done, done)
+        sampled = [lead.examples]
+    work = rest | "Spread" >> beam.Reshuffle()  # parallel reads: tasks spread over the workers
+    if sample_tasks is not None:  # the sample's images join the tasks: one stage makes every example
+        work = (sample.images, work) | "SampleAndTasks" >> beam.Flatten()
+    made = work | "ToExamples" >> beam.FlatMap(_examples_of, listing, files, beam.pvalue.AsSingleton(bounds),
+                                               classes).with_outputs(_UNREADABLE, main="examples")
+    unreadable.append(made[_UNREADABLE])
     bad = unreadable | "AllUnreadable" >> beam.Flatten() | "Unreadable" >> beam.CombineGlobally(_Unreadable())
     _ = (pipeline | "StageOnce" >> beam.Create([None])
          | "StageFacts" >> beam.Map(lambda _, classes, bad: _stage(classes, bad, listing, f"{scratch}/{_FACTS_FILE}"),
                                     classes, beam.pvalue.AsSingleton(bad)))
-    return (sampled, rest.examples) | "AllExamples" >> beam.Flatten()
+    return made.examples if not sampled else (*sampled, made.examples) | "AllExamples" >> beam.Flatten()
 
 
 def _unreadable_error(unreadable: dict[str, Any], root: str) -> DataError:

@@ -44,13 +44,20 @@ def unit_rank(unit_key: str) -> bytes:
     return hashlib.blake2b(unit_key.encode("utf-8", "surrogateescape"), digest_size=8, key=_SEED).digest()
 
 
+def image_mean(pixels: np.ndarray) -> float:
+    """One image's mean pixel value: the exact integer sum over the pixel count, one rounding
+    (what ``numpy.mean`` gives for uint8 pixels too: every partial sum is exact in float64)."""
+    array = np.asarray(pixels)
+    return int(array.sum(dtype=np.uint64)) / array.size
+
+
 def image_means(pixels: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """Per-image mean pixel value of (N, H, W, C) pixels, in chunks so a disk-backed array is
-    never copied whole. Every path computes means here, so equal pixels give equal means to the bit."""
+    """Per-image means of (N, H, W, C) pixels, as :func:`image_mean` computes each (to the bit),
+    in chunks so a disk-backed array is never copied whole."""
     means = np.empty(len(pixels), dtype=np.float64)
     for start in range(0, len(pixels), chunk):
         block = np.asarray(pixels[start:start + chunk])
-        means[start:start + len(block)] = block.reshape(len(block), -1).mean(axis=1)
+        means[start:start + len(block)] = block.reshape(len(block), -1).sum(axis=1, dtype=np.uint64) / block[0].size
     return means
 
 
