@@ -11,12 +11,17 @@ its brightness slice, is decided from a sample read first (``data/images/brightn
 why a sample, and why the same rule as the prepare step). Units (an image file, a CIFAR
 batch, a TFRecord file) are read in that rule's seeded order (``image_tasks.py``), so the
 sample is the head of the read: a folder's sample files are known from their names and
-are read in parallel, their decoded images held (at most ``brightness.SAMPLE_SIZE``) until the
-bounds are known; a batch or TFRecord file holds an unknown number of images, so one
-worker reads the leading files in turn until it has the sample and writes what it read.
-The other tasks wait for the bounds (a Beam side input, so this runs on any runner) and
-then convert and write in parallel. For TFRecords the class list (a label id is the
-class's index in it) comes from a label-only read of the records (``records.record_labels``).
+are read in parallel, their decoded images held (at most ``brightness.SAMPLE_SIZE``) until
+the bounds are known, then handed to the stage that makes every example together with the
+other tasks (one stage: examples are never encoded between stages); a batch or TFRecord
+file holds an unknown number of images, so one worker reads the leading files in turn
+until it has the sample and writes what it read. The other tasks wait for the bounds (a
+Beam side input, so this runs on any runner) and then convert and write in parallel. For
+TFRecords the class list (a label id is the class's index in it) comes from a label-only
+read of the records (``records.record_labels``): TensorFlow's parser skips the pixels, so
+it costs far less than the conversion, and it trusts nothing beside the records (a
+``manifest.json`` may be older than them). What this costs and saves against the former
+two passes and TFX's ImportExampleGen: docs/benchmarks.md, "A single pass over the images".
 
 Every unreadable file is listed, not just the first: the pass sets them aside and stages
 them, with the class list and shape, in the executor's scratch folder; once the Beam
@@ -41,7 +46,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 
 from components.data_facts import attach_facts, publish
-from components.image_tasks import Task, parse_task, tasks_in_order, write_tasks
+from components.image_tasks import Task, parse_task, task_index, tasks_in_order, write_tasks
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
 from components.streaming_write import StreamingExampleGenExecutor
@@ -83,15 +88,15 @@ def _example(image: Image, bounds: list[float], label_ids: dict[str, int]):
 
 
 def _examples_of(work, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
-    """The examples of a task, made as each image is decoded, or of one image of a folder's
-    sample (decoded by the sample's read: ``(pixels, label, id)``, not ``(index, units)``)."""
+    """The examples of a task (its line), made as each image is decoded, or of one image of a
+    folder's sample (decoded by the sample's read: ``(pixels, label, id)``)."""
     label_ids = {name: i for i, name in enumerate(classes)}
-    if isinstance(work[0], np.ndarray):
+    if not isinstance(work, str):
         progress.count(EXAMPLES_MADE, 1, total=files)
         yield _example(work, bounds, label_ids)
         return
     made = 0
-    for item in _images(work, listing):
+    for item in _images(parse_task(work), listing):
         if isinstance(item, beam.pvalue.TaggedOutput):
             yield item
         else:
@@ -163,7 +168,7 @@ def _class_list(pipeline: beam.Pipeline, tasks: beam.pvalue.PCollection, listing
     if listing.classes is not None:
         return pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
     return (tasks | "SpreadLabelReads" >> beam.Reshuffle()
-            | "Labels" >> beam.FlatMap(lambda task: set().union(*(record_labels(u.uri) for u in task[1])))
+            | "Labels" >> beam.FlatMap(lambda line: set().union(*(record_labels(u.uri) for u in parse_task(line)[1])))
             | "Classes" >> beam.combiners.ToSet()
             | "CheckClasses" >> beam.Map(_checked_classes, listing.root))
 
@@ -188,17 +193,18 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     sample_tasks = write_tasks(listing, tasks_file)
     files = len(listing.units) if listing.kind == "folder" else None
     listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
-    tasks = pipeline | "ReadTasks" >> beam.io.ReadFromText(tasks_file) | "ParseTasks" >> beam.Map(parse_task)
+    tasks = pipeline | "ReadTasks" >> beam.io.ReadFromText(tasks_file)  # lines, parsed where they are read
     classes = beam.pvalue.AsSingleton(_class_list(pipeline, tasks, listing))
     unreadable = []
     if sample_tasks is not None:  # a folder: the sample's files are known by name, read in parallel
-        sample = (tasks | "SampleTasks" >> beam.Filter(lambda task: task[0] < sample_tasks)
+        sample = (tasks | "SampleTasks" >> beam.Filter(lambda line: task_index(line) < sample_tasks)
                   | "SpreadSample" >> beam.Reshuffle()
-                  | "ReadSample" >> beam.FlatMap(_images, listing).with_outputs(_UNREADABLE, main="images"))
+                  | "ReadSample" >> beam.FlatMap(lambda line: _images(parse_task(line), listing)).with_outputs(
+                      _UNREADABLE, main="images"))
         unreadable.append(sample[_UNREADABLE])
         bounds = (sample.images | "SampleMeans" >> beam.Map(lambda image: image_mean(image[0]))
                   | "AllSampleMeans" >> beam.combiners.ToList() | "Bounds" >> beam.Map(_sample_bounds))
-        rest = tasks | "OtherTasks" >> beam.Filter(lambda task: task[0] >= sample_tasks)
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda line: task_index(line) >= sample_tasks)
         sampled = []
     else:  # batches, TFRecord files: how many images a file holds is known once it is read
         lead = (pipeline | "Start" >> beam.Create([None])
@@ -206,7 +212,7 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
                     _BOUNDS, main="examples"))
         bounds = lead[_BOUNDS] | "Bounds" >> beam.Map(lambda pair: pair[0])
         done = beam.pvalue.AsSingleton(lead[_BOUNDS] | "LeadingTasks" >> beam.Map(lambda pair: pair[1]))
-        rest = tasks | "OtherTasks" >> beam.Filter(lambda task, done: task[0] >= done, done)
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda line, done: task_index(line) >= done, done)
         sampled = [lead.examples]
     work = rest | "Spread" >> beam.Reshuffle()  # parallel reads: tasks spread over the workers
     if sample_tasks is not None:  # the sample's images join the tasks: one stage makes every example

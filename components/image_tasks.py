@@ -11,6 +11,9 @@ unit's name). A folder lists its files class by class and nothing reorders the e
 before the write (``streaming_write.py``), so a reader with a bounded shuffle buffer would
 otherwise see one class at a time; the same folder is written in the same order on every
 run; and the leading units are the brightness sample, which the ExampleGen reads first.
+
+A task travels through the Beam graph as its text line and is parsed where it is read:
+a line is one string to encode between stages, a task of 256 units 256 pickled objects.
 """
 from __future__ import annotations
 
@@ -59,6 +62,11 @@ def _grouped(units: list[Unit], size: int) -> list[tuple[Unit, ...]]:
 def parse_task(line: str) -> Task:
     index, units = json.loads(line)
     return index, tuple(Unit(*fields) for fields in units)
+
+
+def task_index(line: str) -> int:
+    """A task line's index (its position in the read order)."""
+    return int(line[1:line.index(",")])
 
 
 def tasks_in_order(path: str) -> Iterator[Task]:
