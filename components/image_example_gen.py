@@ -59,6 +59,9 @@ from data.images.writer import make_example
 
 #: The counter of the runner's live progress line (``stackenv/progress.py``).
 EXAMPLES_MADE = "examples made"
+#: Images decoded before their examples are made (a folder task's files, or a part of a batch
+#: or TFRecord file): a bound on what a worker holds decoded.
+DECODE_CHUNK = 256
 #: Unreadable files named in the error (all are counted).
 BAD_FILES_SHOWN = 20
 #: exec_properties key (set by the executor, never by a user): its scratch folder.
@@ -88,21 +91,27 @@ def _example(image: Image, bounds: list[float], label_ids: dict[str, int]):
 
 
 def _examples_of(work, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
-    """The examples of a task (its line), made as each image is decoded, or of one image of a
-    folder's sample (decoded by the sample's read: ``(pixels, label, id)``)."""
+    """The examples of a task (its line), or of one image of a folder's sample (decoded by the
+    sample's read: ``(pixels, label, id)``). A task's images are decoded a chunk at a time, then
+    made into examples: alternating decode and example making image by image keeps neither
+    loop's code and data in the CPU's caches, and both ran slower (docs/benchmarks.md)."""
     label_ids = {name: i for i, name in enumerate(classes)}
     if not isinstance(work, str):
         progress.count(EXAMPLES_MADE, 1, total=files)
         yield _example(work, bounds, label_ids)
         return
-    made = 0
+    chunk: list[Image] = []
     for item in _images(parse_task(work), listing):
         if isinstance(item, beam.pvalue.TaggedOutput):
             yield item
-        else:
-            made += 1
-            yield _example(item, bounds, label_ids)
-    progress.count(EXAMPLES_MADE, made, total=files)  # the runner's live line
+            continue
+        chunk.append(item)
+        if len(chunk) == DECODE_CHUNK:
+            yield from (_example(image, bounds, label_ids) for image in chunk)
+            progress.count(EXAMPLES_MADE, len(chunk), total=files)  # the runner's live line
+            chunk = []
+    yield from (_example(image, bounds, label_ids) for image in chunk)
+    progress.count(EXAMPLES_MADE, len(chunk), total=files)
 
 
 def _leading_files(_, tasks_file: str, listing: Listing, classes: list[str]):
