@@ -6,7 +6,11 @@
   DirectRunner (``--mode``, default ``in_memory``), writing the train/eval GZIP TFRecords;
   timed inside a child process around ``Do`` alone (not the interpreter's start-up);
 - ``example-gen@DIR`` (``--baseline DIR``): the same executor from another checkout (e.g.
-  ``/work/main``), to show a change's effect in the same run.
+  ``/work/main``), to show a change's effect in the same run;
+- ``import-example-gen``: TFX's own ImportExampleGen executor on TFRecords of the same
+  pixels (``tf.train.Example`` in this project's feature spec, 4 uncompressed shards, made
+  once from the PNGs), same runner, same split and GZIP output, timed the same way: the
+  speed of a TFX ExampleGen that decodes nothing.
 
 Every example-gen round checks counts in = out (examples written = files) and stops with
 exit code 1 otherwise. The folder is generated once (random 8x8 grayscale PNGs in 10
@@ -47,6 +51,8 @@ def parse_args(argv=None):
     p.add_argument("--work-dir", default="/tmp/tfx-bench/example_gen")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--code", default=str(C.PROJECT_ROOT), help=argparse.SUPPRESS)
+    p.add_argument("--child-kind", default="image", help=argparse.SUPPRESS)
+    p.add_argument("--no-import", action="store_true", help="leave out TFX's ImportExampleGen variant")
     return p.parse_args(argv)
 
 
@@ -66,6 +72,36 @@ def generate(folder: Path, count: int, size: int) -> list[Path]:
     return sorted(folder.glob("*/*.png"))
 
 
+def records_of(folder: Path, files: list[Path], shards: int = 4) -> Path:
+    """TFRecords of the PNGs' pixels (decoded once, here), beside the folder."""
+    import numpy as np
+    from PIL import Image
+
+    records = folder.parent / f"{folder.name}-tfrecords"
+    marker = records / ".complete"
+    if marker.exists():
+        return records
+    shutil.rmtree(records, ignore_errors=True)
+    records.mkdir(parents=True)
+    import stackenv  # noqa: F401  (the project's TF environment, before TensorFlow loads)
+
+    import tensorflow as tf
+
+    from data.images.writer import make_example
+
+    writers = [tf.io.TFRecordWriter(str(records / f"images-{i:05d}-of-{shards:05d}.tfrecord")) for i in range(shards)]
+    for i, path in enumerate(files):
+        with Image.open(path) as image:
+            pixels = np.asarray(image)[..., None]
+        example = make_example(pixels, path.parent.name, int(path.parent.name[5:]), "medium",
+                               path.relative_to(folder).as_posix())
+        writers[i % shards].write(example.SerializeToString())
+    for writer in writers:
+        writer.close()
+    (records / ".complete").touch()
+    return records
+
+
 def reference(files: list[Path]) -> int:
     """Open, read and decode every file: the physical floor of any ingestion of them."""
     import numpy as np
@@ -79,8 +115,9 @@ def reference(files: list[Path]) -> int:
     return len(files)
 
 
-def child(data: Path, out: Path, size: int, mode: str, workers: int) -> dict:
-    """In a fresh process: the executor's ``Do`` timed alone, then the records counted."""
+def child(data: Path, out: Path, size: int, mode: str, workers: int, kind: str = "image") -> dict:
+    """In a fresh process: the executor's ``Do`` timed alone, then the records counted.
+    ``kind``: ``image`` (this project's, on the PNG folder) or ``import`` (TFX's ImportExampleGen on TFRecords)."""
     import stackenv  # noqa: F401
 
     import tensorflow as tf
@@ -97,7 +134,8 @@ def child(data: Path, out: Path, size: int, mode: str, workers: int) -> dict:
         splits=[example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)],
         partition_feature_name="example_id"))
-    input_config = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="all", pattern="*")])
+    pattern = "*.tfrecord" if kind == "import" else "*"
+    input_config = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="all", pattern=pattern)])
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
     exec_properties = {
@@ -111,22 +149,28 @@ def child(data: Path, out: Path, size: int, mode: str, workers: int) -> dict:
     }
     beam_args = [f"--direct_running_mode={mode}"] + ([f"--direct_num_workers={workers}"] if mode != "in_memory" else [])
     assert Path(under_test.__file__).resolve().is_relative_to(Path(sys.path[0]).resolve()), under_test.__file__
-    executor = ImageExampleGenExecutor(BaseBeamExecutor.Context(beam_pipeline_args=beam_args))
-    started = time.perf_counter()
+    if kind == "import":
+        from tfx.components.example_gen.import_example_gen.executor import Executor as ImportExecutor
+
+        del exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY]
+        executor = ImportExecutor(BaseBeamExecutor.Context(beam_pipeline_args=beam_args))
+    else:
+        executor = ImageExampleGenExecutor(BaseBeamExecutor.Context(beam_pipeline_args=beam_args))
+    started, cpu = time.perf_counter(), time.process_time()
     executor.Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     written = 0
     for split in artifact_utils.decode_split_names(examples.split_names):
         files = tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*"))
         written += sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
-    return {"seconds": seconds, "written": written}
+    return {"seconds": seconds, "cpu_seconds": cpu, "written": written}
 
 
-def run_child(code: Path, data: Path, out: Path, args) -> dict:
+def run_child(code: Path, data: Path, out: Path, args, kind: str = "image") -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [C.PYTHON, str(Path(__file__).resolve()), "--child", str(data), "--work-dir", str(out),
            "--size", str(args.size), "--mode", args.mode, "--workers", str(args.workers),
-           "--code", str(code)]
+           "--code", str(code), "--child-kind", kind]
     env = {**os.environ, "PYTHONPATH": str(code)}
     process = subprocess.run(cmd, cwd=str(code), env=env, capture_output=True, text=True, timeout=6 * 3600)
     if process.returncode != 0:
@@ -140,7 +184,8 @@ def main(argv=None) -> int:
         # The executor of the checkout under test (``--code``), not this script's checkout.
         sys.path = [p for p in sys.path if Path(p or ".").resolve() != C.PROJECT_ROOT]
         sys.path.insert(0, args.code)
-        print(json.dumps(child(Path(args.child), Path(args.work_dir), args.size, args.mode, args.workers)))
+        print(json.dumps(child(Path(args.child), Path(args.work_dir), args.size, args.mode, args.workers,
+                               args.child_kind)))
         return 0
     count, rounds = (1_000, 1) if args.quick else (args.files, args.rounds)
     work = Path(args.work_dir)
@@ -155,9 +200,9 @@ def main(argv=None) -> int:
         codes[f"example-gen@{args.baseline}"] = Path(args.baseline).resolve()
     mismatches = []
 
-    def step(name: str, code: Path):
+    def step(name: str, code: Path, data: Path = folder, kind: str = "image"):
         def run() -> float:
-            result = run_child(code, folder, work / "out", args)
+            result = run_child(code, data, work / "out", args, kind)
             if result["written"] != len(files):
                 mismatches.append((name, result["written"]))
             return result["seconds"]
@@ -165,6 +210,9 @@ def main(argv=None) -> int:
 
     variants = {"reference": lambda: reference(files) and None,
                 **{name: step(name, code) for name, code in codes.items()}}
+    if not args.no_import:
+        C.log(f"TFRecords of the same pixels for ImportExampleGen beside {folder}")
+        variants["import-example-gen"] = step("import-example-gen", C.PROJECT_ROOT, records_of(folder, files), "import")
     samples = C.interleave(variants, rounds, warmup=0 if args.quick else 1,
                            on_round=lambda r, t: C.log(f"round {r + 1}: " + ", ".join(
                                f"{n} {C.rate(len(files), s):,.0f} files/s" for n, s in t.items())))
@@ -175,6 +223,9 @@ def main(argv=None) -> int:
     C.print_table(["variant", "files", "median s", "files/s", "speed / reference (medians)",
                    "speed / reference (paired)"], rows,
                   title=f"Image ExampleGen ({args.mode}) beside a plain open+read+decode loop, {rounds} rounds")
+    for name, other in [(n, "example-gen") for n in samples if n not in ("reference", "example-gen")]:
+        print(f"example-gen speed / {name} speed: {C.fmt(C.ratio(C.median(samples[name]), C.median(samples[other])))}"
+              f" (medians), {C.fmt(C.paired_ratio(samples[name], samples[other]))} (paired)")
     if mismatches:
         print(f"COUNTS DIFFER (files {len(files)}): {mismatches}")
     C.write_json(NAME, {"files": len(files), "samples_s": samples, "mismatches": mismatches}, args, machine,

@@ -34,7 +34,6 @@ PROPERTIES = ("kind", "classes", "class_counts", "image_shape", "split_counts", 
 _STAGED_FILE = ".data_facts.json"
 #: exec_properties keys the ExampleGen executors use internally (never in a spec).
 FACTS_URI_KEY = "_data_facts_uri"
-FACTS_EXTRA_KEY = "_data_facts_extra"
 
 
 def _staged_path(uri: str) -> str:
@@ -136,10 +135,10 @@ def manifest_from_facts(facts: dict[str, Any], source: str):
                            extra={k: v for k, v in facts.items() if k in ("split", "stride", "unused", "corpus")})
 
 
-def attach_facts(splits: dict, exec_properties: dict[str, Any], extra) -> None:
+def attach_facts(splits: dict, exec_properties: dict[str, Any], extra=None) -> None:
     """Add to an ExampleGen's Beam pipeline: count each split, merge with ``extra`` (a
-    one-element PCollection of a dict, e.g. the class list) and stage the facts for
-    :func:`publish_staged`."""
+    one-element PCollection of a dict, e.g. the corpus; None: the counts alone) and stage
+    the facts for :func:`publish_staged`."""
     import apache_beam as beam
 
     uri = exec_properties.get(FACTS_URI_KEY)
@@ -154,7 +153,7 @@ def attach_facts(splits: dict, exec_properties: dict[str, Any], extra) -> None:
         return {**extra_facts, "split_counts": by_split, "num_examples": sum(by_split.values())}
 
     (counts | "FactsCounts" >> beam.Flatten() | "FactsCountList" >> beam.combiners.ToList()
-     | "Facts" >> beam.Map(facts, beam.pvalue.AsSingleton(extra))
+     | "Facts" >> beam.Map(facts, beam.pvalue.AsSingleton(extra) if extra is not None else {})
      | "StageFacts" >> beam.Map(lambda value: _stage(uri, value)))
 
 

@@ -5,28 +5,35 @@ read where the pipeline runs (any Beam runner, any ``tf.io.gfile`` URI), ``compi
 never touches it, and TFX's FileBasedDriver fingerprints the input (names, sizes, mtimes)
 and resolves ``{SPAN}``, so an unchanged folder is a cache hit.
 
-Two passes over the units (files or batches, grouped in tasks) keep the pixels out of
-memory at any size, and each file is read and decoded once: the first pass decodes each
-image, parks the pixels in block files (``pixel_blocks.py``) and hands on only each
-block's facts (image means and classes: the brightness tertiles and, for TFRecords, the
-class list are whole-data facts, one Beam combiner; unreadable files, all listed in one
-error before any example is written); the second reads the blocks back and writes the
-examples (``streaming_write.py``: nothing buffers the examples before the write). The task list travels through a file
-in the output directory (``.tasks/tasks.jsonl``, removed after the run), not inside the
-Beam graph: a ``Create`` of a million file names is decoded by every multi_processing
-worker and would exceed a Dataflow job graph's size limit; the graph carries only each
-task's byte range in that file. What grows with the data is the listing the executor
-makes (benchmarks/README.md, "1,000,000 files"). Examples are identical to the prepare
-step's (``data.images.writer``), and the train/eval split is ExampleGen's hash on
-``example_id`` as before.
+One pass: each image is read and decoded once and turned straight into its example,
+written as it is made (``streaming_write.py``). The one whole-data fact an example needs,
+its brightness slice, is decided from a sample read first (``data/images/brightness.py``:
+why a sample, and why the same rule as the prepare step). Units (an image file, a CIFAR
+batch, a TFRecord file) are read in that rule's seeded order (``image_tasks.py``), so the
+sample is the head of the read: a folder's sample files are known from their names and
+are read in parallel, their decoded images held (at most ``brightness.SAMPLE_SIZE``) until
+the bounds are known, then handed to the stage that makes every example together with the
+other tasks (one stage: examples are never encoded between stages); a batch or TFRecord
+file holds an unknown number of images, so one worker reads the leading files in turn
+until it has the sample and writes what it read. The other tasks wait for the bounds (a
+Beam side input, so this runs on any runner) and then convert and write in parallel. For
+TFRecords the class list (a label id is the class's index in it) comes from a label-only
+read of the records (``records.record_labels``): TensorFlow's parser skips the pixels, so
+it costs far less than the conversion, and it trusts nothing beside the records (a
+``manifest.json`` may be older than them). What this costs and saves against the former
+two passes and TFX's ImportExampleGen: docs/benchmarks.md, "A single pass over the images".
+
+Every unreadable file is listed, not just the first: the pass sets them aside and stages
+them, with the class list and shape, in the executor's scratch folder; once the Beam
+pipeline is done, ``Do`` removes what was written and raises one DataError naming them,
+or records the facts on the Examples artifact (``data_facts.py``). The train/eval split is
+ExampleGen's hash on ``example_id``, and examples are identical to the prepare step's.
 """
 from __future__ import annotations
 
-import array
 import dataclasses
 import json
 import os
-import random
 from typing import Any
 
 from stackenv import progress
@@ -36,167 +43,146 @@ import numpy as np
 import tensorflow as tf
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
 
-from components.data_facts import FACTS_EXTRA_KEY, attach_facts
+from components.data_facts import attach_facts, publish
+from components.image_tasks import Task, parse_task, task_index, tasks_in_order, write_tasks
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
-from components.pixel_blocks import Block, read_block, write_block
 from components.streaming_write import StreamingExampleGenExecutor
 from data.errors import DataError
-from data.images.sources import BUNDLED_DIGITS, Listing, Unit, list_source, read_unit
-from data.images.writer import brightness_bucket, brightness_thresholds, make_example
+from data.images import brightness
+from data.images.brightness import bucket, image_mean, image_means, thresholds
+from data.images.records import record_labels
+from data.images.sources import (
+    BAD_FILES_SHOWN,
+    BUNDLED_DIGITS,
+    Image,
+    Listing,
+    classes_of,
+    list_source,
+    read_unit,
+    unreadable_files,
+    why_unreadable,
+)
+from data.images.writer import make_example
 
-#: Image files read by one task. Files are small: one element per file would cost the
-#: runner more per element (its buffers hold every element of a shuffle) than the file
-#: itself. Batches and TFRecord files are big: one per task.
-FILES_PER_TASK = 256
-#: Decoded images per block file (``pixel_blocks.py``): bounds a task's memory for a CIFAR
-#: batch or a large TFRecord file (4,096 images of 32x32x3: 12 MiB).
-IMAGES_PER_BLOCK = 4096
-#: The counters of the runner's live progress line (``stackenv/progress.py``).
-IMAGES_DECODED, EXAMPLES_MADE = "images decoded", "examples made"
-#: Unreadable files named in the error (all are counted).
-BAD_FILES_SHOWN = 20
-#: exec_properties key (set by the executor, never by a user): the task list file.
-TASKS_FILE_KEY = "_image_tasks_file"
-
-
-def _tasks(listing: Listing) -> list[tuple[Unit, ...]]:
-    """The units in a seeded random order, grouped into tasks. Random: a folder lists its
-    files class by class, and that order is the order written (no runner shuffle before
-    the write, see ``components/streaming_write.py``), so a reader with a bounded shuffle
-    buffer would otherwise see one class at a time. Seeded: the same folder is written
-    in the same order."""
-    mixed = list(listing.units)
-    random.Random(0).shuffle(mixed)
-    size = FILES_PER_TASK if listing.kind == "folder" else 1
-    return [tuple(mixed[i:i + size]) for i in range(0, len(mixed), size)]
+#: The counter of the runner's live progress line (``stackenv/progress.py``).
+EXAMPLES_MADE = "examples made"
+#: Images decoded before their examples are made (a folder task's files, or a part of a batch
+#: or TFRecord file): a bound on what a worker holds decoded.
+DECODE_CHUNK = 256
+#: exec_properties key (set by the executor, never by a user): its scratch folder.
+SCRATCH_KEY = "_image_scratch"
+_UNREADABLE, _BOUNDS = "unreadable", "bounds"
+_TASKS_FILE, _FACTS_FILE = "tasks.jsonl", "source_facts.json"
 
 
-def _write_tasks(tasks: list[tuple[Unit, ...]], path: str) -> list[tuple[int, int]]:
-    """One JSON line per task in ``path`` (any ``tf.io.gfile`` URI); its (offset, length) in the file."""
-    spans, offset = [], 0
-    with tf.io.gfile.GFile(path, "wb") as out:
-        for task in tasks:
-            line = (json.dumps([dataclasses.astuple(unit) for unit in task]) + "\n").encode()
-            out.write(line)
-            spans.append((offset, len(line)))
-            offset += len(line)
-    return spans
-
-
-def _read_task(span: tuple[int, int], path: str) -> tuple[Unit, ...]:
-    with tf.io.gfile.GFile(path, "rb") as tasks:
-        tasks.seek(span[0])
-        return tuple(Unit(*fields) for fields in json.loads(tasks.read(span[1])))
-
-
-@dataclasses.dataclass
-class _BlockFacts:
-    path: str
-    means: np.ndarray
-    classes: list[str]
-    bad: list[tuple[str, str]]   # (file, why it cannot be read)
-    count: int
-
-
-def _decode(span: tuple[int, int], tasks_file: str, listing: Listing, blocks_dir: str, files: int | None):
-    """First pass: read and decode each image of a task once, park the pixels in block files
-    (``pixel_blocks.py``), and yield each block's path with its facts (means, classes, files
-    that cannot be read). A bad image file does not stop the pass: every one is listed."""
-    pixels: list[np.ndarray] = []
-    labels: list[str] = []
-    ids: list[str] = []
-    bad: list[tuple[str, str]] = []
-    name = 0
-
-    def flush():
-        nonlocal pixels, labels, ids, bad, name
-        block = Block(np.stack(pixels) if pixels else np.empty((0, *listing.shape), np.uint8), labels, ids)
-        path = f"{blocks_dir}/{span[0]}-{name}.npz"
-        write_block(path, block)
-        facts = _BlockFacts(path, block.means(), sorted(set(labels)), bad, len(labels))
-        progress.count(IMAGES_DECODED, len(labels) + len(bad), total=files)  # the runner's live line
-        pixels, labels, ids, bad, name = [], [], [], [], name + 1
-        return facts
-
-    for unit in _read_task(span, tasks_file):
+def _images(task: Task, listing: Listing):
+    """The images of a task, each read and decoded once; a folder file that cannot be read is
+    set aside (tagged ``unreadable``: every one is listed) and the task goes on. A bad CIFAR
+    batch or TFRecord file stops the run: the whole source is suspect."""
+    for unit in task[1]:
         try:
-            for image, label, example_id in read_unit(unit, listing):
-                pixels.append(image)
-                labels.append(label)
-                ids.append(example_id)
-                if len(pixels) == IMAGES_PER_BLOCK:
-                    yield flush()
+            yield from read_unit(unit, listing)
         except DataError as exc:
-            if unit.kind != "folder":  # a CIFAR batch or TFRecord file: the whole source is suspect
+            if unit.kind != "folder":
                 raise
-            cause = exc.__cause__
-            bad.append((unit.uri, f"{type(cause).__name__}: {cause}" if cause else str(exc)))
-    yield flush()
+            yield beam.pvalue.TaggedOutput(_UNREADABLE, (unit.uri, why_unreadable(exc)))
 
 
-class _Facts(beam.CombineFn):
-    """The whole-data facts of all blocks: exact tertiles of the image means (8 bytes per
-    image: small even for millions), the classes seen, the unreadable files (the first
-    ``BAD_FILES_SHOWN`` by name, and their number)."""
+def _example(image: Image, bounds: list[float], label_ids: dict[str, int]):
+    pixels, label, example_id = image
+    return make_example(pixels, label, label_ids[label], bucket(image_mean(pixels), bounds), example_id)
+
+
+def _examples_of(work, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
+    """The examples of a task (its line), or of one image of a folder's sample (decoded by the
+    sample's read: ``(pixels, label, id)``). A task's images are decoded a chunk at a time, then
+    made into examples: alternating decode and example making image by image keeps neither
+    loop's code and data in the CPU's caches, and both ran slower (docs/benchmarks.md)."""
+    label_ids = {name: i for i, name in enumerate(classes)}
+    if not isinstance(work, str):
+        progress.count(EXAMPLES_MADE, 1, total=files)
+        yield _example(work, bounds, label_ids)
+        return
+    chunk: list[Image] = []
+    for item in _images(parse_task(work), listing):
+        if isinstance(item, beam.pvalue.TaggedOutput):
+            yield item
+            continue
+        chunk.append(item)
+        if len(chunk) == DECODE_CHUNK:
+            yield from (_example(image, bounds, label_ids) for image in chunk)
+            progress.count(EXAMPLES_MADE, len(chunk), total=files)  # the runner's live line
+            chunk = []
+    yield from (_example(image, bounds, label_ids) for image in chunk)
+    progress.count(EXAMPLES_MADE, len(chunk), total=files)
+
+
+def _leading_files(_, tasks_file: str, listing: Listing, classes: list[str]):
+    """Batches and TFRecord files: read the leading files in turn until the sample is complete,
+    then write what was read (the held sample, the rest of its last file); tagged ``bounds``:
+    the bounds and how many leading tasks this read, which the parallel tasks skip."""
+    label_ids, held, bounds, done = {name: i for i, name in enumerate(classes)}, [], None, 0
+    for task in tasks_in_order(tasks_file):
+        if bounds is not None:
+            break
+        for image in _images(task, listing):
+            progress.count(EXAMPLES_MADE)
+            if bounds is not None:
+                yield _example(image, bounds, label_ids)
+                continue
+            held.append(image)
+            if len(held) == brightness.SAMPLE_SIZE:
+                bounds = thresholds(image_means(np.stack([pixels for pixels, _, _ in held])))
+                yield from (_example(one, bounds, label_ids) for one in held)
+                held = []
+        done = task[0] + 1
+    if bounds is None:  # the source is no larger than the sample: its exact bounds
+        bounds = thresholds(image_means(np.stack([pixels for pixels, _, _ in held]))) if held else [0.0, 0.0]
+        yield from (_example(one, bounds, label_ids) for one in held)
+    yield beam.pvalue.TaggedOutput(_BOUNDS, (bounds, done))
+
+
+def _sample_bounds(means: list[float]) -> list[float]:
+    return thresholds(means) if means else [0.0, 0.0]
+
+
+class _Unreadable(beam.CombineFn):
+    """The unreadable files: the first ``BAD_FILES_SHOWN`` by name, and their number."""
 
     def create_accumulator(self):
-        return array.array("d"), set(), [], 0
+        return [], 0
 
-    def add_input(self, acc, block: _BlockFacts):
-        means, classes, bad, bad_count = acc
-        means.extend(block.means)
-        classes.update(block.classes)
-        return means, classes, sorted(bad + block.bad)[:BAD_FILES_SHOWN], bad_count + len(block.bad)
+    def add_input(self, acc, bad: tuple[str, str]):
+        return sorted([*acc[0], bad])[:BAD_FILES_SHOWN], acc[1] + 1
 
     def merge_accumulators(self, accs):
-        merged = self.create_accumulator()
-        for means, classes, bad, bad_count in accs:
-            merged = (merged[0], merged[1], sorted(merged[2] + bad)[:BAD_FILES_SHOWN], merged[3] + bad_count)
-            merged[0].extend(means)
-            merged[1].update(classes)
-        return merged
+        shown, count = [], 0
+        for some, n in accs:
+            shown, count = sorted(shown + some)[:BAD_FILES_SHOWN], count + n
+        return shown, count
 
     def extract_output(self, acc):
-        means, classes, bad, bad_count = acc
-        thresholds = brightness_thresholds(np.asarray(means, dtype=np.float64)) if means else [0.0, 0.0]
-        return {"thresholds": thresholds, "classes": sorted(classes), "bad": bad, "bad_count": bad_count,
-                "images": len(means)}
+        return {"shown": acc[0], "count": acc[1]}
 
 
-def _checked(facts: dict[str, Any], root: str) -> dict[str, Any]:
-    """The facts, once no file is unreadable: DataError listing them otherwise (before any example is written)."""
-    if facts["bad_count"]:
-        shown = "; ".join(f"{path} ({why})" for path, why in facts["bad"])
-        more = facts["bad_count"] - len(facts["bad"])
-        raise DataError(
-            f"{facts['bad_count']:,} image file(s) in {root} cannot be read, so no example was written: "
-            f"{shown}{f'; and {more:,} more' if more else ''}. Each is not a valid image or is truncated "
-            "(e.g. an interrupted copy). Replace them with good copies, or delete them from their class folders."
-        )
-    return facts
+def _class_list(pipeline: beam.Pipeline, tasks: beam.pvalue.PCollection, listing: Listing):
+    """The sorted class list, a one-element PCollection: from the listing, or the records' labels."""
+    if listing.classes is not None:
+        return pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
+    return (tasks | "SpreadLabelReads" >> beam.Reshuffle()
+            | "Labels" >> beam.FlatMap(lambda line: set().union(*(record_labels(u.uri) for u in parse_task(line)[1])))
+            | "Classes" >> beam.combiners.ToSet()
+            | "CheckClasses" >> beam.Map(lambda labels: classes_of(list(labels), listing.root)))
 
 
-def _classes(labels: list[str], root: str) -> list[str]:
-    classes = sorted(set(labels))
-    if len(classes) < 2:
-        raise DataError(
-            f"The TFRecord files in {root} have only one class ('{classes[0] if classes else ''}'), but a "
-            "classifier needs at least two. Add examples of the other classes."
-        )
-    return classes
-
-
-def _examples(path: str, facts: dict[str, Any], classes: list[str]):
-    """Second pass: the examples of one block, from its parked pixels (no file decoded again)."""
-    block = read_block(path)
-    thresholds = facts["thresholds"]
-    progress.count(EXAMPLES_MADE, len(block.labels), total=facts["images"])
-    index = {name: i for i, name in enumerate(classes)}
-    for pixels, mean, label, example_id in zip(block.pixels, block.means(), block.labels, block.ids):
-        yield make_example(pixels, label, index[label], brightness_bucket(mean, thresholds), example_id)
+def _stage(classes: list[str], unreadable: dict[str, Any], listing: Listing, path: str) -> None:
+    facts = {"kind": "image", "classes": classes, "image_shape": list(listing.shape), "root": listing.root,
+             "unreadable": unreadable, **({"unused": listing.unused} if listing.unused else {})}
+    with tf.io.gfile.GFile(path, "w") as out:
+        out.write(json.dumps(facts))
 
 
 @beam.ptransform_fn
@@ -207,27 +193,43 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
     root = source_root(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
     listing = list_source(root, settings.get("image_size"), settings.get("channels"),
                           bool(settings.get("follow_links")))
-    tasks_file = exec_properties[TASKS_FILE_KEY]
-    blocks_dir = tasks_file.rsplit("/", 1)[0] + "/blocks"
-    tf.io.gfile.makedirs(blocks_dir)
-    # The tasks are read from the file, so only byte ranges travel through the graph.
-    tasks = (pipeline | "Tasks" >> beam.Create(_write_tasks(_tasks(listing), tasks_file), reshuffle=False)
-             | "Spread" >> beam.Reshuffle())  # parallel reads: tasks spread over the workers
+    scratch = exec_properties[SCRATCH_KEY]
+    tasks_file = f"{scratch}/{_TASKS_FILE}"
+    sample_tasks = write_tasks(listing, tasks_file)
     files = len(listing.units) if listing.kind == "folder" else None
     listing = dataclasses.replace(listing, units=())  # what the readers need, without a copy of every unit
-    blocks = tasks | "Decode" >> beam.FlatMap(_decode, tasks_file, listing, blocks_dir, files)
-    facts = (blocks | "Facts" >> beam.CombineGlobally(_Facts())
-             | "CheckFiles" >> beam.Map(_checked, listing.root))
-    if listing.classes is not None:
-        classes = pipeline | "KnownClasses" >> beam.Create([list(listing.classes)])
-    else:
-        classes = facts | "CheckClasses" >> beam.Map(lambda f: _classes(f["classes"], listing.root))
-    exec_properties[FACTS_EXTRA_KEY] = classes | "ImageFacts" >> beam.Map(
-        lambda names: {"kind": "image", "classes": names, "image_shape": list(listing.shape),
-                       **({"unused": listing.unused} if listing.unused else {})})
-    return (blocks | "BlockPaths" >> beam.Map(lambda block: block.path)
-            | "ToExamples" >> beam.FlatMap(_examples, beam.pvalue.AsSingleton(facts),
-                                           beam.pvalue.AsSingleton(classes)))
+    tasks = pipeline | "ReadTasks" >> beam.io.ReadFromText(tasks_file)  # lines, parsed where they are read
+    classes = beam.pvalue.AsSingleton(_class_list(pipeline, tasks, listing))
+    unreadable = []
+    if sample_tasks is not None:  # a folder: the sample's files are known by name, read in parallel
+        sample = (tasks | "SampleTasks" >> beam.Filter(lambda line: task_index(line) < sample_tasks)
+                  | "SpreadSample" >> beam.Reshuffle()
+                  | "ReadSample" >> beam.FlatMap(lambda line: _images(parse_task(line), listing)).with_outputs(
+                      _UNREADABLE, main="images"))
+        unreadable.append(sample[_UNREADABLE])
+        bounds = (sample.images | "SampleMeans" >> beam.Map(lambda image: image_mean(image[0]))
+                  | "AllSampleMeans" >> beam.combiners.ToList() | "Bounds" >> beam.Map(_sample_bounds))
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda line: task_index(line) >= sample_tasks)
+        sampled = []
+    else:  # batches, TFRecord files: how many images a file holds is known once it is read
+        lead = (pipeline | "Start" >> beam.Create([None])
+                | "ReadLeadingFiles" >> beam.FlatMap(_leading_files, tasks_file, listing, classes).with_outputs(
+                    _BOUNDS, main="examples"))
+        bounds = lead[_BOUNDS] | "Bounds" >> beam.Map(lambda pair: pair[0])
+        done = beam.pvalue.AsSingleton(lead[_BOUNDS] | "LeadingTasks" >> beam.Map(lambda pair: pair[1]))
+        rest = tasks | "OtherTasks" >> beam.Filter(lambda line, done: task_index(line) >= done, done)
+        sampled = [lead.examples]
+    work = rest | "Spread" >> beam.Reshuffle()  # parallel reads: tasks spread over the workers
+    if sample_tasks is not None:  # the sample's images join the tasks: one stage makes every example
+        work = (sample.images, work) | "SampleAndTasks" >> beam.Flatten()
+    made = work | "ToExamples" >> beam.FlatMap(_examples_of, listing, files, beam.pvalue.AsSingleton(bounds),
+                                               classes).with_outputs(_UNREADABLE, main="examples")
+    unreadable.append(made[_UNREADABLE])
+    bad = unreadable | "AllUnreadable" >> beam.Flatten() | "Unreadable" >> beam.CombineGlobally(_Unreadable())
+    _ = (pipeline | "StageOnce" >> beam.Create([None])
+         | "StageFacts" >> beam.Map(lambda _, classes, bad: _stage(classes, bad, listing, f"{scratch}/{_FACTS_FILE}"),
+                                    classes, beam.pvalue.AsSingleton(bad)))
+    return made.examples if not sampled else (*sampled, made.examples) | "AllExamples" >> beam.Flatten()
 
 
 class ImageExampleGenExecutor(StreamingExampleGenExecutor):
@@ -237,19 +239,27 @@ class ImageExampleGenExecutor(StreamingExampleGenExecutor):
         return _ImagesToExamples
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        # In the output directory, where every worker of a distributed runner can read it;
+        outputs = output_dict[standard_component_specs.EXAMPLES_KEY]
+        # In the output directory, where every worker of a distributed runner can reach it;
         # removed once the examples are written (a failed run's output is not used).
-        scratch = os.path.join(output_dict[standard_component_specs.EXAMPLES_KEY][0].uri, ".tasks")
+        scratch = os.path.join(outputs[0].uri, ".scratch")
         tf.io.gfile.makedirs(scratch)
         try:
-            super().Do(input_dict, output_dict,
-                       {**exec_properties, TASKS_FILE_KEY: os.path.join(scratch, "tasks.jsonl")})
+            super().Do(input_dict, output_dict, {**exec_properties, SCRATCH_KEY: scratch})
+            with tf.io.gfile.GFile(os.path.join(scratch, _FACTS_FILE)) as staged:
+                facts = json.loads(staged.read())
+            if facts["unreadable"]["count"]:
+                for split in artifact_utils.decode_split_names(outputs[0].split_names):
+                    tf.io.gfile.rmtree(artifact_utils.get_split_uri(outputs, split))
+                bad = facts["unreadable"]
+                raise unreadable_files([tuple(each) for each in bad["shown"]], bad["count"], facts["root"])
+            publish(outputs[0], facts)
         finally:
             tf.io.gfile.rmtree(scratch)
 
-    def SplitsByBeam(self, pipeline, exec_properties):  # noqa: N802 (the base's hook)
-        splits = super().SplitsByBeam(pipeline, exec_properties)
-        attach_facts(splits, exec_properties, exec_properties.pop(FACTS_EXTRA_KEY))
+    def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX's hook)
+        splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+        attach_facts(splits, exec_properties)  # the split counts (the source's facts: Do)
         return splits
 
 

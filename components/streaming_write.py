@@ -10,18 +10,20 @@ spread their units over the workers before converting them, and the image source
 its files in a seeded random order, so writing straight after the conversion loses
 nothing and streams the examples to disk on every runner.
 
-TFX's ``Do`` (split names, payload and file format properties) stays in charge; only the
-write moves into ``GenerateExamplesByBeam``, which then hands ``Do`` nothing left to write.
+``Do`` is TFX's (split names, payload and file format properties, ``_make_beam_pipeline``)
+with this write in place of ``WriteSplit``.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import apache_beam as beam
-from tfx.components.example_gen import write_split
+from tfx.components.example_gen import utils, write_split
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.components.util import examples_utils
+from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
 
 from components.data_facts import publish_staged, with_facts_uri
 
@@ -36,20 +38,28 @@ def _WriteSplitStreaming(examples: beam.pvalue.PCollection, split_uri: str) -> b
 
 
 class StreamingExampleGenExecutor(BaseExampleGenExecutor):
-    """Subclasses build their splits in ``SplitsByBeam`` (default: TFX's hash split of
-    ``GetInputSourceToExamplePTransform``); this class writes them."""
+    """Subclasses build their splits in TFX's hook ``GenerateExamplesByBeam`` (default: TFX's
+    hash split of ``GetInputSourceToExamplePTransform``); ``Do`` writes them as they come."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
-        self._output_examples = output_dict[standard_component_specs.EXAMPLES_KEY]
-        super().Do(input_dict, output_dict, with_facts_uri(output_dict, exec_properties))
-        publish_staged(artifact_utils.get_single_instance(self._output_examples))
+        """TFX's ``BaseExampleGenExecutor.Do`` (tfx 1.16), writing with :func:`_WriteSplitStreaming`."""
+        self._log_startup(input_dict, output_dict, exec_properties)
+        exec_properties = with_facts_uri(output_dict, exec_properties)
+        input_config, output_config = example_gen_pb2.Input(), example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+        outputs = output_dict[standard_component_specs.EXAMPLES_KEY]
+        examples = artifact_utils.get_single_instance(outputs)
+        examples.split_names = artifact_utils.encode_split_names(
+            utils.generate_output_split_names(input_config, output_config))
+        with self._make_beam_pipeline() as pipeline:
+            for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
+                _ = split | f"WriteSplit[{name}]" >> _WriteSplitStreaming(artifact_utils.get_split_uri(outputs, name))
+        payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+        if payload_format:
+            examples_utils.set_payload_format(examples, payload_format)
+        file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY)
+        if file_format:
+            examples_utils.set_file_format(examples, write_split.to_file_format_str(file_format))
+        publish_staged(examples)
 
-    def SplitsByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (named like TFX's hooks)
-                     exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:
-        return super().GenerateExamplesByBeam(pipeline, exec_properties)
-
-    def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX's name)
-        for name, examples in self.SplitsByBeam(pipeline, exec_properties).items():
-            _ = examples | f"WriteSplit[{name}]" >> _WriteSplitStreaming(
-                artifact_utils.get_split_uri(self._output_examples, name))
-        return {}

@@ -2,7 +2,7 @@
 
 Why not ExampleGen's hash split: windows of one text overlap, so the split is decided
 from the whole corpus (``data/text_split.py``). The executor therefore overrides
-``SplitsByBeam``: a first pass counts each document's windows, a combiner
+``GenerateExamplesByBeam``: a first pass counts each document's windows, a combiner
 decides the split, a second pass writes each window into its split (gap windows
 dropped), exactly as the prepare step did. Files that yield no window are counted and
 named in the facts (``corpus``, a property of the Examples artifact), as the prepare step records them in
@@ -53,9 +53,9 @@ class TextExampleGenExecutor(StreamingExampleGenExecutor):
     """Reads a text source through ``tf.io.gfile`` with Beam; the corpus decides the split."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
-        raise NotImplementedError("the split is decided in SplitsByBeam")
+        raise NotImplementedError("the split is decided in GenerateExamplesByBeam")
 
-    def SplitsByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (the base's hook)
+    def GenerateExamplesByBeam(self, pipeline: beam.Pipeline,  # noqa: N802 (TFX's hook)
                      exec_properties: dict[str, Any]) -> dict[str, beam.pvalue.PCollection]:
         config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)

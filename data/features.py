@@ -13,10 +13,11 @@ Every prepared image dataset is a set of GZIP-compressed TFRecord files of
     Index of ``label`` in the sorted list of class names (``DatasetManifest.classes``).
 ``brightness`` (bytes)
     ``"dark"``, ``"medium"`` or ``"bright"``: the tertile of the image's mean pixel
-    intensity within the whole dataset. The thresholds are the 1/3 and 2/3 quantiles of
-    the per-image means (stored in ``manifest.extra["brightness_thresholds"]``); an image
-    whose mean is <= the first threshold is dark, <= the second medium, else bright. Used
-    as the slicing feature for model evaluation.
+    intensity. The thresholds are the 1/3 and 2/3 quantiles of the per-image means of a
+    seeded sample of the data set, the whole data set when it is no larger than the sample
+    (``data/images/brightness.py``; stored in ``manifest.extra["brightness_thresholds"]``);
+    an image whose mean is <= the first threshold is dark, <= the second medium, else
+    bright. Used as the slicing feature for model evaluation.
 ``example_id`` (bytes)
     Stable identifier of the image, e.g. ``"digits/00017"``, the file's path relative to
     the folder root (``"cat/img_001.png"``) or ``"cifar/data_batch_1/123"``. Used for the

@@ -1,8 +1,9 @@
 """The image ExampleGen (real Beam, real TFX executor) writes what the prepare step wrote.
 
 For each source kind: the same examples, byte for byte (pixels, label ids from the class
-list, brightness tertiles from a Beam combiner), in the same train/eval splits as
-ImportExampleGen over the prepared TFRecords.
+list, brightness slices from the same sample rule), in the same train/eval splits as
+ImportExampleGen over the prepared TFRecords; and in one pass (each file decoded once,
+examples made as the files are decoded).
 """
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ def _cifar_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture(params=[4096, 5], ids=["whole-source-sample", "5-image-sample"])
+def sample_size(request, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The real sample (these sources are smaller: exact tertiles), and one smaller than every
+    source, so the prepare step and the ExampleGen must draw the same sample."""
+    from data.images import brightness
+
+    monkeypatch.setattr(brightness, "SAMPLE_SIZE", request.param)
+    return request.param
+
+
 def _same_as_prepare(source: str, tmp_path: Path, **shape) -> dict[str, list[bytes]]:
     manifest = prepare_image_dataset(source, tmp_path / "cache", **shape)
     old = run_import_example_gen(manifest.examples_dir, manifest.file_pattern, tmp_path / "old")
@@ -70,16 +81,16 @@ def _by_id(records: list[bytes]) -> dict[str, Example]:
     return {e.features.feature["example_id"].bytes_list.value[0].decode(): e for e in parsed}
 
 
-def test_folder_matches_prepare(tmp_path: Path) -> None:
+def test_folder_matches_prepare(tmp_path: Path, sample_size: int) -> None:
     _same_as_prepare(str(_image_folder(tmp_path / "images")), tmp_path, image_size=8, channels=3)
 
 
-def test_cifar_matches_prepare(tmp_path: Path) -> None:
+def test_cifar_matches_prepare(tmp_path: Path, sample_size: int) -> None:
     _same_as_prepare(str(_cifar_folder(tmp_path / "cifar-10-batches-py")), tmp_path, image_size=None,
                      channels=1)
 
 
-def test_tfrecords_match_prepare(tmp_path: Path) -> None:
+def test_tfrecords_match_prepare(tmp_path: Path, sample_size: int) -> None:
     # Examples in the feature spec, re-read from TFRecords: the class list and shape come from the data.
     # (The bundled digits go through the same executor in tests/test_e2e_cnn.py.)
     folder = _same_as_prepare(str(_image_folder(tmp_path / "images")), tmp_path / "folder", image_size=6,
@@ -167,30 +178,96 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
     assert not [label for label in writes if "Shuffle" in label], writes
 
 
-def test_the_beam_graph_carries_byte_ranges_not_file_names(tmp_path: Path) -> None:
+def test_the_beam_graph_carries_no_file_names(tmp_path: Path) -> None:
     # Every multi_processing worker decodes the graph, and Dataflow limits its size: a Create
-    # of a million file names does not belong in it. The task file is gone after the run.
+    # of a million file names does not belong in it. The task list is a text file read with
+    # ReadFromText (split over a distributed runner's workers), gone after the run.
     import apache_beam as beam
 
     out = tmp_path / "out"
     pipeline, written = _run_recording_the_beam_graph(tmp_path, out)
 
-    class Creates(beam.pipeline.PipelineVisitor):
+    class Inputs(beam.pipeline.PipelineVisitor):
         def __init__(self):
-            self.values = {}
+            self.created, self.text_reads = [], []
 
         def enter_composite_transform(self, node):   # Create expands into an Impulse and a read
             if isinstance(node.transform, beam.Create):
-                self.values[node.full_label] = list(node.transform.values)
+                self.created += list(node.transform.values)
+            if isinstance(node.transform, beam.io.ReadFromText):
+                self.text_reads.append(node.full_label)
 
-    creates = Creates()
-    pipeline.visit(creates)
-    tasks = [values for label, values in creates.values.items() if label.endswith("/Tasks")]
-    assert len(tasks) == 1, creates.values
-    assert tasks[0] and all(isinstance(v, tuple) and [type(x) for x in v] == [int, int] for v in tasks[0]), tasks
+        visit_transform = enter_composite_transform
+
+    inputs = Inputs()
+    pipeline.visit(inputs)
+    assert inputs.text_reads, "the task list is not read as text"
+    assert not [value for value in inputs.created if ".png" in repr(value) or ".jpg" in repr(value)], inputs.created
     assert sum(len(split) for split in written.values()) > 0
-    assert not (out / ".tasks").exists() and (out / "Split-train").is_dir()
+    assert not (out / ".scratch").exists() and (out / "Split-train").is_dir()
 
+
+def test_one_pass_each_file_decoded_once_examples_made_while_decoding(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # The old ExampleGen decoded every file, parked the pixels, and only then made examples;
+    # now the sample (10 files here) is read first, and every other file is made into its
+    # example as soon as it is decoded: no file is decoded twice, and nothing is parked.
+    import components.image_example_gen as gen
+    from data.images import brightness, sources
+
+    monkeypatch.setattr(brightness, "SAMPLE_SIZE", 10)
+    events: list[tuple[str, str]] = []
+    decode, make = sources.load_image_file, gen.make_example
+
+    def counting_decode(uri, shape):
+        events.append(("decode", uri))
+        return decode(uri, shape)
+
+    def counting_make(pixels, label, label_id, slice_name, example_id):
+        events.append(("example", example_id))
+        return make(pixels, label, label_id, slice_name, example_id)
+
+    monkeypatch.setattr(sources, "load_image_file", counting_decode)
+    monkeypatch.setattr(gen, "make_example", counting_make)
+    root = tmp_path / "images"
+    files = _many_small_pngs(root, 40)
+    written = run_example_gen(ImageExampleGenExecutor, str(root), tmp_path / "out",
+                              custom_config=settings_config(image_size=3, channels=1))
+
+    decoded = [uri for kind, uri in events if kind == "decode"]
+    assert len(decoded) == len(set(decoded)) == files, "a file was decoded more than once, or not at all"
+    assert sum(len(split) for split in written.values()) == files
+    first_example = next(i for i, (kind, _) in enumerate(events) if kind == "example")
+    last_decode = max(i for i, (kind, _) in enumerate(events) if kind == "decode")
+    assert first_example < last_decode, "every file was decoded before the first example was made"
+    leftovers = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and "Split-" not in str(p)]
+    assert not leftovers, leftovers
+
+
+def test_no_beam_collection_travels_through_exec_properties(tmp_path: Path) -> None:
+    # The TFRecord class list is known only after reading; it reaches the Examples artifact
+    # through a staged file, not through a PCollection put into exec_properties.
+    import apache_beam as beam
+
+    smuggled = []
+
+    class Watched(dict):
+        def __setitem__(self, key, value):
+            if isinstance(value, beam.pvalue.PValue):
+                smuggled.append(key)
+            super().__setitem__(key, value)
+
+    class Watching(ImageExampleGenExecutor):
+        def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802
+            return super().GenerateExamplesByBeam(pipeline, Watched(exec_properties))
+
+    folder = run_example_gen(ImageExampleGenExecutor, str(_image_folder(tmp_path / "images")), tmp_path / "folder",
+                             custom_config=settings_config(image_size=4, channels=1))
+    records = tmp_path / "records"
+    write_examples((Example.FromString(r) for r in folder["train"] + folder["eval"]), records, 2)
+    run_example_gen(Watching, str(records), tmp_path / "out")
+    assert not smuggled, smuggled
+    assert recorded_facts(tmp_path / "out")["classes"] == ["cat", "dog"]
 
 
 def _many_small_pngs(root: Path, per_class: int) -> int:
@@ -202,7 +279,7 @@ def _many_small_pngs(root: Path, per_class: int) -> int:
 
 
 def test_every_file_becomes_one_example_and_bad_files_are_all_listed(tmp_path: Path) -> None:
-    # Several tasks (256 files each) and several pixel blocks: counts in = out, and a corrupt
+    # Several tasks (256 files each): counts in = out, and a corrupt
     # file is never dropped silently: each one is named, and no example is written.
     import tensorflow as tf
 

@@ -19,4 +19,5 @@ def digit_images(size: int, channels: int) -> ImageSet:
         labels=labels,
         ids=[f"digits/{i:05d}" for i in range(len(labels))],
         classes=sorted(set(labels)),
+        units=[""] * len(labels),  # one unit, as the ExampleGen reads it
     )

@@ -17,8 +17,25 @@ import tensorflow as tf
 from data import features
 from data.errors import DataError
 from data.manifest import MANIFEST_NAME, stored_image_shape
+from data.tfrecords import iter_file_examples
 
 log = logging.getLogger(__name__)
+
+
+def record_labels(path: str) -> set[str]:
+    """The class names in one TFRecord file, known before its images are converted.
+
+    Why: a label id is the class's index in the sorted list of every class, and a TFRecord
+    source names its classes only in its records. TensorFlow's parser reads just the label
+    (it skips the image's bytes), so this costs the file's read and decompression, not a
+    second conversion. A record out of spec is named by the full check."""
+    dataset = tf.data.TFRecordDataset(path, compression_type="GZIP" if path.lower().endswith(".gz") else "")
+    spec = {features.LABEL: tf.io.VarLenFeature(tf.string)}
+    labels = dataset.batch(1024).map(lambda batch: tf.io.parse_example(batch, spec)[features.LABEL].values)
+    try:
+        return {value.decode("utf-8") for values in labels.as_numpy_iterator() for value in values}
+    except (tf.errors.OpError, UnicodeDecodeError):
+        return {_parse_record(example, path, index)[0] for index, example in enumerate(iter_file_examples(path))}
 
 
 def _parse_record(example: tf.train.Example, path: Path | str, index: int

@@ -36,6 +36,9 @@ BUNDLED_DIGITS = "bundled:digits"
 #: Unreadable files named in the error (all are counted).
 BAD_FILES_SHOWN = 20
 
+#: The bundled digits' classes, sorted as every class list is ("0" .. "9": all ten occur).
+DIGIT_CLASSES = tuple(sorted(str(digit) for digit in range(10)))
+
 #: One decoded image: (pixels HWC uint8, class name, example id).
 Image = tuple[np.ndarray, str, str]
 
@@ -50,6 +53,14 @@ class Unit:
     example_id: str = ""   # folder: the path relative to the root; tfrecord: the file's relative path
 
 
+def unit_key(unit: Unit) -> str:
+    """The unit's name relative to the source, as the prepare step names it (``ImageSet.units``):
+    what the brightness sample and the write order are drawn by (``brightness.unit_rank``)."""
+    if unit.kind == "cifar":
+        return unit.uri.rsplit("/", 1)[-1]
+    return unit.example_id
+
+
 @dataclasses.dataclass(frozen=True)
 class Listing:
     """What a source holds, known from names alone (plus one record for a TFRecord shape)."""
@@ -58,7 +69,7 @@ class Listing:
     root: str
     shape: tuple[int, int, int]          # output shape of every image
     units: tuple[Unit, ...]
-    classes: tuple[str, ...] | None      # None: only known after reading (TFRecords)
+    classes: tuple[str, ...] | None      # None: only known after reading (TFRecords: records.record_labels)
     class_names: tuple[str, ...] = ()    # CIFAR: label index -> name, as in batches.meta
     native_shape: tuple[int, int, int] | None = None  # TFRecords: the stored shape
     unused: dict | None = None           # folder: what the listing did not read (listing.Unused.facts)
@@ -68,7 +79,7 @@ def list_source(root: str, image_size: int | None, channels: int | None, follow_
     """Detect the kind of source at ``root`` and list its units; DataError for bad input."""
     if root == BUNDLED_DIGITS:
         return Listing("digits", root, (image_size or 8, image_size or 8, channels or 1),
-                       (Unit("digits", ""),), None)
+                       (Unit("digits", ""),), DIGIT_CLASSES)
     if not tf.io.gfile.exists(root):
         raise DataError(
             f"Data source {root} does not exist. Give the path of a folder with one "
@@ -191,6 +202,7 @@ def read_listing(listing: Listing, scratch: Path) -> ImageSet:
         return digit_images(listing.shape[0], listing.shape[2])
     labels: list[str] = []
     ids: list[str] = []
+    units: list[str] = []
     bad: list[tuple[str, str]] = []
     raw_path = scratch / "pixels.u8"
     with open(raw_path, "wb") as raw:
@@ -200,6 +212,7 @@ def read_listing(listing: Listing, scratch: Path) -> ImageSet:
                     raw.write(image.tobytes())
                     labels.append(label)
                     ids.append(example_id)
+                    units.append(unit_key(unit))
             except DataError as exc:
                 if unit.kind != "folder":  # a CIFAR batch or TFRecord file: the whole source is suspect
                     raise
@@ -213,7 +226,7 @@ def read_listing(listing: Listing, scratch: Path) -> ImageSet:
         log.warning("CIFAR classes without examples in %s: %s", listing.root, sorted(set(classes) - set(labels)))
     if len(ids) != len(set(ids)):
         log.warning("%d duplicate example_id values in %s", len(ids) - len(set(ids)), listing.root)
-    return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes)
+    return ImageSet(pixels=pixels, labels=labels, ids=ids, classes=classes, units=units)
 
 
 def why_unreadable(error: DataError) -> str:

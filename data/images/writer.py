@@ -1,8 +1,8 @@
 """Decoded images -> examples in the spec of ``data.features``, plus the manifest's facts.
 
-Readers hand over an :class:`ImageSet`; :func:`convert` adds the brightness slice (image
-mean pixel value in thirds of the data set) and the label ids, and says how many shards
-to write. ``data.prepare`` does the writing and caching.
+Readers hand over an :class:`ImageSet`; :func:`convert` adds the brightness slice (the
+rule the ExampleGen follows too: ``brightness.py``) and the label ids, and says how many
+shards to write. ``data.prepare`` does the writing and caching.
 """
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ import tensorflow as tf
 
 from data import features
 from data.errors import DataError
+from data.images.brightness import bucket, image_means, sample_thresholds
 from data.manifest import ImageFacts
 from data.prepare import Conversion, shard_count
 
 # Bump when the conversion changes in a way that changes the output for the same input
 # (it is part of every fingerprint). 2: the manifest holds the image facts as a part.
-FORMAT_VERSION = 2
+# 3: brightness bounds from a sample of at most brightness.SAMPLE_SIZE images.
+FORMAT_VERSION = 3
 # Shards let Beam read in parallel (GZIP files cannot be split); ~64 MiB of pixels each.
 _SHARD_PIXEL_BYTES = 64 << 20
 
@@ -33,6 +35,10 @@ class ImageSet:
     labels: list[str]
     ids: list[str]
     classes: list[str]  # sorted
+    # The unit (file, batch) each image was read from, named relative to the source, images
+    # of a unit in their stored order: what the brightness sample is drawn by. None: each
+    # image is its own unit, named by its id (a folder of image files).
+    units: list[str] | None = None
 
 
 def convert(images: ImageSet) -> Conversion:
@@ -40,10 +46,10 @@ def convert(images: ImageSet) -> Conversion:
     if not len(images.labels):  # np.quantile below would fail with a bare IndexError
         raise DataError("The image source holds no images, so there is nothing to train on. Check --data: "
                         "a folder needs one sub-folder of PNG/JPEG images per class.")
-    means = _mean_intensities(images.pixels)
-    thresholds = brightness_thresholds(means)
-    buckets = np.where(means <= thresholds[0], 0, np.where(means <= thresholds[1], 1, 2))
-    counts = collections.Counter(images.labels)
+    means = image_means(images.pixels)
+    thresholds = sample_thresholds(means, images.ids if images.units is None else images.units)
+    buckets = [bucket(mean, thresholds) for mean in means]
+    counts, in_bucket = collections.Counter(images.labels), collections.Counter(buckets)
     return Conversion(
         examples=_examples(images, buckets),
         num_shards=shard_count(images.pixels.size, _SHARD_PIXEL_BYTES),
@@ -54,43 +60,15 @@ def convert(images: ImageSet) -> Conversion:
         ),
         extra={
             "brightness_thresholds": thresholds,
-            "brightness_counts": {
-                b: int((buckets == i).sum()) for i, b in enumerate(features.BRIGHTNESS_BUCKETS)
-            },
+            "brightness_counts": {b: in_bucket.get(b, 0) for b in features.BRIGHTNESS_BUCKETS},
         },
     )
 
 
-def brightness_thresholds(means) -> list[float]:
-    """The 1/3 and 2/3 quantiles of the per-image means: the brightness tertiles' bounds.
-
-    Shared by this converter and the ExampleGen's Beam combiner, so both slice alike.
-    """
-    return [float(t) for t in np.quantile(np.asarray(means, dtype=np.float64), [1 / 3, 2 / 3])]
-
-
-def brightness_bucket(mean: float, thresholds: list[float]) -> str:
-    """``dark`` / ``medium`` / ``bright`` for an image of this mean pixel value."""
-    index = 0 if mean <= thresholds[0] else 1 if mean <= thresholds[1] else 2
-    return features.BRIGHTNESS_BUCKETS[index]
-
-
-def _mean_intensities(pixels: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """Per-image mean pixel value, in chunks so a disk-backed array is never copied whole."""
-    means = np.empty(len(pixels), dtype=np.float64)
-    for start in range(0, len(pixels), chunk):
-        block = np.asarray(pixels[start:start + chunk])
-        means[start:start + len(block)] = block.reshape(len(block), -1).mean(axis=1)
-    return means
-
-
-def _examples(images: ImageSet, buckets: np.ndarray) -> Iterator[tf.train.Example]:
+def _examples(images: ImageSet, buckets: list[str]) -> Iterator[tf.train.Example]:
     index = {name: i for i, name in enumerate(images.classes)}
     for i, label in enumerate(images.labels):
-        yield make_example(
-            images.pixels[i], label, index[label],
-            features.BRIGHTNESS_BUCKETS[int(buckets[i])], images.ids[i],
-        )
+        yield make_example(images.pixels[i], label, index[label], buckets[i], images.ids[i])
 
 
 def make_example(pixels: np.ndarray, label: str, label_id: int, brightness: str,
