@@ -26,6 +26,10 @@ Every decision of the in-memory regime is made here, in :func:`schedule` and :fu
   metric) is kept; ``"on"``/``"off"`` force one.
 - **Input**: the arrays are fed by tf.data with autotuning off (``_dataset`` says why).
 
+One data-driven choice is made beside the math it bounds, after this regime has kept its model: the
+CNN's kernel head (``models/cnn/kernel_head.fit_and_select``) is tried only when train fits its
+centres (at most ``MAX_CENTERS`` rows) and kept only where the held-out part does not prefer the softmax.
+
 The chosen check and the comparison are returned in a :class:`FitReport` that the Trainer writes
 next to the model.
 """
