@@ -24,7 +24,6 @@ from collections.abc import Iterator
 import tensorflow as tf
 
 from data.images import brightness
-from data.images.brightness import unit_rank
 from data.images.sources import Listing, Unit, unit_key
 
 #: Image files read by one task. Files are small: one element per file would cost the
@@ -42,7 +41,7 @@ def write_tasks(listing: Listing, path: str) -> int | None:
     (a folder: one image per file); None when only reading tells (a batch or TFRecord file
     holds an unknown number of images: the ExampleGen reads leading tasks until it has them).
     """
-    units = sorted(listing.units, key=lambda unit: unit_rank(unit_key(unit)))
+    units = sorted(listing.units, key=lambda unit: brightness.unit_rank(unit_key(unit)))
     if listing.kind == "folder":
         size = brightness.SAMPLE_SIZE
         sample = _grouped(units[:size], FILES_PER_TASK)

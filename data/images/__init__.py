@@ -22,8 +22,6 @@ import numbers
 import os
 from pathlib import Path
 
-import tensorflow as tf
-
 from data.errors import DataError
 from data.images.folder import DEFAULT_CHANNELS, DEFAULT_IMAGE_SIZE  # noqa: F401  (re-exported)
 from data.images.listing import IGNORED_DIRS, IMAGE_SUFFIXES  # noqa: F401  (re-exported)
@@ -32,6 +30,7 @@ from data.images.sources import BUNDLED_DIGITS, Listing, list_source, read_listi
 from data.images.writer import FORMAT_VERSION, ImageSet, convert, make_example  # noqa: F401
 from data.manifest import DatasetManifest
 from data.prepare import SourcePlan, prepare, source_fingerprint
+from data.walk import Problem, stat_one
 
 log = logging.getLogger(__name__)
 
@@ -135,15 +134,9 @@ def _unit_stats(listing: Listing) -> list[tuple[str, int, int]]:
     if listing.kind == "cifar":  # the class names come from batches.meta
         read.append(f"{listing.root.rstrip('/')}/batches.meta")
     for uri in dict.fromkeys(read):
-        try:
-            if "://" in uri:
-                info = tf.io.gfile.stat(uri)
-                size, mtime = info.length, info.mtime_nsec
-            else:
-                st = os.stat(uri)
-                size, mtime = st.st_size, st.st_mtime_ns
-        except (OSError, tf.errors.OpError) as exc:
-            raise DataError(f"Cannot read {uri} ({getattr(exc, 'strerror', None) or exc}). Check that the file "
-                            "exists and is readable by the user running the pipeline.") from exc
-        stats.append((uri[len(listing.root.rstrip("/")) + 1:] or os.path.basename(uri), size, mtime))
+        info = stat_one(uri)  # os.stat locally, tf.io.gfile.stat for a URI
+        if isinstance(info, Problem):
+            raise DataError(f"Cannot read {uri} ({info.detail}). Check that the file exists and is readable by "
+                            "the user running the pipeline.")
+        stats.append((uri[len(listing.root.rstrip("/")) + 1:] or info.relative, info.size, info.mtime_ns))
     return stats
