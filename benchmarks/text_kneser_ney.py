@@ -84,7 +84,7 @@ def run(source: str | None, args) -> dict:
                   + features.NUM_OOV_BUCKETS)
     started = time.monotonic()
     reference = baselines.ngram_baselines(train_glob, eval_glob)
-    fitted, tables, choice = baselines.fit_kneser_ney_reference(
+    fitted, tables, choice, _ = baselines.fit_kneser_ney_reference(
         train_glob, eval_glob, vocab_size, CONFIG["context_tokens"], CONFIG["target_tokens"],
         tuple(order for order in count_reference.ORDERS if order <= args.order) or (args.order,))
     reference_seconds = time.monotonic() - started

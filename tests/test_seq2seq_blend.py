@@ -8,8 +8,9 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
+from support.text_windows import windows
 
-from models.seq2seq import blend, count_reference, features, holdout, ngram
+from models.seq2seq import blend, count_reference, features, holdout, kneser_ney, ngram
 
 V = 12
 
@@ -113,6 +114,52 @@ def _sharp(labels: np.ndarray, size: int = V) -> np.ndarray:
     p = np.full((len(labels), size), 0.01)
     p[np.arange(len(labels)), labels] = 1.0
     return p / p.sum(axis=1, keepdims=True)
+
+
+def _document(rng, words: int) -> list[list[int]]:
+    """Words of one or two tokens, and now and then a phrase that comes back (something for the counts to learn)."""
+    phrase = [[7], [8, 9], [10]]
+    out: list[list[int]] = []
+    while len(out) < words:
+        out += phrase if rng.rand() < 0.1 else [list(rng.randint(11, 300, size=rng.choice([1, 1, 2])))]
+    return out[:words]
+
+
+def test_held_out_blocks_are_blocks_of_the_text_when_the_file_is_out_of_order(tmp_path):
+    # Transform wrote a 1.08M-word folder's windows out of order (each one's file neighbour 9 windows away in
+    # the text): blocks of the file left every held-out window's text neighbours in the fit set.
+    rng = np.random.RandomState(3)
+    parts = [windows(_document(rng, n)) for n in (1400, 1900)]
+    contexts, targets = np.concatenate([c for c, _ in parts]), np.concatenate([t for _, t in parts])
+    document = np.repeat([0, 1], [len(c) for c, _ in parts])
+    place = np.concatenate([np.arange(len(c)) for c, _ in parts])       # the window's place in its document
+    shuffle = rng.permutation(len(contexts))
+    with tf.io.TFRecordWriter(str(tmp_path / "train-0.gz"), options="GZIP") as writer:
+        for i in shuffle:
+            writer.write(str(i).encode())
+    order = kneser_ney.text_order(contexts[shuffle], targets[shuffle])
+    fit, held, counts = holdout.split_files(str(tmp_path / "train-*.gz"), str(tmp_path / "split"), order)
+    fit_ids, held_ids = (np.array([int(r) for r in tf.data.TFRecordDataset(path, "GZIP").as_numpy_iterator()])
+                         for path in (fit, held))
+    assert counts["holdout"] == len(held_ids) > 0.05 * len(contexts) and counts["fit"] == len(fit_ids)
+    for doc in (0, 1):
+        f, h = fit_ids[document[fit_ids] == doc], held_ids[document[held_ids] == doc]
+        distance = np.abs(place[f][:, None] - place[h][None, :]).min()
+        assert distance > holdout.GAP, doc
+
+
+def test_cross_fitting_leaves_out_folds_of_the_text_not_of_the_file():
+    # One document's windows in the text's order and shuffled: the same folds of the text, the same scores.
+    # Folds of the file would put each scored window's neighbours (its next words) into its fold's model.
+    rng = np.random.RandomState(4)
+    contexts, targets = windows(_document(rng, 900))
+    vocab = 301
+    in_order = count_reference.cross_fit(contexts, targets, vocab, orders=(3, 4))
+    shuffle = rng.permutation(len(contexts))
+    shuffled = count_reference.cross_fit(contexts[shuffle], targets[shuffle], vocab, orders=(3, 4))
+    assert shuffled.record["cross_fitted_windows"] == in_order.record["cross_fitted_windows"] == len(contexts)
+    assert shuffled.record["top5"] == pytest.approx(in_order.record["top5"], abs=1e-9)
+    assert shuffled.record["kneser_ney_alone"] == pytest.approx(in_order.record["kneser_ney_alone"], abs=1e-9)
 
 
 def test_the_network_share_is_taken_only_when_it_clearly_beats_the_reference_counts():

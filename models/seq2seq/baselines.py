@@ -19,7 +19,7 @@ counts the served model's: the label is in the top 5 when fewer than 5 ids score
 """
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -83,33 +83,44 @@ def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_
     window's boundary on its own context, as the unigram and bigram references are.
     """
     return fit_kneser_ney_reference(train_pattern, eval_pattern, vocab_size, context_tokens, target_tokens,
-                                    orders)[0]
+                                    orders).scores
+
+
+class KneserNeyFit(NamedTuple):
+    """``kneser_ney_reference``'s scores; the fitted tables and the choice (None when not fitted): the served
+    model's count part is the same model; and the train windows' ``kneser_ney.text_order`` (the Trainer's
+    held-out blocks are blocks of the text, models/seq2seq/holdout.py)."""
+    scores: dict[str, Any]
+    tables: dict[str, np.ndarray] | None
+    choice: count_reference.Choice | None
+    text_order: np.ndarray
 
 
 def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_size: int,
                              context_tokens: int, target_tokens: int, orders: tuple[int, ...] = count_reference.ORDERS
-                             ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None, count_reference.Choice | None]:
-    """``kneser_ney_reference``'s scores, the fitted tables and the choice (None, None when not fitted): the
-    served model's count part is the same model (models/seq2seq/trainer.py)."""
+                             ) -> KneserNeyFit:
+    """The Kneser-Ney reference, fitted and scored (:class:`KneserNeyFit`)."""
     contexts, targets = kneser_ney.read_windows(train_pattern, context_tokens, target_tokens)
-    stream = kneser_ney.rebuild_sequences(contexts, targets)
-    choice = count_reference.cross_fit(contexts, targets, vocab_size, orders)
+    order = kneser_ney.text_order(contexts, targets)
+    stream = kneser_ney.rebuild_sequences(contexts, targets, order)
+    choice = count_reference.cross_fit(contexts, targets, vocab_size, orders, text_order=order)
     del contexts, targets
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_pattern, context_tokens, target_tokens)
     try:
         tables = kneser_ney.fit(stream, vocab_size, choice.order)
     except kneser_ney.NotFitted as error:
-        return {"not_fitted": str(error), "eval_examples": int(len(eval_targets))}, None, None
+        return KneserNeyFit({"not_fitted": str(error), "eval_examples": int(len(eval_targets))}, None, None, order)
     choice = dataclasses.replace(choice, order=int(tables["order"]))  # a short text keeps the orders it has
     labels = eval_targets[:, 0] if len(eval_targets) else np.zeros([0], np.int64)
     scored = count_reference.eval_hits(ngram.ServedCounts(tables), choice, eval_contexts, labels)
     mean = {k: float(v.mean()) if len(labels) else 0.0 for k, v in scored.items()}
-    return {"kneser_ney_top5": mean["top5"], "kneser_ney_top1": mean["top1"],
+    scores = {"kneser_ney_top5": mean["top5"], "kneser_ney_top1": mean["top1"],
             "kneser_ney_alone_top5": mean["alone_top5"], "eval_examples": int(len(labels)),
             "order": int(tables["order"]), "cache_share": choice.cache, "unknown_share": choice.unknown,
             "description": choice.describe(), "cross_fitting": choice.record,
             "train_tokens": int((stream != kneser_ney.BREAK).sum()),
-            "sequences": int((stream == kneser_ney.BREAK).sum())}, tables, choice
+            "sequences": int((stream == kneser_ney.BREAK).sum())}
+    return KneserNeyFit(scores, tables, choice, order)
 
 
 def kneser_ney_hits(model: kneser_ney.KneserNey, contexts: np.ndarray, labels: np.ndarray,

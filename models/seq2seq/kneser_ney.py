@@ -47,6 +47,8 @@ BREAK = -1
 MAX_SHIFT = 16
 #: Tokens two windows must share to be linked out of file order (text_order).
 MIN_OVERLAP = 8
+#: Windows of one hash tried per head (text_order, ``_link_by_key``).
+LINK_ROUNDS = 8
 _CHUNK = 65536
 
 
@@ -98,25 +100,34 @@ def window_shifts(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MA
     return shifts
 
 
-def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """The text the windows were cut from, as one flat int64 stream with ``BREAK`` between sequences.
 
     A sequence starts with a window's whole context, grows by each next window's new tokens, and ends
-    with its last window's target (the text after it, as far as the window holds it).
+    with its last window's target (the text after it, as far as the window holds it). ``order``: the
+    windows' :func:`text_order`, when the caller has it already.
     """
-    return rebuild_with_owners(contexts, targets)[0]
+    return rebuild_with_owners(contexts, targets, order)[0]
 
 
-def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray,
+                        order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``rebuild_sequences``'s stream, and for each of its entries the index of the window it came from
-    (so the text of some windows can be left out: cross-fitting, models/seq2seq/trainer.py)."""
+    (so the text of some windows can be left out: cross-fitting, models/seq2seq/count_reference.py)."""
     contexts, targets = np.asarray(contexts), np.asarray(targets)
     n = len(contexts)
     if not n:
         return np.zeros([0], np.int64), np.zeros([0], np.int64)
-    order = text_order(contexts, targets)
+    order = text_order(contexts, targets) if order is None else order
     stream, owners = _rebuild_in_order(contexts[order], targets[order])
     return stream, order[owners]
+
+
+def positions(order: np.ndarray) -> np.ndarray:
+    """Where each window stands in the text: the inverse of the permutation ``order`` (:func:`text_order`)."""
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order))
+    return position
 
 
 def text_order(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_SHIFT) -> np.ndarray:
@@ -124,7 +135,8 @@ def text_order(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_S
 
     Transform (Beam) need not write the windows in the order of the text: on a large corpus most of
     them arrive out of order, and rebuilding in file order counts nearly every window's whole context
-    as a sequence of its own (a 909k-word folder gave 10M tokens instead of 1M). Window ``b`` continues
+    as a sequence of its own (a 909k-word folder gave 10M tokens instead of 1M), and blocks of the file
+    are not blocks of the text (held-out windows, cross-fitting folds). Window ``b`` continues
     ``a`` when ``b``'s context is ``a``'s without its first ``d`` tokens, followed by the first ``s`` tokens
     of ``a``'s target (``d``, ``s``: the tokens of the words the stride dropped and added, at most
     ``max_shift``; the two share ``MIN_OVERLAP`` tokens at least). Found in any order by hashing the
@@ -163,14 +175,12 @@ def text_order(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_S
                     d = length[a] - (length[heads] - s)
                     ok = (d >= 1) & (d <= max_shift)
                     heads, a, d = heads[ok], a[ok], d[ok]
+                    free = (successor[a] < 0) & (a != heads)
+                    _link(contexts, targets, length, target_len, successor, predecessor, heads[free], a[free],
+                          d[free], s)
                 else:
                     key = prefix[heads, length[heads] - s] ^ (length[heads] - s).astype(np.uint64)
-                    at = np.minimum(np.searchsorted(table[:, 0], key), max(len(table) - 1, 0))
-                    hit = (table[at, 0] == key) if len(table) else np.zeros(len(heads), bool)
-                    heads, a, d = heads[hit], table[at[hit], 1].astype(np.int64), table[at[hit], 2].astype(np.int64)
-                free = (successor[a] < 0) & (a != heads)
-                heads, a, d = heads[free], a[free], d[free]
-                _link(contexts, targets, length, target_len, successor, predecessor, heads, a, d, s)
+                    _link_by_key(table, key, heads, contexts, targets, length, target_len, successor, predecessor, s)
     # Chains from their first window; a cycle (a text repeated whole) is cut where it is entered.
     order, seen = [], np.zeros(n, bool)
     for start in [*np.flatnonzero(predecessor < 0), *range(n)]:
@@ -180,6 +190,36 @@ def text_order(contexts: np.ndarray, targets: np.ndarray, max_shift: int = MAX_S
             order.append(window)
             window = successor[window]
     return np.asarray(order, np.int64)
+
+
+def _link_by_key(table: np.ndarray, key: np.ndarray, heads: np.ndarray, contexts: np.ndarray, targets: np.ndarray,
+                 length: np.ndarray, target_len: np.ndarray, successor: np.ndarray, predecessor: np.ndarray,
+                 s: int) -> None:
+    """Link each of ``heads`` after a window whose suffix hashes to its ``key`` (``table``: sorted hash, window,
+    dropped tokens).
+
+    Text repeated across documents (a license, a changelog formula) gives several windows of one key, and
+    each copy must continue its own: the heads of one key are spread over the windows of that key (the
+    ``r``-th head tries the ``r``-th window, then the next, ``LINK_ROUNDS`` times). Trying only the first window
+    of a key left all copies but one to start anew, each with its whole context (a 1.08M-word folder of
+    Debian documentation was rebuilt as 1.8 times its text).
+    """
+    if not len(table) or not len(heads):
+        return
+    left = np.searchsorted(table[:, 0], key, side="left")
+    count = np.searchsorted(table[:, 0], key, side="right") - left
+    heads, key, left, count = heads[count > 0], key[count > 0], left[count > 0], count[count > 0]
+    by_key = np.argsort(key, kind="stable")
+    rank = np.empty(len(key), np.int64)
+    rank[by_key] = np.arange(len(key)) - np.searchsorted(key[by_key], key[by_key], side="left")
+    for step in range(LINK_ROUNDS):
+        waiting = (predecessor[heads] < 0) & (step < count)
+        if not waiting.any():
+            return
+        h, at = heads[waiting], left[waiting] + (rank[waiting] + step) % count[waiting]
+        a, d = table[at, 1].astype(np.int64), table[at, 2].astype(np.int64)
+        free = (successor[a] < 0) & (a != h)
+        _link(contexts, targets, length, target_len, successor, predecessor, h[free], a[free], d[free], s)
 
 
 def _link(contexts: np.ndarray, targets: np.ndarray, length: np.ndarray, target_len: np.ndarray,

@@ -150,11 +150,11 @@ def run_fn(fn_args: FnArgs) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     tokens = _Tokens.of(transform_output)
-    reference, kneser_ney_tables, choice = _references(fn_args, tokens)
+    reference, kneser_ney_tables, choice, text_order = _references(fn_args, tokens)
     strategy = make_strategy(settings.strategy)
     scratch = tempfile.mkdtemp(prefix="seq2seq-holdout-")
     try:
-        fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch)
+        fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch, text_order)
         log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
                  "mix with the n-gram counts", split["holdout"], split["gap"])
         warm = WarmStarter.for_trainer(settings.warm_start, fn_args, tokens.identity(), log)
@@ -198,9 +198,10 @@ def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, dict[str, Any], dict[s
 
 def _references(fn_args: FnArgs, tokens: _Tokens):
     """The count references on the eval split (unigram, bigram, the cross-fitted Kneser-Ney mix), written to
-    the run's logs; the Kneser-Ney tables and choice the served model reuses."""
+    the run's logs; the Kneser-Ney tables and choice the served model reuses, and the train windows' order in
+    the text (the held-out blocks)."""
     reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
-    reference[baselines.KNESER_NEY], tables, choice = baselines.fit_kneser_ney_reference(
+    reference[baselines.KNESER_NEY], tables, choice, text_order = baselines.fit_kneser_ney_reference(
         fn_args.train_files, fn_args.eval_files, tokens.vocab_size, tokens.context, tokens.target)
     log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
              reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
@@ -208,7 +209,7 @@ def _references(fn_args: FnArgs, tokens: _Tokens):
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
         f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
-    return reference, tables, choice
+    return reference, tables, choice, text_order
 
 
 def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], tokens: _Tokens, spec: dict,
