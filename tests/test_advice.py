@@ -73,3 +73,24 @@ def test_image_flat_curves_give_no_advice():
     record = _image_record(2, 4, accuracy=[0.8, 0.8, 0.8, 0.8], val_accuracy=[0.8, 0.8, 0.8, 0.8],
                            loss=[0.5, 0.5, 0.5, 0.5], val_loss=[0.5, 0.49, 0.5, 0.5])
     assert advice.diagnosis(record) is None
+
+
+def test_advice_counts_steps_as_the_training_line_does():
+    # The training line says "kept step 1,800 of 3,000 (checked every 300 steps)"; the advice speaks of the
+    # same steps, and asks for --train-steps: with the defaults the budget grows with the square root of the
+    # data, so --epochs alone may not lengthen training.
+    record = {**_image_record(6, 10, accuracy=[0.5 + 0.04 * i for i in range(10)],
+                              val_accuracy=[0.45, 0.5, 0.55, 0.6, 0.62, 0.64, 0.63, 0.62, 0.6, 0.59],
+                              loss=[1.0 - 0.08 * i for i in range(10)], val_loss=[1.0] * 10, stopped=True),
+              "steps_per_epoch": 300}
+    words = advice.diagnosis(record)
+    assert words.startswith("overfitting (held-out best at step 1800 of 3000, "), words
+    rising = {**_record(6, 6, fit=[0.1, 0.15, 0.2, 0.22, 0.24, 0.25], held=[0.1, 0.14, 0.18, 0.2, 0.21, 0.22]),
+              "steps_per_epoch": 250}
+    words = advice.diagnosis(rising)
+    assert words.startswith("underfitting (the held-out score still rose at the last check, step 1500): "
+                            "train longer (--train-steps 3000; this run's budget was 1500 steps)"), words
+    loss_falling = {**_image_record(2, 4, accuracy=[0.6, 0.7, 0.7, 0.7], val_accuracy=[0.6, 0.7, 0.7, 0.7],
+                                    loss=[1.2, 1.0, 0.9, 0.85], val_loss=[1.3, 1.1, 1.0, 0.96]), "steps_per_epoch": 100}
+    assert advice.diagnosis(loss_falling).startswith(
+        "underfitting (the held-out loss still fell at the last check, step 400: 1.000 -> 0.960): train longer")
