@@ -65,14 +65,16 @@ def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
     import tensorflow as tf
 
     from models.cnn import features
-    from models.cnn.preprocessing import preprocessing_fn
+    from models.cnn.preprocessing import UNIT_IMAGE, preprocessing_fn
 
     size = int(__import__("numpy").prod(digits_dataset.image_shape))
     raw_spec = {features.IMAGE: tf.io.FixedLenFeature([size], tf.int64),
                 features.LABEL: tf.io.FixedLenFeature([], tf.string)}
     rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:300]]
+    # As a --base-model run configures it (both image features: the base-model tests read the [0, 1] one).
     return analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path_factory.mktemp("cnn-tft"),
-                                 custom_config={"data_facts": {"classes": list(digits_dataset.classes)}})
+                                 custom_config={"data_facts": {"classes": list(digits_dataset.classes)},
+                                                UNIT_IMAGE: True})
 
 
 def write_transformed_split(rows, path) -> str:

@@ -30,6 +30,32 @@ def test_pixels_are_standardised_per_pixel_with_train_statistics(cnn_transform, 
     np.testing.assert_allclose(pixels[:, varying].std(0), 1.0, rtol=1e-3)
 
 
+def test_without_a_base_model_transform_writes_one_image_feature(digits_dataset, digits_examples, tmp_path):
+    """The [0, 1] pixels are a base model's input only: a CNN from scratch gets one copy of every pixel (a
+    second one doubled what Transform wrote and the Trainer read); the family asks for both only with
+    --base-model."""
+    from conftest import analyze_and_transform
+
+    from models.cnn.preprocessing import UNIT_IMAGE, preprocessing_fn
+    from pipeline.families import get_family
+
+    size = int(np.prod(digits_dataset.image_shape))
+    raw_spec = {features.IMAGE: tf.io.FixedLenFeature([size], tf.int64),
+                features.LABEL: tf.io.FixedLenFeature([], tf.string)}
+    rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:20]]
+    _, transformed = analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path,
+                                           custom_config={"data_facts": {"classes": list(digits_dataset.classes)}})
+    assert set(transformed[0]) == {features.IMAGE_XF, features.LABEL_XF}
+    family = get_family("cnn")
+
+    class Config:
+        base_model = None
+
+    assert family.transform_config(Config(), digits_dataset) == {}
+    Config.base_model = "/some/extractor"
+    assert family.transform_config(Config(), digits_dataset) == {UNIT_IMAGE: True}
+
+
 @pytest.mark.parametrize("shape,blocks", [((8, 8, 1), 2), ((32, 32, 3), 3), ((4, 4, 1), 1)])
 def test_model_shapes(shape, blocks):
     assert conv_block_count(shape[0], shape[1]) == blocks

@@ -18,11 +18,16 @@ from models.cnn import features
 #: Smallest spread a pixel is divided by (on the [0, 1] scale): a pixel that is constant in
 #: train (a background corner) must not blow up when a serving image differs there.
 STD_FLOOR = 0.05
+#: Transform setting (custom_config key): also write the pixels scaled to [0, 1], which only a
+#: pretrained base model reads (``--base-model``). Off, Transform writes and the Trainer reads one
+#: image feature instead of two (a second copy of every pixel as floats).
+UNIT_IMAGE = "unit_image"
 
 
 def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any] | None = None):
-    """Standardise pixels per pixel and map class names to ids; also pass pixels scaled to
-    [0, 1], the input convention of pretrained TF Hub image modules (``--base-model``).
+    """Standardise pixels per pixel and map class names to ids; with ``custom_config[UNIT_IMAGE]``
+    also pass pixels scaled to [0, 1], the input convention of pretrained TF Hub image modules
+    (``--base-model``).
 
     The known class names (the data's facts in ``custom_config``, sorted) are reserved at
     the start of the vocabulary, so class id i is the i-th class name, exactly as the
@@ -39,5 +44,7 @@ def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any]
         num_oov_buckets=0,
         default_value=-1,
     )
-    return {features.IMAGE_XF: (image - mean) / std, features.IMAGE_UNIT_XF: image,
-            features.LABEL_XF: label_id}
+    outputs = {features.IMAGE_XF: (image - mean) / std, features.LABEL_XF: label_id}
+    if (custom_config or {}).get(UNIT_IMAGE):
+        outputs[features.IMAGE_UNIT_XF] = image
+    return outputs

@@ -121,6 +121,13 @@ def batch_memory(config: RunConfig) -> BatchMemory:
     return BatchMemory(bytes_per_example(size, channels), f"{size}x{size}x{channels} images", "--image-size")
 
 
+def _transform_config(config: RunConfig, dataset: DatasetManifest) -> dict[str, bool]:
+    """Pixels scaled to [0, 1] as well only for a pretrained base model, their only reader."""
+    from models.cnn.preprocessing import UNIT_IMAGE
+
+    return {UNIT_IMAGE: True} if config.base_model else {}
+
+
 FAMILY = register(ModelFamily(
     name="cnn",
     description="image classifier",
@@ -133,6 +140,7 @@ FAMILY = register(ModelFamily(
     gate_metric="sparse_categorical_accuracy",
     gate_metric_label="Accuracy",
     preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
+    transform_config=_transform_config,
     run_fn="models.cnn.trainer.run_fn",
     prepare_data=prepare_images,
     example_gen=image_example_gen,
