@@ -10,9 +10,10 @@ from typing import Any
 
 from stackenv.errors import ConfigError
 
+import tensorflow_data_validation as tfdv  # StatisticsGen's options (tfx.components imports it anyway)
+
 # Direct imports, not ``from tfx import v1``: tfx.v1 also loads its cloud extensions
 # (google.cloud.aiplatform) on every run, cached ones included (benchmarks/README.md).
-import tensorflow_data_validation as tfdv
 from tfx.components import ImportExampleGen, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.pipeline import Pipeline

@@ -59,22 +59,28 @@ def analyze_and_transform(preprocessing_fn, raw_spec, rows, out_dir: Path, custo
     return tft.TFTransformOutput(str(out_dir / "transform")), list(transformed)
 
 
-@pytest.fixture(scope="session")
-def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
-    """CNN preprocessing analysed on 300 digits: (TFTransformOutput, transformed rows)."""
+def transform_digits(dataset, examples, out_dir: Path, count: int, unit_image: bool):
+    """CNN preprocessing analysed on the first ``count`` digits, ``unit_image`` as the family configures
+    Transform (models/cnn/preprocessing.py UNIT_IMAGE): (TFTransformOutput, transformed rows)."""
     import tensorflow as tf
 
     from models.cnn import features
     from models.cnn.preprocessing import UNIT_IMAGE, preprocessing_fn
 
-    size = int(__import__("numpy").prod(digits_dataset.image_shape))
+    size = int(__import__("numpy").prod(dataset.image_shape))
     raw_spec = {features.IMAGE: tf.io.FixedLenFeature([size], tf.int64),
                 features.LABEL: tf.io.FixedLenFeature([], tf.string)}
-    rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:300]]
-    # As a --base-model run configures it (both image features: the base-model tests read the [0, 1] one).
-    return analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path_factory.mktemp("cnn-tft"),
-                                 custom_config={"data_facts": {"classes": list(digits_dataset.classes)},
-                                                UNIT_IMAGE: True})
+    rows = [{k: r[k] for k in raw_spec} for r in examples[:count]]
+    config = {"data_facts": {"classes": list(dataset.classes)}, **({UNIT_IMAGE: True} if unit_image else {})}
+    return analyze_and_transform(preprocessing_fn, raw_spec, rows, out_dir, custom_config=config)
+
+
+@pytest.fixture(scope="session")
+def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
+    """CNN preprocessing analysed on 300 digits: (TFTransformOutput, transformed rows). As a --base-model
+    run configures it (both image features: the base-model tests read the [0, 1] one)."""
+    return transform_digits(digits_dataset, digits_examples, tmp_path_factory.mktemp("cnn-tft"), 300,
+                            unit_image=True)
 
 
 def write_transformed_split(rows, path) -> str:

@@ -34,17 +34,12 @@ def test_without_a_base_model_transform_writes_one_image_feature(digits_dataset,
     """The [0, 1] pixels are a base model's input only: a CNN from scratch gets one copy of every pixel (a
     second one doubled what Transform wrote and the Trainer read); the family asks for both only with
     --base-model."""
-    from conftest import analyze_and_transform
+    from conftest import transform_digits
 
-    from models.cnn.preprocessing import UNIT_IMAGE, preprocessing_fn
+    from models.cnn.preprocessing import UNIT_IMAGE
     from pipeline.families import get_family
 
-    size = int(np.prod(digits_dataset.image_shape))
-    raw_spec = {features.IMAGE: tf.io.FixedLenFeature([size], tf.int64),
-                features.LABEL: tf.io.FixedLenFeature([], tf.string)}
-    rows = [{k: r[k] for k in raw_spec} for r in digits_examples[:20]]
-    _, transformed = analyze_and_transform(preprocessing_fn, raw_spec, rows, tmp_path,
-                                           custom_config={"data_facts": {"classes": list(digits_dataset.classes)}})
+    _, transformed = transform_digits(digits_dataset, digits_examples, tmp_path, 20, unit_image=False)
     assert set(transformed[0]) == {features.IMAGE_XF, features.LABEL_XF}
     family = get_family("cnn")
 

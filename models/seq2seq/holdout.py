@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from data.tfrecords import list_files
+
 FIT, HOLDOUT, GAP_LABEL = 0, 1, -1
 GAP = 4                  # windows dropped on each side of a held-out block
 SMALL_CORPUS = 5000      # train windows below which ``SMALL_FRACTION`` is held out
@@ -49,8 +51,6 @@ def split_files(patterns: str | Sequence[str], out_dir: str,
     ``text_order``: the records (in the order of their sorted files) in the order of the text
     (``kneser_ney.text_order``); without it the file's order is taken for the text's.
     """
-    from data.tfrecords import list_files
-
     files = [f for p in ([patterns] if isinstance(patterns, str) else patterns) for f in list_files(p)]
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     # Read in batches: tf.data hands over one record per Python step at ~100 µs each (``reduce``,
