@@ -32,6 +32,7 @@ ExampleGen's hash on ``example_id``, and examples are identical to the prepare s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 from typing import Any
@@ -41,15 +42,19 @@ from stackenv import progress
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
+from tfx.components.example_gen.base_example_gen_executor import _PartitionFn
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
+from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
 
 from components.data_facts import attach_facts, publish
 from components.image_tasks import Task, parse_task, task_index, tasks_in_order, write_tasks
 from components.ingest_config import read_settings, source_root
 from components.ingest_driver import TreeFingerprintDriver
 from components.streaming_write import StreamingExampleGenExecutor
+from data import features
 from data.errors import DataError
 from data.images import brightness
 from data.images.brightness import bucket, image_mean, image_means, thresholds
@@ -65,7 +70,7 @@ from data.images.sources import (
     unreadable_files,
     why_unreadable,
 )
-from data.images.writer import make_example
+from data.images.writer import example_bytes
 
 #: The counter of the runner's live progress line (``stackenv/progress.py``).
 EXAMPLES_MADE = "examples made"
@@ -91,9 +96,20 @@ def _images(task: Task, listing: Listing):
             yield beam.pvalue.TaggedOutput(_UNREADABLE, (unit.uri, why_unreadable(exc)))
 
 
-def _example(image: Image, bounds: list[float], label_ids: dict[str, int]):
+def _example(image: Image, bounds: list[float], label_ids: dict[str, int]) -> tuple[str, bytes]:
+    """``(example_id, serialized example)``: the id is what the split is drawn by (``_split_of``)."""
     pixels, label, example_id = image
-    return make_example(pixels, label, label_ids[label], bucket(image_mean(pixels), bounds), example_id)
+    return example_id, example_bytes(pixels, label, label_ids[label], bucket(image_mean(pixels), bounds), example_id)
+
+
+def _split_of(keyed: tuple[str, bytes], num_splits: int, buckets: list[int],
+              split_config: example_gen_pb2.SplitConfig) -> int:
+    """TFX's hash split (its own partition function) of a serialized example, drawn from an
+    example that holds only its id: parsing the whole example back would cost what writing it
+    straight saved."""
+    example_id = tf.train.Example()
+    example_id.features.feature[features.EXAMPLE_ID].bytes_list.value.append(keyed[0].encode("utf-8"))
+    return _PartitionFn(example_id, num_splits, buckets, split_config)
 
 
 def _examples_of(work, listing: Listing, files: int | None, bounds: list[float], classes: list[str]):
@@ -258,7 +274,19 @@ class ImageExampleGenExecutor(StreamingExampleGenExecutor):
             tf.io.gfile.rmtree(scratch)
 
     def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX's hook)
-        splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+        """TFX's (one input split hashed into the output splits) on serialized examples keyed by id."""
+        input_config, output_config = example_gen_pb2.Input(), example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+        split_config = output_config.split_config
+        if split_config.partition_feature_name != features.EXAMPLE_ID:
+            raise ValueError(f"The image ExampleGen splits on {features.EXAMPLE_ID!r}, "
+                             f"not {split_config.partition_feature_name!r}")
+        buckets = list(itertools.accumulate(split.hash_buckets for split in split_config.splits))
+        keyed = pipeline | "InputToRecord" >> _ImagesToExamples(exec_properties, input_config.splits[0].pattern)
+        parts = keyed | "SplitData" >> beam.Partition(_split_of, len(buckets), buckets, split_config)
+        splits = {split.name: part | f"Serialized[{split.name}]" >> beam.Map(lambda pair: pair[1])
+                  for split, part in zip(split_config.splits, parts)}
         attach_facts(splits, exec_properties)  # the split counts (the source's facts: Do)
         return splits
 
@@ -284,8 +312,6 @@ def image_example_gen(data: str | None, *, image_size: int | None, channels: int
         span_pattern, spans: a ``{SPAN}`` folder pattern and the span range to read.
         follow_links: read symbolic links inside the folder.
     """
-    from tfx.proto import example_gen_pb2
-
     from components.ingest_config import input_layout, range_config, settings_config
 
     base, pattern = input_layout(data or BUNDLED_DIGITS, span_pattern)

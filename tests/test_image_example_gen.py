@@ -174,7 +174,7 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
     labels = Labels()
     pipeline.visit(labels)
     writes = [label for label in labels.labels if label.startswith("WriteSplit[")]
-    assert any(label.endswith("/Write/Write/WriteImpl/WriteBundles") for label in writes), writes
+    assert any(label.endswith("/Write/WriteImpl/WriteBundles") for label in writes), writes
     assert not [label for label in writes if "Shuffle" in label], writes
 
 
@@ -217,7 +217,7 @@ def test_one_pass_each_file_decoded_once_examples_made_while_decoding(tmp_path: 
 
     monkeypatch.setattr(brightness, "SAMPLE_SIZE", 10)
     events: list[tuple[str, str]] = []
-    decode, make = sources.load_image_file, gen.make_example
+    decode, make = sources.load_image_file, gen.example_bytes
 
     def counting_decode(uri, shape):
         events.append(("decode", uri))
@@ -228,7 +228,7 @@ def test_one_pass_each_file_decoded_once_examples_made_while_decoding(tmp_path: 
         return make(pixels, label, label_id, slice_name, example_id)
 
     monkeypatch.setattr(sources, "load_image_file", counting_decode)
-    monkeypatch.setattr(gen, "make_example", counting_make)
+    monkeypatch.setattr(gen, "example_bytes", counting_make)
     root = tmp_path / "images"
     files = _many_small_pngs(root, 40)
     written = run_example_gen(ImageExampleGenExecutor, str(root), tmp_path / "out",
@@ -303,3 +303,27 @@ def test_every_file_becomes_one_example_and_bad_files_are_all_listed(tmp_path: P
     assert "2 image file(s)" in str(error) and "a/050.png" in str(error) and "c/199.png" in str(error), error
     outputs = tf.io.gfile.glob(str(tmp_path / "bad" / "Split-*" / "*.gz"))
     assert sum(1 for _ in tf.data.TFRecordDataset(outputs, compression_type="GZIP")) == 0, outputs
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (8, 8, 1), (4, 5, 3)])
+def test_an_image_example_is_written_as_protobuf_serializes_it(shape: tuple[int, int, int]) -> None:
+    # The image examples are written straight in the wire format (data/images/writer.py): the bytes must be
+    # those protobuf's own deterministic serialization gives the same Example, built here with its API,
+    # for every pixel value (one varint byte below 128, two from 128), large label ids and non-ASCII names.
+    import tensorflow as tf
+
+    from data.images.writer import example_bytes
+
+    rng = np.random.default_rng(sum(shape))
+    values = np.resize(np.arange(256, dtype=np.uint8), int(np.prod(shape)))
+    for pixels, label_id in ((values.reshape(shape), 0), (rng.permutation(values).reshape(shape), 300),
+                             (np.full(shape, 255, np.uint8), 2 ** 40)):
+        def text(value: str) -> tf.train.Feature:
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
+
+        expected = Example(features=tf.train.Features(feature={
+            "image": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in pixels.ravel()])),
+            "label": text("chat noir"), "label_id": tf.train.Feature(int64_list=tf.train.Int64List(value=[label_id])),
+            "brightness": text("bright"), "example_id": text("chat noir/été.png")}))
+        written = example_bytes(pixels, "chat noir", label_id, "bright", "chat noir/été.png")
+        assert written == expected.SerializeToString(deterministic=True)
