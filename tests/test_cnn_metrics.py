@@ -58,3 +58,47 @@ def test_per_class_precision_recall_is_tfma_binarized_precision_recall():
         assert (math.isnan(got) and math.isnan(expected)) or math.isclose(got, expected, abs_tol=1e-9), (key, got,
                                                                                                            expected)
     assert any(math.isnan(v) for v in binarized.values())  # the undefined case is covered
+
+
+def test_cnn_metrics_equal_scikit_learn_on_the_top_class_per_slice():
+    # The TFMA-native accuracy, balanced accuracy and macro F1 (models/cnn/metrics.py), run in TFMA with the
+    # CNN's own metric configs (its gate's thresholds aside: no baseline here), against scikit-learn on the
+    # argmax predictions of each slice. Class 3 is never a label: the macro averages skip it, as documented.
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
+
+    from models.cnn.evaluation import eval_config
+
+    data = _data()
+    specs = eval_config(CLASSES, 0.0, 0.01).metrics_specs
+    for metric in specs[0].metrics:
+        del metric.per_slice_thresholds[:]
+    config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(label_key="label", prediction_key="prediction")],
+                             slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["part"])],
+                             metrics_specs=specs)
+    got = {slice_key: by_output[""][""] for slice_key, by_output in tfma.analyze_raw_data(data, config).slicing_metrics}
+    assert set(got) == {(), (("part", "a"),), (("part", "b"),)}
+    for slice_key, values in got.items():
+        rows = data if not slice_key else data[data["part"] == slice_key[0][1]]
+        labels, predicted = rows["label"].to_numpy(), np.array([np.argmax(p) for p in rows["prediction"]])
+        present = sorted(set(labels))
+        expected = {"sparse_categorical_accuracy": accuracy_score(labels, predicted),
+                    "balanced_accuracy": balanced_accuracy_score(labels, predicted),
+                    "macro_f1": f1_score(labels, predicted, labels=present, average="macro", zero_division=0)}
+        for name, value in expected.items():
+            assert math.isclose(scalar(values[name]), value, abs_tol=1e-9), (slice_key, name, values[name], value)
+
+
+def test_the_cnn_evaluation_walks_the_examples_twice_per_slice():
+    # TFMA runs every combiner over every example of every slice in Python. The CNN's metrics and its confusion
+    # matrix plot share ONE matrices combiner (the example count is the other); Keras metrics or a second set of
+    # matrices would each add a walk (docs/benchmarks.md, "Against TFX's own example").
+    from tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator import (
+        _filter_and_separate_computations,
+    )
+    from tensorflow_model_analysis.metrics import metric_specs
+
+    from models.cnn.evaluation import eval_config
+
+    config = eval_config(CLASSES, 0.5, 0.01)
+    walks = _filter_and_separate_computations(metric_specs.to_computations(config.metrics_specs, config))[0]
+    assert len(walks) == 2, [type(c.combiner).__name__ for c in walks]

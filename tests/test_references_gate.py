@@ -166,26 +166,6 @@ def test_unreadable_or_incomplete_references_are_ignored(tmp_path):
         references.write_references(str(tmp_path / "n"), ACCURACY, {"a": 0.1}, "b", 0.0)
 
 
-def test_imbalance_metrics_match_scikit_learn():
-    from sklearn.metrics import balanced_accuracy_score, f1_score
-
-    from models.cnn.metrics import MacroF1, MeanClassRecall
-
-    rng = np.random.RandomState(2)
-    labels = np.array([0] * 40 + [1] * 8 + [2] * 2)
-    probabilities = rng.dirichlet(np.ones(4), size=len(labels))  # class 3 never in the labels
-    probabilities[:30, 0] += 1.0  # mostly right on the big class
-    predicted = probabilities.argmax(1)
-    balanced, macro = MeanClassRecall(num_classes=4), MacroF1(num_classes=4)
-    assert balanced.name == "balanced_accuracy" and macro.name == "macro_f1"
-    for part in (slice(0, 20), slice(20, 50)):  # two batches: the state accumulates
-        balanced.update_state(labels[part, None], probabilities[part])
-        macro.update_state(labels[part, None], probabilities[part])
-    assert float(balanced.result()) == pytest.approx(balanced_accuracy_score(labels, predicted), abs=1e-6)
-    assert float(macro.result()) == pytest.approx(
-        f1_score(labels, predicted, labels=[0, 1, 2], average="macro", zero_division=0), abs=1e-6)
-
-
 def test_the_gate_is_generic_across_families(tmp_path):
     """The seq2seq family writes the same file for its top-5 metric (bigram reference)."""
     from models.seq2seq.evaluation import eval_config as seq2seq_eval_config

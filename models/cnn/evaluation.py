@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import tensorflow_model_analysis as tfma
 
-from models.cnn import features
+from models.cnn import features, metrics
 from models.common.evaluation import overall_gate
 
 ACCURACY = "sparse_categorical_accuracy"
@@ -15,7 +15,7 @@ MACRO_F1 = "macro_f1"
 
 def eval_config(num_classes: int, min_accuracy: float, max_regression: float) -> tfma.EvalConfig:
     """Accuracy, balanced accuracy and macro F1, per-class precision/recall, example count and
-    a confusion matrix.
+    a confusion matrix: one pass over the examples per slice (``models/cnn/metrics.py``).
 
     Sliced overall, by class and by brightness. Blessing needs overall accuracy
     >= ``min_accuracy`` and at most ``max_regression`` (absolute) below the baseline.
@@ -31,15 +31,12 @@ def eval_config(num_classes: int, min_accuracy: float, max_regression: float) ->
         metrics_specs=[
             tfma.MetricsSpec(metrics=[
                 tfma.MetricConfig(class_name="ExampleCount"),
-                tfma.MetricConfig(class_name="SparseCategoricalAccuracy",
+                tfma.MetricConfig(class_name="ArgmaxAccuracy", module=metrics.__name__,
                                   per_slice_thresholds=overall_gate(min_accuracy, max_regression)),
-                tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
-                *[tfma.MetricConfig(class_name=class_name, module="models.cnn.metrics",
-                                    config=json.dumps({"num_classes": num_classes, "name": name}))
-                  for class_name, name in (("MeanClassRecall", BALANCED_ACCURACY), ("MacroF1", MACRO_F1))],
-                # TFMA's binarized Precision / Recall per class (keys classId:k), one matrix per slice.
-                tfma.MetricConfig(class_name="PerClassPrecisionRecall", module="models.cnn.metrics",
-                                  config=json.dumps({"num_classes": num_classes})),
+                metrics.plot_config(),
+                *[tfma.MetricConfig(class_name=class_name, module=metrics.__name__,
+                                    config=json.dumps({"num_classes": num_classes}))
+                  for class_name in ("MeanClassRecall", "MacroF1", "PerClassPrecisionRecall")],
             ]),
         ],
     )

@@ -1,86 +1,134 @@
-"""Metrics that survive class imbalance, as Keras metrics so TFMA computes them per slice.
+"""The CNN's Evaluator metrics, TFMA-native and all read from ONE confusion matrix pass per slice.
 
-TFMA instantiates them from ``MetricConfig(class_name=..., module="models.cnn.metrics",
-config='{"num_classes": N}')``. Both accumulate one confusion matrix of argmax predictions
-(additive, so TFMA's partial results merge exactly) and average over the classes PRESENT
-in the slice's labels:
+TFMA instantiates them from ``MetricConfig(class_name=..., module="models.cnn.metrics")``:
 
-- ``MeanClassRecall`` (reported as ``balanced_accuracy``): the mean per-class recall
-  (macro recall). Always answering the largest class scores 1/k, however imbalanced;
-- ``MacroF1``: the mean per-class F1.
+- ``ArgmaxAccuracy`` (reported as ``sparse_categorical_accuracy``, the Keras metric's name and
+  value: the top class is the label, first index on ties as ``tf.argmax``);
+- ``MeanClassRecall`` (reported as ``balanced_accuracy``): the mean per-class recall over
+  the classes PRESENT in the slice's labels (macro recall). Always answering the largest class
+  scores 1/k, however imbalanced; not named BalancedAccuracy: TFMA resolves that name to its
+  binary metric;
+- ``MacroF1``: the mean per-class F1 over the classes present;
+- ``PerClassPrecisionRecall``: each class's precision and recall at 0.5, TFMA's binarized
+  ``Precision`` / ``Recall`` (same keys: ``precision`` / ``recall`` under sub key
+  ``classId:k``, same values). Class k counts as predicted when its probability is > 0.5; with
+  probabilities that sum to 1 that happens exactly when k is the top class and its probability
+  is > 0.5, which is the multi-class matrix's predicted class at threshold 0.5.
 
-``PerClassPrecisionRecall`` is a TFMA metric: each class's precision and recall at 0.5.
+Each is a derived computation over TFMA's multi-class confusion matrices at
+:data:`MATRIX_THRESHOLDS` (0.0: the top class; 0.5), the same matrices the
+``MultiClassConfusionMatrixPlot`` draws when configured with :func:`plot_config`. TFMA
+de-duplicates computations with the same keys and combiner (``metrics_plots_and_validations_
+evaluator._filter_and_separate_computations``, TFMA 0.47), so the plot and the four metrics are
+one combiner. Why: TFMA walks every example once per combiner and slice in Python; Keras metrics
+and a matrix per threshold were four walks, most of the Evaluator's time (docs/benchmarks.md,
+"Against TFX's own example").
 """
 import collections
+import json
+import math
+from collections.abc import Callable
 
-import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_types, metric_util, multi_class_confusion_matrix_metrics
 
-
-class _ConfusionMetric(tf.keras.metrics.Metric):
-    def __init__(self, num_classes: int, name: str, dtype=None, **kwargs):
-        super().__init__(name=name, dtype=dtype, **kwargs)
-        self.num_classes = int(num_classes)
-        self.matrix = self.add_weight(name="confusion", shape=(self.num_classes, self.num_classes),
-                                      initializer="zeros")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        """``y_true`` [batch] or [batch, 1] class ids; ``y_pred`` [batch, classes] probabilities."""
-        labels = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-        predicted = tf.argmax(tf.reshape(y_pred, [tf.size(labels), -1]), axis=-1)
-        weights = None if sample_weight is None else tf.reshape(tf.cast(sample_weight, self.dtype), [-1])
-        self.matrix.assign_add(tf.math.confusion_matrix(labels, predicted, self.num_classes,
-                                                        weights=weights, dtype=self.dtype))
-
-    def _per_class(self):
-        true_positives = tf.linalg.diag_part(self.matrix)
-        support = tf.reduce_sum(self.matrix, axis=1)     # labels per class
-        predicted = tf.reduce_sum(self.matrix, axis=0)   # predictions per class
-        return true_positives, support, predicted, tf.cast(support > 0, self.dtype)
-
-    def reset_state(self):
-        self.matrix.assign(tf.zeros_like(self.matrix))
-
-    def get_config(self):
-        return {**super().get_config(), "num_classes": self.num_classes}
+#: The thresholds of the one set of matrices every metric and the plot read: 0.0 gives the top
+#: class (softmax probabilities are never 0), 0.5 the binarized metrics' predicted class.
+MATRIX_THRESHOLDS = (0.0, 0.5)
+_TOP_CLASS, _ABOVE_HALF = MATRIX_THRESHOLDS
 
 
-def _mean_over(values, present):
-    return tf.math.divide_no_nan(tf.reduce_sum(values * present), tf.reduce_sum(present))
+def plot_config() -> tfma.MetricConfig:
+    """TFMA's confusion matrix plot on the metrics' matrices (so it adds no pass of its own)."""
+    return tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot",
+                             config=json.dumps({"thresholds": list(MATRIX_THRESHOLDS)}))
 
 
-class MeanClassRecall(_ConfusionMetric):
-    """Balanced accuracy (not named BalancedAccuracy: TFMA resolves that name to its binary metric)."""
-
-    def __init__(self, num_classes: int = 2, name: str = "balanced_accuracy", **kwargs):
-        super().__init__(num_classes, name, **kwargs)
-
-    def result(self):
-        true_positives, support, _, present = self._per_class()
-        return _mean_over(tf.math.divide_no_nan(true_positives, support), present)
+ClassCounts = tuple[collections.Counter, collections.Counter, collections.Counter]  # hits, predicted, actual
 
 
-class MacroF1(_ConfusionMetric):
-    def __init__(self, num_classes: int = 2, name: str = "macro_f1", **kwargs):
-        super().__init__(num_classes, name, **kwargs)
+def class_counts(matrix: dict) -> ClassCounts:
+    """Per class: examples right, predicted as it, labelled as it (weighted), from one matrix
+    ({MatrixEntryKey(actual, predicted): weight}; predicted -1: no class above the threshold)."""
+    hits, predicted, actual = collections.Counter(), collections.Counter(), collections.Counter()
+    for entry, weight in matrix.items():
+        actual[entry.actual_class_id] += weight
+        predicted[entry.predicted_class_id] += weight
+        if entry.actual_class_id == entry.predicted_class_id:
+            hits[entry.actual_class_id] += weight
+    return hits, predicted, actual
 
-    def result(self):
-        true_positives, support, predicted, present = self._per_class()
-        return _mean_over(tf.math.divide_no_nan(2.0 * true_positives, support + predicted), present)
+
+def _mean_over_present(per_class: Callable[[int], float], actual: collections.Counter) -> float:
+    present = [k for k, weight in actual.items() if weight > 0]
+    return sum(per_class(k) for k in present) / len(present) if present else float("nan")
+
+
+def _accuracy(counts: ClassCounts) -> float:
+    hits, _, actual = counts
+    total = sum(actual.values())
+    return sum(hits.values()) / total if total else float("nan")
+
+
+def _balanced_accuracy(counts: ClassCounts) -> float:
+    hits, _, actual = counts
+    return _mean_over_present(lambda k: hits[k] / actual[k], actual)
+
+
+def _macro_f1(counts: ClassCounts) -> float:
+    hits, predicted, actual = counts
+    return _mean_over_present(lambda k: 2.0 * hits[k] / (actual[k] + predicted[k]), actual)
+
+
+def _matrices(eval_config, model_name: str, output_name: str, example_weighted: bool):
+    """TFMA's matrices computation under its default name: the plot's, when thresholds agree."""
+    computations = multi_class_confusion_matrix_metrics.multi_class_confusion_matrices(
+        thresholds=list(MATRIX_THRESHOLDS), eval_config=eval_config, model_name=model_name,
+        output_name=output_name, example_weighted=example_weighted)
+    return computations, computations[-1].keys[-1]
+
+
+def _scalar_computations(score: Callable[[ClassCounts], float]):
+    def computations(name: str, num_classes: int = 0, eval_config=None, model_name: str = "",
+                     output_name: str = "", example_weighted: bool = False):
+        matrices, matrices_key = _matrices(eval_config, model_name, output_name, example_weighted)
+        own = metric_types.MetricKey(name=name, model_name=model_name, output_name=output_name,
+                                     example_weighted=example_weighted)
+
+        def result(metrics) -> dict:
+            return {own: score(class_counts(metrics[matrices_key][_TOP_CLASS]))}
+
+        return [*matrices, metric_types.DerivedMetricComputation(keys=[own], result=result)]
+
+    return computations
+
+
+class _TopClassMetric(tfma.metrics.Metric):
+    NAME = ""
+    SCORE: Callable[[ClassCounts], float] = staticmethod(_accuracy)
+
+    def __init__(self, num_classes: int = 2, name: str = ""):
+        super().__init__(metric_util.merge_per_key_computations(_scalar_computations(type(self).SCORE)),
+                         num_classes=num_classes, name=name or self.NAME)
+
+
+class ArgmaxAccuracy(_TopClassMetric):
+    """Accuracy of the top class (``sparse_categorical_accuracy``)."""
+    NAME, SCORE = "sparse_categorical_accuracy", staticmethod(_accuracy)
+
+
+class MeanClassRecall(_TopClassMetric):
+    """Balanced accuracy: the mean recall of the classes present."""
+    NAME, SCORE = "balanced_accuracy", staticmethod(_balanced_accuracy)
+
+
+class MacroF1(_TopClassMetric):
+    """The mean F1 of the classes present."""
+    NAME, SCORE = "macro_f1", staticmethod(_macro_f1)
 
 
 class PerClassPrecisionRecall(tfma.metrics.Metric):
-    """Precision and recall of every class at 0.5: TFMA's binarized ``Precision`` / ``Recall``
-    (same keys: ``precision`` / ``recall`` under sub key ``classId:k``, same values), from ONE
-    multi-class confusion matrix per slice instead of one binary matrix per class.
-
-    Why: TFMA's binarized metrics walk every example once per class and slice in Python,
-    which was most of the Evaluator's time (docs/benchmarks.md, "At scale"). Same values:
-    class k counts as predicted when its probability is > 0.5, and with probabilities that
-    sum to 1 that happens exactly when k is the top class and its probability is > 0.5,
-    which is the multi-class matrix's predicted class at threshold 0.5.
-    """
+    """Precision and recall of every class at 0.5 (the module's docstring: why it equals TFMA's binarized ones)."""
 
     def __init__(self, num_classes: int = 2, name: str = "per_class_precision_recall"):
         super().__init__(metric_util.merge_per_key_computations(_per_class_computations),
@@ -89,10 +137,7 @@ class PerClassPrecisionRecall(tfma.metrics.Metric):
 
 def _per_class_computations(num_classes: int, name: str, eval_config=None, model_name: str = "",
                             output_name: str = "", example_weighted: bool = False):
-    matrices = multi_class_confusion_matrix_metrics.multi_class_confusion_matrices(
-        thresholds=[_THRESHOLD], name=f"_{name}_matrices", eval_config=eval_config, model_name=model_name,
-        output_name=output_name, example_weighted=example_weighted)
-    matrices_key = matrices[-1].keys[-1]
+    matrices, matrices_key = _matrices(eval_config, model_name, output_name, example_weighted)
 
     def key(metric: str, class_id: int):
         return metric_types.MetricKey(name=metric, model_name=model_name, output_name=output_name,
@@ -101,20 +146,12 @@ def _per_class_computations(num_classes: int, name: str, eval_config=None, model
     keys = {k: (key("precision", k), key("recall", k)) for k in range(int(num_classes))}
 
     def result(metrics):
-        hits, predicted, actual = [collections.Counter() for _ in range(3)]
-        for entry, weight in metrics[matrices_key][_THRESHOLD].items():
-            actual[entry.actual_class_id] += weight
-            predicted[entry.predicted_class_id] += weight  # NO_PREDICTED_CLASS_ID (-1): below 0.5
-            if entry.actual_class_id == entry.predicted_class_id:
-                hits[entry.actual_class_id] += weight
+        hits, predicted, actual = class_counts(metrics[matrices_key][_ABOVE_HALF])
         out = {}
         for k, (precision, recall) in keys.items():
-            out[precision] = hits[k] / predicted[k] if predicted[k] else float("nan")
-            out[recall] = hits[k] / actual[k] if actual[k] else float("nan")
+            out[precision] = hits[k] / predicted[k] if predicted[k] else math.nan
+            out[recall] = hits[k] / actual[k] if actual[k] else math.nan
         return out
 
     return [*matrices, metric_types.DerivedMetricComputation(
         keys=[k for pair in keys.values() for k in pair], result=result)]
-
-
-_THRESHOLD = 0.5

@@ -136,7 +136,7 @@ FAMILY = register(ModelFamily(
                "digits)"),
     defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.0,
                               min_accuracy_note="gated on its reference predictors"),
-    # TFMA's name of the SparseCategoricalAccuracy in models/cnn/evaluation.py.
+    # The name of the accuracy in models/cnn/evaluation.py (ArgmaxAccuracy, named after the Keras metric).
     gate_metric="sparse_categorical_accuracy",
     gate_metric_label="Accuracy",
     preprocessing_fn="models.cnn.preprocessing.preprocessing_fn",
