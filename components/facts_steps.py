@@ -14,15 +14,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import apache_beam as beam
 from tfx.components import Trainer, Transform
 from tfx.components.trainer import executor as trainer_executor
 from tfx.components.transform import executor as transform_executor
+from tfx.components.transform import labels as transform_labels
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.data_facts import facts_of, publish, steps, with_facts
+from components.gzip_records import write_gzip_tfrecords
 
 _CUSTOM_CONFIG = standard_component_specs.CUSTOM_CONFIG_KEY
 _PASSED_ON = (standard_component_specs.TRANSFORM_GRAPH_KEY, standard_component_specs.TRANSFORMED_EXAMPLES_KEY)
@@ -37,6 +40,19 @@ def with_facts_handed_over(exec_properties: dict[str, Any], facts: dict[str, Any
 
 
 class FactsTransformExecutor(transform_executor.Executor):
+    @staticmethod
+    @beam.ptransform_fn
+    def _EncodeAndWrite(pcoll, schema, file_format: str, output_path: str):  # noqa: N802 (TFX's name)
+        """TFX's (tfx 1.16 ``TransformProcessor._EncodeAndWrite``), its TFRecords deflated faster
+        (``gzip_records.py``: the transformed pixels are most of what Transform writes)."""
+        tfx_transform = transform_executor.TransformProcessor
+        if file_format != transform_labels.FORMAT_TFRECORD:
+            return pcoll | tfx_transform._EncodeAndWrite(schema, file_format, output_path)
+        return (pcoll
+                | "EncodeAndSerialize" >> beam.ParDo(tfx_transform._RecordBatchToExamplesFn(schema))
+                | "ExtractExamples" >> beam.Values()
+                | "WriteToTFRecord" >> write_gzip_tfrecords(output_path))
+
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         facts = facts_of(artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY]))
         super().Do(input_dict, output_dict, with_facts_handed_over(exec_properties, facts))
