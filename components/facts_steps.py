@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import apache_beam as beam
+from stackenv import compat
+
 from tfx.components import Trainer, Transform
 from tfx.components.trainer import executor as trainer_executor
 from tfx.components.transform import executor as transform_executor
-from tfx.components.transform import labels as transform_labels
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils, standard_component_specs
@@ -40,22 +40,11 @@ def with_facts_handed_over(exec_properties: dict[str, Any], facts: dict[str, Any
 
 
 class FactsTransformExecutor(transform_executor.Executor):
-    @staticmethod
-    @beam.ptransform_fn
-    def _EncodeAndWrite(pcoll, schema, file_format: str, output_path: str):  # noqa: N802 (TFX's name)
-        """TFX's (tfx 1.16 ``TransformProcessor._EncodeAndWrite``), its TFRecords deflated faster
-        (``gzip_records.py``: the transformed pixels are most of what Transform writes)."""
-        tfx_transform = transform_executor.TransformProcessor
-        if file_format != transform_labels.FORMAT_TFRECORD:
-            return pcoll | tfx_transform._EncodeAndWrite(schema, file_format, output_path)
-        return (pcoll
-                | "EncodeAndSerialize" >> beam.ParDo(tfx_transform._RecordBatchToExamplesFn(schema))
-                | "ExtractExamples" >> beam.Values()
-                | "WriteToTFRecord" >> write_gzip_tfrecords(output_path))
-
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         facts = facts_of(artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY]))
-        super().Do(input_dict, output_dict, with_facts_handed_over(exec_properties, facts))
+        # The transformed pixels are most of what Transform writes: deflated faster (gzip_records.py).
+        with compat.transform_writes_with(write_gzip_tfrecords):
+            super().Do(input_dict, output_dict, with_facts_handed_over(exec_properties, facts))
         if facts:
             for key in _PASSED_ON:
                 for artifact in output_dict.get(key) or []:

@@ -289,3 +289,30 @@ def test_beam_executor_with_local_args_builds_no_tfx_sdist(monkeypatch):
         compat.BEAM_DEPENDENCY_FLAGS, f"a local executor packaged TFX: {local._beam_pipeline_args}")
     remote = NoopBeamExecutor(NoopBeamExecutor.Context(beam_pipeline_args=["--runner=DataflowRunner"]))
     assert built and "--extra_package=/tmp/tfx.tar.gz" in remote._beam_pipeline_args
+
+
+def test_transform_write_hook_puts_our_write_in_tfx_transform_and_restores_it():
+    # The hook names the module global TFX's Transform Executor.Do instantiates; inside, its TFRecord write is
+    # ours (building it calls ``write``), other formats stay TFX's, and the global is restored even on an error.
+    import apache_beam as beam
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.components.transform import executor, labels
+
+    tfx_processor, asked = executor.TransformProcessor, []
+
+    def write(path):
+        asked.append(path)
+        return beam.Map(lambda record: record)
+
+    with pytest.raises(RuntimeError, match="inside"), compat.transform_writes_with(write):
+        processor = executor.TransformProcessor()
+        assert isinstance(processor, tfx_processor), compat.TRANSFORM_WRITE
+        schema = schema_pb2.Schema()
+        with beam.Pipeline() as pipeline:  # built, not run: nothing to write
+            records = pipeline | beam.Create([])
+            _ = records | "Ours" >> processor._EncodeAndWrite(schema, labels.FORMAT_TFRECORD, "/out/prefix")
+            assert asked == ["/out/prefix"], compat.TRANSFORM_WRITE
+            _ = records | "Theirs" >> processor._EncodeAndWrite(schema, executor._FILE_FORMAT_PARQUET, "/out/other")
+            assert asked == ["/out/prefix"], compat.TRANSFORM_WRITE
+            raise RuntimeError("inside")
+    assert executor.TransformProcessor is tfx_processor

@@ -52,6 +52,19 @@ def test_every_component_ran_and_wrote_its_artifacts(first_run):
         assert f"▶ {node_id}" in result.stderr and f"✓ {node_id} done" in result.stderr
 
 
+def test_examples_and_transformed_examples_are_deflated_at_the_fastest_level(first_run):
+    # components/gzip_records.py: the ExampleGen's and Transform's TFRecords at zlib level 1, which a gzip
+    # header records in its XFL byte as 4 (RFC 1952, 2.3.1; Beam's default level 6 writes 0).
+    _, _, run = first_run
+    outputs = (("ImportExampleGen", "examples"), ("Transform", "transformed_examples"))
+    written = [artifact.uri for node_id, key in outputs for artifact in run[node_id].outputs[key]]
+    files = [path for uri in written for path in tf.io.gfile.glob(f"{uri}/Split-*/*.gz")]
+    assert len(files) >= 4, written
+    for path in files:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            assert f.read(10)[8] == 4, path
+
+
 def test_summary_reports_metrics_blessing_and_push(first_run):
     config, result, _ = first_run
     out = result.stdout
