@@ -44,13 +44,16 @@ def plot_config() -> tfma.MetricConfig:
                              config=json.dumps({"thresholds": list(MATRIX_THRESHOLDS)}))
 
 
-ClassCounts = tuple[collections.Counter, collections.Counter, collections.Counter]  # hits, predicted, actual
+#: Per class: hits, predicted, actual (weights).
+ClassCounts = tuple["collections.Counter[int]", "collections.Counter[int]", "collections.Counter[int]"]
 
 
 def class_counts(matrix: dict) -> ClassCounts:
     """Per class: examples right, predicted as it, labelled as it (weighted), from one matrix
     ({MatrixEntryKey(actual, predicted): weight}; predicted -1: no class above the threshold)."""
-    hits, predicted, actual = collections.Counter(), collections.Counter(), collections.Counter()
+    hits: collections.Counter[int] = collections.Counter()  # Counters of weights, not only counts
+    predicted: collections.Counter[int] = collections.Counter()
+    actual: collections.Counter[int] = collections.Counter()
     for entry, weight in matrix.items():
         actual[entry.actual_class_id] += weight
         predicted[entry.predicted_class_id] += weight
@@ -59,7 +62,7 @@ def class_counts(matrix: dict) -> ClassCounts:
     return hits, predicted, actual
 
 
-def _mean_over_present(per_class: Callable[[int], float], actual: collections.Counter) -> float:
+def _mean_over_present(per_class: Callable[[int], float], actual: "collections.Counter[int]") -> float:
     present = [k for k, weight in actual.items() if weight > 0]
     return sum(per_class(k) for k in present) / len(present) if present else float("nan")
 
