@@ -281,7 +281,7 @@ def test_kfp_contract_inputs_are_what_the_backend_passes(runs):
 
 def test_kfp_contract_second_run_compared_with_the_served_model(runs):
     if len(runs["runs"]) < 2:
-        pytest.skip("one run in the default suite; the two-run cases are `slow`")
+        pytest.skip("a one-run case; the two-run cases (ids ending -2run, `slow`) compare with the served model")
     first = runs["runs"][0]["Evaluator"]["blessing"]["metadata"]
     second = runs["runs"][1]["Evaluator"]["blessing"]["metadata"]
     assert "baseline_model_id" not in first and "baseline_model_uri" not in first  # nothing served yet
