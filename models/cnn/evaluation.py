@@ -7,10 +7,11 @@ import tensorflow_model_analysis as tfma
 from models.cnn import features, metrics
 from models.common.evaluation import overall_gate
 
-ACCURACY = "sparse_categorical_accuracy"
-#: Metrics that survive imbalance (models/cnn/metrics.py): macro averages over the classes.
-BALANCED_ACCURACY = "balanced_accuracy"   # macro recall
-MACRO_F1 = "macro_f1"
+#: The metrics' names, as their classes in models/cnn/metrics.py report them (one place for each).
+ACCURACY = metrics.ArgmaxAccuracy.NAME
+#: Metrics that survive imbalance: macro averages over the classes.
+BALANCED_ACCURACY = metrics.MeanClassRecall.NAME   # macro recall
+MACRO_F1 = metrics.MacroF1.NAME
 
 
 def eval_config(num_classes: int, min_accuracy: float, max_regression: float) -> tfma.EvalConfig:

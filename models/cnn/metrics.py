@@ -107,8 +107,9 @@ def _scalar_computations(score: Callable[[ClassCounts], float]):
 
 
 class _TopClassMetric(tfma.metrics.Metric):
+    """A score of the top-class matrix; a subclass names it and gives its ``SCORE``."""
     NAME = ""
-    SCORE: Callable[[ClassCounts], float] = staticmethod(_accuracy)
+    SCORE: Callable[[ClassCounts], float]
 
     def __init__(self, num_classes: int = 2, name: str = ""):
         super().__init__(metric_util.merge_per_key_computations(_scalar_computations(type(self).SCORE)),
