@@ -305,7 +305,7 @@ def test_every_file_becomes_one_example_and_bad_files_are_all_listed(tmp_path: P
     assert sum(1 for _ in tf.data.TFRecordDataset(outputs, compression_type="GZIP")) == 0, outputs
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (8, 8, 1), (4, 5, 3)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (16, 16, 1), (4, 5, 3), (16, 16, 3)])
 def test_an_image_example_is_written_as_protobuf_serializes_it(shape: tuple[int, int, int]) -> None:
     # The image examples are written straight in the wire format (data/images/writer.py): the bytes must be
     # those protobuf's own deterministic serialization gives the same Example, built here with its API,
