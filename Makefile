@@ -2,8 +2,9 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Re-install only when the inputs of the install change.
-STAMP := $(VENV)/.installed-$(shell cat setup.py constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+# Re-install only when the inputs of the install change. STACK=tfx-1.16|tfx-1.21 and PYTHON=... choose by
+# hand; by default scripts/setup_venv.sh chooses from the system (README "Setup").
+STAMP := $(VENV)/.installed-$(shell cat setup.py constraints/*.txt scripts/setup_venv.sh 2>/dev/null | sha256sum | cut -c1-16)
 OUTPUT ?= output
 MODEL ?= cnn
 ARGS ?=
@@ -16,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: setup run test test-all lint clean help image push-image report notebook tensorboard tour chromium bench bench-quick beam-pool notebook-classic docs docs-serve
 
 help:
-	@echo "make setup  - create .venv with Python 3.10 and the pinned TFX 1.16 stack"
+	@echo "make setup  - create .venv on the stack this system runs (TFX 1.21 on glibc >= 2.39, else TFX 1.16; STACK=, PYTHON=)"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
 	@echo "make test   - set up if needed, lint, run the test suite (PYTEST_ARGS=...)"
 	@echo "make lint   - ruff, the layer contract (lint-imports) and mypy; rules in pyproject.toml"
@@ -79,7 +80,7 @@ notebook: setup
 # The same notebook in nbclassic, where TFMA's own views draw (README "Reading the metrics"): TFMA's
 # nbextension (and tfma_preload, which loads TFMA's bundle without a require.js race) enabled through
 # notebooks/classic/ (no install step, no network), the widgets front end TFMA needs pinned in
-# constraints.txt, METRICS_FRONT_END=classic picks TFMA's views in the notebook.
+# constraints/<stack>.txt, METRICS_FRONT_END=classic picks TFMA's views in the notebook.
 # NOTEBOOKS: the folder served (the browser test serves a scratch copy); ARGS: more nbclassic options.
 NOTEBOOKS ?= notebooks
 notebook-classic: setup
@@ -111,9 +112,11 @@ docs-serve: setup
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
-# Kubeflow pipeline image (needs a Docker engine; see kubeflow/README.md).
+# Kubeflow pipeline image (needs a Docker engine; see kubeflow/README.md). IMAGE_STACK: the stack it
+# carries (tfx-1.16 or tfx-1.21), whatever this machine's own .venv is.
+IMAGE_STACK ?= tfx-1.16
 image:
-	docker build -f kubeflow/Dockerfile -t $(IMAGE) .
+	docker build -f kubeflow/Dockerfile --build-arg STACK=$(IMAGE_STACK) -t $(IMAGE) .
 
 push-image: image
 	docker push $(IMAGE)

@@ -1,7 +1,10 @@
 """Install the TFX image/text pipeline project.
 
-Versions are bounded here and pinned exactly in constraints.txt (the whole resolved set);
-`make setup` installs with ``-c constraints.txt`` so every machine gets what CI tested.
+Two stacks, one code base: TFX 1.16 (Python 3.10, any glibc) and TFX 1.21 (Python 3.10-3.13, glibc
+>= 2.39). Versions are bounded here for both; each stack's extra names what is that stack's alone, and
+``constraints/<stack>.txt`` pins its whole resolved set. ``make setup`` chooses the stack from the
+system (scripts/setup_venv.sh) and installs ``.[<stack>,...]`` with ``-c constraints/<stack>.txt``, so
+every machine gets what CI tested.
 """
 from setuptools import find_packages, setup
 
@@ -9,29 +12,35 @@ setup(
     name="tfx-pipeline-project",
     version="0.1.0",
     description="End-to-end TFX pipeline: Keras CNN and seq2seq text models, local Beam or Kubeflow.",
-    python_requires=">=3.10,<3.11",
+    python_requires=">=3.10,<3.14",
     packages=find_packages(include=["stackenv*", "pipeline*", "components*", "models*", "data*", "artifacts*"]),
     install_requires=[
-        "tfx==1.16.0",
-        "tensorflow==2.16.2",
-        "tf-keras>=2.16,<2.17",
-        "keras>=3.6,<3.7",
-        "apache-beam[gcp,aws]==2.59.0",  # aws: Beam's s3:// filesystem (boto3) for S3/MinIO roots
-        "tensorflow-io==0.37.1",  # s3:// for tf.io.gfile (TF 2.16 has none); the version built for TF 2.16
-        "tensorflow-transform==1.16.0",
-        "tensorflow-model-analysis>=0.47,<0.48",
-        "tensorflow-data-validation==1.16.1",
-        "kfp==2.5.0",
+        "tfx>=1.16,<1.22",
+        "tensorflow>=2.16.2,<2.22",
+        "tf-keras>=2.16,<2.22",
+        "keras>=3.6,<4",
+        "apache-beam[gcp,aws]>=2.59,<2.78",  # aws: Beam's s3:// filesystem (boto3) for S3/MinIO roots
+        "tensorflow-transform>=1.16,<1.22",
+        "tensorflow-model-analysis>=0.47,<0.53",
+        "tensorflow-data-validation>=1.16.1,<1.22",
+        "kfp>=2.5,<2.17",
         "scikit-learn",
         "pillow",
         "charset-normalizer>=3,<4",  # the encoding guess for legacy single-byte text files (data/text_decode.py)
         "matplotlib",  # plots in the HTML report
-        "tensorboard-plugin-profile>=2.16,<2.17",  # `tensorboard`: the Profile tab of a --profile trace
+        "tensorboard>=2.16,<2.22",  # tf.summary's writer; TensorFlow 2.21 no longer depends on it
+        "tensorboard-plugin-profile>=2.16,<2.23",  # `tensorboard`: the Profile tab of a --profile trace
         "lxml",  # HTML documents read as text (data/text_markup.py)
         "psutil",  # the memory pre-check and the run lock's owner check (pipeline/local/)
         "boto3",  # a KFP step's start-up check of its object store (pipeline/kubeflow/bundled_store.py)
     ],
     extras_require={
+        # The stacks, by name with "-" for "." (scripts/setup_venv.sh chooses one). tensorflow-io gives tf.io.gfile its s3://
+        # (TensorFlow has none); its last release is built for TF 2.16 and has no wheel past Python 3.12,
+        # so on TFX 1.21 s3:// is Beam's and boto3's only (docs/development.md, "Two stacks").
+        "tfx-1-16": ["tfx==1.16.0", "tensorflow==2.16.2", "tensorflow-model-analysis==0.47.1", "kfp==2.5.0",
+                     "tensorflow-io==0.37.1"],
+        "tfx-1-21": ["tfx==1.21.0", "tensorflow==2.21.0", "tensorflow-model-analysis==0.52.0", "kfp==2.16.1"],
         "dev": ["pytest", "pytest-timeout", "ruff", "mypy", "import-linter", "moto[s3]", "flask", "flask-cors",
                 "croniter"],
         # moto: a local S3 for tests; croniter: an independent cron parser the --schedule checks are

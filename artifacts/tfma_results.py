@@ -10,7 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import tensorflow_model_analysis as tfma
+from stackenv.tfma import tfma
+
 from tensorflow_model_analysis.writers import eval_config_writer
 
 COUNT_METRIC = "example_count"

@@ -70,8 +70,8 @@ def run_inputs(run: Path) -> dict:
 
 def child(inputs: dict, out: Path) -> dict:
     import stackenv  # noqa: F401
+    from stackenv.tfma import tfma
 
-    import tensorflow_model_analysis as tfma
     from google.protobuf import json_format
 
     variant, _, option = inputs["variant"].partition("/")
@@ -89,7 +89,8 @@ def child(inputs: dict, out: Path) -> dict:
 
 
 def run_tfma(inputs: dict, config, out: Path) -> None:
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from apache_beam.options.pipeline_options import PipelineOptions
 
     for spec in config.metrics_specs:  # no baseline here: TFMA refuses change thresholds without one

@@ -17,8 +17,8 @@ import tempfile
 from typing import Any
 
 from stackenv import compat
+from stackenv.tfma import tfma
 
-import tensorflow_model_analysis as tfma
 from tfx import types
 from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as evaluator_executor

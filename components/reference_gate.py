@@ -20,8 +20,9 @@ import os
 import re
 from typing import Any
 
+from stackenv.tfma import tfma
+
 import tensorflow as tf
-import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
 from models.common import references

@@ -33,6 +33,7 @@ TFXIO_BATCHING = ("tfx_bsl absl flag tfxio_use_byte_size_batching and _BATCH_SIZ
                   "(read by coders/batch_util.py)")
 RECORD_SOURCE = "tfx_bsl RecordBasedTFXIO.RawRecordBeamSource (wrapped to count the records read)"
 BEAM_DEPENDENCY_FLAGS = "tfx dependency_utils.make_beam_dependency_flags (called by BaseBeamExecutor.__init__)"
+TFMA_CONFIG_PROTOS = "tensorflow_model_analysis top-level config protos (EvalConfig, MetricConfig, ...)"
 TRANSFORM_WRITE = ("tfx transform executor module global TransformProcessor (instantiated by Executor.Do) "
                    "and TransformProcessor._EncodeAndWrite / _RecordBatchToExamplesFn")
 
@@ -656,6 +657,36 @@ def import_tensorflow_hub() -> Any:
         del sys.modules[name]  # the half-imported package
     import tensorflow_hub as hub
     return hub
+
+
+# --------------------------------------------------------------------------- TFMA's config protos
+
+#: The config protos TFMA's ``__all__`` lists at the top level (both stacks), as ``proto/config_pb2`` names them.
+TFMA_CONFIG_PROTO_NAMES = (
+    "AggregationOptions", "BinarizationOptions", "ConfidenceIntervalOptions", "CrossSliceMetricThreshold",
+    "CrossSliceMetricThresholds", "CrossSlicingSpec", "EvalConfig", "ExampleWeightOptions",
+    "GenericChangeThreshold", "GenericValueThreshold", "MetricConfig", "MetricsSpec", "MetricThreshold",
+    "ModelSpec", "Options", "PaddingOptions", "PerSliceMetricThreshold", "PerSliceMetricThresholds",
+    "RepeatedInt32Value", "RepeatedStringValue", "SlicingSpec",
+)
+
+
+def tfma_with_config_protos() -> Any:
+    """``tensorflow_model_analysis``, with the config protos its ``__all__`` lists set where missing.
+
+    Hook TFMA_CONFIG_PROTOS: TFMA 0.47 (tfx 1.16) imports them into the package from
+    ``tensorflow_model_analysis.proto.config_pb2`` (``sdk.py``); TFMA 0.52 (tfx 1.21) still lists
+    them in ``__init__.__all__`` but no longer imports them, so ``tfma.EvalConfig`` is an
+    ``AttributeError`` there. The classes are taken from ``config_pb2``, the module that defines
+    them on both; a name already present is left alone. Idempotent.
+    """
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.proto import config_pb2
+
+    for name in TFMA_CONFIG_PROTO_NAMES:
+        if not hasattr(tfma, name) and hasattr(config_pb2, name):
+            setattr(tfma, name, getattr(config_pb2, name))
+    return tfma
 
 
 # --------------------------------------------------------------------------- lazy base classes

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import math
 
+from stackenv.tfma import tfma
+
 import numpy as np
 import pandas as pd
-import tensorflow_model_analysis as tfma
 
 from artifacts.tfma_results import scalar
 

@@ -316,3 +316,26 @@ def test_transform_write_hook_puts_our_write_in_tfx_transform_and_restores_it():
             assert asked == ["/out/prefix"], compat.TRANSFORM_WRITE
             raise RuntimeError("inside")
     assert executor.TransformProcessor is tfx_processor
+
+
+def test_tfma_config_protos_hook_gives_the_names_tfma_lists_on_this_stack():
+    """TFMA 0.47 imports its config protos into the package; 0.52 lists them in __all__ but does not."""
+    from stackenv.tfma import tfma
+
+    import tensorflow_model_analysis
+    from tensorflow_model_analysis.proto import config_pb2
+
+    assert tfma is tensorflow_model_analysis
+    listed = getattr(tensorflow_model_analysis, "__all__", None)  # 0.52 has one, 0.47 none
+    if listed is not None:
+        promised = {name for name in listed if hasattr(config_pb2, name)}
+        assert promised == set(compat.TFMA_CONFIG_PROTO_NAMES), _broken(
+            compat.TFMA_CONFIG_PROTOS,
+            f"TFMA's __all__ now lists {sorted(promised ^ set(compat.TFMA_CONFIG_PROTO_NAMES))}")
+    for name in ("EvalConfig", "MetricConfig", "MetricsSpec", "ModelSpec", "SlicingSpec", "MetricThreshold",
+                 "GenericValueThreshold", "GenericChangeThreshold", "PerSliceMetricThreshold", "Options",
+                 "BinarizationOptions"):  # the ones the project uses
+        assert getattr(tfma, name) is getattr(config_pb2, name), _broken(compat.TFMA_CONFIG_PROTOS, name)
+    config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(label_key="label")],
+                             metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount")])])
+    assert config.metrics_specs[0].metrics[0].class_name == "ExampleCount"

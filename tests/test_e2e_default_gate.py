@@ -17,9 +17,10 @@ import json
 import os
 import re
 
+from stackenv.tfma import tfma
+
 import numpy as np
 import pytest
-import tensorflow_model_analysis as tfma
 from conftest import run_cli
 from PIL import Image
 

@@ -7,8 +7,9 @@ Wilson interval on n examples starts at r is r + z * sqrt(r (1 - r) / n), the sc
 """
 import math
 
+from stackenv.tfma import tfma
+
 import pytest
-import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tensorflow_model_analysis.metrics import metric_specs

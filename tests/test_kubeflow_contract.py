@@ -324,7 +324,8 @@ def _assets_extra(address: str, run: dict, name: str) -> dict:
 def test_kfp_contract_runtime_parameters_set_at_run_creation_reach_the_steps(runs):
     """Run 1 takes the values it was created with, run 2 the compiled defaults: the Trainer records the
     learning rate it trained with and the gate margin it wrote; TFMA stores the gate it applied."""
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from google.protobuf import json_format
 
     config, address = runs["config"], runs["address"]
@@ -345,7 +346,8 @@ def test_kfp_contract_runtime_parameters_set_at_run_creation_reach_the_steps(run
 def test_kfp_contract_the_kfp_ui_gets_the_runs_metrics(runs, tmp_path):
     """The report step's system.Metrics hold the Evaluator's overall values (read here with TFMA itself),
     the image family's confusion matrix counts every evaluated example, and the report is a file."""
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from tensorflow_model_analysis.writers import eval_config_writer
 
     model, address = runs["model"], runs["address"]

@@ -6,9 +6,9 @@ tests/test_kubeflow_contract.py; these are the quick cases around them, on the f
 import json
 
 from stackenv.errors import ConfigError
+from stackenv.tfma import tfma
 
 import pytest
-import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from support.kfp_contract import TaskFailed, root_parameters
 from tfx.utils import proto_utils

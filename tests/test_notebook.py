@@ -5,10 +5,11 @@ to TFMA's, formatted as the notebook formats them (4 decimals).
 """
 import os
 
+from stackenv.tfma import tfma
+
 import nbformat
 import pytest
 import scipy.stats
-import tensorflow_model_analysis as tfma
 from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError

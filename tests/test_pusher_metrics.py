@@ -26,7 +26,8 @@ PREDICTIONS = [0.2, 0.9, 0.6, 0.4]
 
 def _evaluation(root, predictions) -> str:
     """A TFMA evaluation of stored predictions: example count, mean squared error, mean prediction."""
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from google.protobuf import text_format
 
     data = str(root / "examples.tfrecord")

@@ -1,9 +1,10 @@
 """Reference predictors written into the model, and the Evaluator's gate built on them."""
 import json
 
+from stackenv.tfma import tfma
+
 import numpy as np
 import pytest
-import tensorflow_model_analysis as tfma
 from conftest import DIGIT_FACTS
 from google.protobuf import json_format
 

@@ -9,8 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
+from stackenv.tfma import tfma
+
 import pytest
-import tensorflow_model_analysis as tfma
 from support.headless_chromium import ChromiumNotFound, chromium_page, find_chromium
 from support.pipeline_runs import ARTIFACTS_DIR, PIPELINE_NAME, cnn_run_with_baseline  # noqa: F401
 

@@ -429,7 +429,8 @@ def test_eval_config_gates_top5_on_the_overall_slice_only():
 
 def test_tfma_computes_gate_metric_and_perplexity_per_slice(trained, s2s_transform, tmp_path):
     """Real TFMA run over the export: metric names, custom metric import, slices, blessing."""
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from tensorflow_model_analysis.utils import config_util
 
     _, _, export_dir = trained

@@ -2,7 +2,7 @@
 import json
 from collections.abc import Sequence
 
-import tensorflow_model_analysis as tfma
+from stackenv.tfma import tfma
 
 from models.cnn import features, metrics
 from models.common.evaluation import overall_gate

@@ -29,7 +29,8 @@ import json
 import math
 from collections.abc import Callable
 
-import tensorflow_model_analysis as tfma
+from stackenv.tfma import tfma
+
 from tensorflow_model_analysis.metrics import metric_types, metric_util, multi_class_confusion_matrix_metrics
 
 #: The thresholds of the one set of matrices every metric and the plot read: 0.0 gives the top

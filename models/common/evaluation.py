@@ -1,5 +1,5 @@
 """TFMA pieces shared by the model families' eval configs."""
-import tensorflow_model_analysis as tfma
+from stackenv.tfma import tfma
 
 
 def overall_gate(min_value: float, max_regression: float) -> list:

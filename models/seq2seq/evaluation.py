@@ -6,7 +6,8 @@ thousands of tokens and many plausible continuations, top-1 is too harsh and too
 gate on, while top-5 matches how suggestions are shown and is what the n-gram baselines
 report.
 """
-import tensorflow_model_analysis as tfma
+from stackenv.tfma import tfma
+
 from google.protobuf import wrappers_pb2
 
 from models.common.evaluation import overall_gate

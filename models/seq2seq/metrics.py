@@ -8,9 +8,10 @@ exps, which would overweight bad batches.
 """
 import dataclasses
 
+from stackenv.tfma import tfma
+
 import apache_beam as beam
 import numpy as np
-import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_types, metric_util
 
 from models.seq2seq import features

@@ -29,7 +29,8 @@ from stackenv.errors import ConfigError
 from pipeline.settings import DATA_COMMANDS, setting
 
 if TYPE_CHECKING:  # type names only: importing them loads TensorFlow
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from data.tfrecords import DatasetManifest

@@ -26,7 +26,8 @@ from pipeline.families.registry import (
 from pipeline.settings import check_values
 
 if TYPE_CHECKING:
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
+
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     from data.tfrecords import DatasetManifest

@@ -10,10 +10,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from stackenv.tfma import tfma
+
 import numpy as np
 import pandas as pd
 import tensorflow as tf
-import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.view import view_types
 
 from artifacts import tfma_results

@@ -6,8 +6,9 @@ terminal, the notebook and the HTML report say the same thing.
 import math
 from typing import Any
 
+from stackenv.tfma import tfma
+
 import pandas as pd
-import tensorflow_model_analysis as tfma
 
 from artifacts import tfma_results
 from pipeline.report.evaluations import Evaluation

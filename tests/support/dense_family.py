@@ -79,7 +79,7 @@ def run_fn(fn_args) -> None:
 
 
 def _eval_config(config, dataset):
-    import tensorflow_model_analysis as tfma
+    from stackenv.tfma import tfma
 
     from models.common.evaluation import overall_gate
 
