@@ -26,7 +26,10 @@ pytestmark = pytest.mark.e2e
 ALL_NODES = {graph.EXAMPLE_GEN, graph.STATISTICS_GEN, graph.SCHEMA_GEN, graph.EXAMPLE_VALIDATOR,
              graph.TRANSFORM, graph.TRAINER, graph.EVALUATOR, graph.PUSHER}
 # The default gate: the model must beat the logistic-regression reference by 0.01 (60 steps and the
-# kernel head do on the digits; tests/test_e2e_default_gate.py has the refused case).
+# kernel head do on the digits; tests/test_e2e_default_gate.py has the refused case). Kept at the default
+# because test_summary_reports_metrics_blessing_and_push checks the default gate's lines. Its margin, measured
+# for issue 58 with --seed 42, 1 and 2: 0.9942 (2 errors in 342) against a bar of 0.9808 (6 allowed) every
+# time, the kernel head (fitted in closed form) deciding: not a coin toss.
 RUN_ARGS = ("--train-steps", "60")
 
 

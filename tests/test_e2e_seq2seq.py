@@ -25,6 +25,9 @@ from pipeline.results.summary import slice_metrics
 pytestmark = pytest.mark.e2e
 
 NUM_DOCUMENTS = 24
+# Not a gate test: --score and the pushed model need a blessed run, so the gate is stated, not left to 30 steps
+# (issue 58): --gate-margin -1 drops the reference bar and the floor 0.01 is far below any served model's top-5
+# (it mixes the network with the n-gram counts and ranks like them unless clearly better, models/seq2seq/blend.py).
 RUN_ARGS = ("--model", "seq2seq", "--train-steps", "30", "--vocab-size", "800", "--min-accuracy", "0.01",
             "--gate-margin", "-1")
 

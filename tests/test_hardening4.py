@@ -233,8 +233,11 @@ def test_a_run_and_its_scoring_read_names_that_are_not_utf8(tmp_path):
     score = tmp_path / "score"
     score.mkdir()
     Image.new("RGB", (8, 8), (30, 30, 30)).save(_bytes_name(score, b"\xff.png"))
-    result = run_cli("run", "--data", root, "--output", tmp_path / "out", "--train-steps", "2", "--score", score,
-                     timeout=600)
+    # The subject is the names, not the gate: --score needs a blessed model, and whether a 2-step model on 6 eval
+    # images clears the default gate depends on the machine (issue 58: 0.6667 against 0.8434 on one, passed on
+    # another). --min-accuracy 0 and --gate-margin -1 leave no bar, so the run is blessed wherever it runs.
+    result = run_cli("run", "--data", root, "--output", tmp_path / "out", "--train-steps", "2", "--min-accuracy", "0",
+                     "--gate-margin", "-1", "--score", score, timeout=600)
     _assert_paragraph(result, 0, "Examples: 13 in", f"1 file: {root}/dark/caf\\xe9.png",
                       "1 scored under a file name that is not UTF-8 (each such byte shown as \\xNN): \\xff.png")
 

@@ -88,15 +88,17 @@ def test_pool_workers_run_the_projects_code_with_this_interpreter(project_pool, 
 
 @pytest.mark.slow  # a whole pipeline through worker processes: minutes on 2 cores
 def test_portable_runner_with_external_pool_runs_the_whole_pipeline(project_pool, tmp_path):
+    # The subject is the runner, not the gate: --min-accuracy 0 and --gate-margin -1 leave no bar, so a 5-step
+    # model is blessed and pushed on any machine (issue 58: the default gate's verdict on a few steps is not).
     result = run_cli("run", "--output", tmp_path / "out", "--train-steps", "5", "--min-accuracy", "0",
-                     *_portable_args(project_pool), timeout=1200)
+                     "--gate-margin", "-1", *_portable_args(project_pool), timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     counts = re.search(r"Examples: (\d+) in -> eval (\d+), train (\d+)", result.stdout)
     assert counts, result.stdout[-3000:]
     total, evaluation, train = map(int, counts.groups())
     assert total == 1797 and evaluation + train == total and evaluation > 0 and train > 0
-    # The run is blessed (the kernel head beats the logistic reference on the digits after any number of
-    # steps) and its model pushed: "Pushed: nothing" would also contain "Pushed:".
+    # The run is blessed (the gate above has no bar) and its model pushed: "Pushed: nothing" would also
+    # contain "Pushed:".
     assert "Blessed: yes" in result.stdout, result.stdout[-3000:]
     (version,) = serving_dir.list_versions(str(tmp_path / "out" / "serving" / "cnn"))
     assert f"Pushed: {tmp_path / 'out' / 'serving' / 'cnn' / str(version)}" in result.stdout
