@@ -1,6 +1,6 @@
 """Install the TFX image/text pipeline project.
 
-Two stacks, one code base: TFX 1.16 (Python 3.10, any glibc) and TFX 1.21 (Python 3.10-3.13, glibc
+Two stacks, one code base: TFX 1.16 (Python 3.10, any glibc) and TFX 1.21 (Python 3.11-3.13, glibc
 >= 2.39). Versions are bounded here for both; each stack's extra names what is that stack's alone, and
 ``constraints/<stack>.txt`` pins its whole resolved set. ``make setup`` chooses the stack from the
 system (scripts/setup_venv.sh) and installs ``.[<stack>,...]`` with ``-c constraints/<stack>.txt``, so

@@ -6,8 +6,10 @@
 #
 # Builds ROOT once with mmdebstrap from Debian's archive (the packages a Debian 13 user has after
 # `apt-get install` of what the README asks for, plus what the tests use), copies the machine's CA
-# bundle in, bind-mounts /proc, /sys, /dev and this project at the same path, runs the command in the
-# project as root with a clean environment, and unmounts whatever happens. Needs root (or sudo).
+# bundle in, copies this project's working tree (the files git tracks or would track: no .venv, no
+# output) to ROOT/project, keeping the .venv a previous call made there, bind-mounts /proc, /sys and
+# /dev, runs the command in ROOT/project as root with a clean environment, and unmounts whatever
+# happens. Needs root (or sudo).
 set -euo pipefail
 root="${1:?usage: debian13_root.sh ROOT COMMAND}"
 command="${2:?usage: debian13_root.sh ROOT COMMAND}"
@@ -44,9 +46,13 @@ for dir in proc sys dev; do
   $SUDO mount --rbind "/$dir" "$root/$dir" && $SUDO mount --make-rslave "$root/$dir"
   mounted+=("$root/$dir")
 done
-$SUDO mkdir -p "$root$project"
-$SUDO mount --bind "$project" "$root$project"
-mounted+=("$root$project")
+
+# The working tree as a new clone would have it, plus uncommitted work; the root's own .venv stays.
+copy="$root/project"
+$SUDO mkdir -p "$copy"
+$SUDO find "$copy" -mindepth 1 -maxdepth 1 ! -name .venv -exec rm -rf {} +
+git -C "$project" ls-files -z --cached --others --exclude-standard \
+  | (cd "$project" && tar --null --files-from=- --ignore-failed-read -cf - ) | $SUDO tar -xf - -C "$copy"
 
 # A clean environment: nothing of the host's Python, pip or venv leaks in.
 environment=(HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TERM=dumb
@@ -54,4 +60,4 @@ environment=(HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TERM=dumb
              REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1
              PIP_DEFAULT_TIMEOUT=180)
 [ -n "${PIP_NO_CACHE_DIR:-}" ] && environment+=(PIP_NO_CACHE_DIR="$PIP_NO_CACHE_DIR")
-$SUDO chroot "$root" /usr/bin/env -i "${environment[@]}" bash -c "cd '$project' && $command"
+$SUDO chroot "$root" /usr/bin/env -i "${environment[@]}" bash -c "cd /project && $command"

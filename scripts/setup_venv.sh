@@ -2,10 +2,10 @@
 # Create the project virtualenv on the stack this system can run, and install its pinned packages.
 #
 # Two stacks, one code base (docs/development.md, "Two stacks"):
-#   tfx-1.21  TFX 1.21 / TensorFlow 2.21 on Python 3.10-3.13. Its TFDV wheels are manylinux_2_39, so
+#   tfx-1.21  TFX 1.21 / TensorFlow 2.21 on Python 3.11-3.13. Its TFDV wheels are manylinux_2_39, so
 #             it needs glibc >= 2.39 (Debian 13, Ubuntu 24.04 and newer).
 #   tfx-1.16  TFX 1.16 / TensorFlow 2.16 on Python 3.10: every older glibc (Debian 12, Ubuntu 22.04).
-# Chosen from the system: glibc >= 2.39 and a Python 3.10-3.13 (the system's own python3 first) give
+# Chosen from the system: glibc >= 2.39 and a Python 3.11-3.13 (the system's own python3 first) give
 # tfx-1.21; else a Python 3.10 gives tfx-1.16. PYTHON=... picks the interpreter, STACK=... the stack.
 # An existing venv keeps its stack unless one of those is given. Nothing half-made is left behind.
 # `setup_venv.sh --dry-run [VENV]` prints the choice (the "Stack:" line) and changes nothing.
@@ -32,7 +32,7 @@ os_id() { (. "$OS_RELEASE" 2>/dev/null && echo "${ID:-} ${VERSION_ID:-}") || tru
 # Python versions a stack's wheels exist for.
 stack_takes() {  # stack version
   case "$1:$2" in
-    "$NEWER":3.1[0-3]) return 0 ;;
+    "$NEWER":3.1[1-3]) return 0 ;;
     "$OLDER":3.10) return 0 ;;
   esac
   return 1
@@ -99,7 +99,7 @@ nothing_fits() {
     advice="$advice; then \`make setup\` again, or \`make setup PYTHON=/path/to/python3.10\`."
   fi
   fail "error: no Python this project can run on $(system_name) ($arch, glibc ${glibc:-unknown}).
-  TFX 1.21 needs glibc >= $NEWER_MIN_GLIBC and Python 3.10-3.13; on an older glibc, TFX 1.16 needs Python 3.10.
+  TFX 1.21 needs glibc >= $NEWER_MIN_GLIBC and Python 3.11-3.13; on an older glibc, TFX 1.16 needs Python 3.10.
   Found:${found:- no python3}.
   Fix: $advice"
 }
@@ -156,7 +156,7 @@ if [ -n "${PYTHON:-}" ]; then
     why="no stack of this project runs on this system (glibc $(glibc_version)) with it"
     [ -n "${STACK:-}" ] && why="the stack $STACK does not take"
     fail "error: PYTHON=$PYTHON is Python $version, which $why.
-  TFX 1.21 ($NEWER) takes Python 3.10-3.13 on glibc >= $NEWER_MIN_GLIBC; TFX 1.16 ($OLDER) takes Python 3.10.
+  TFX 1.21 ($NEWER) takes Python 3.11-3.13 on glibc >= $NEWER_MIN_GLIBC; TFX 1.16 ($OLDER) takes Python 3.10.
   Fix: \`make setup PYTHON=/path/to/python3.x\` with one of those, or \`make setup\` to let it choose."
   fi
   python="$PYTHON"
@@ -174,7 +174,7 @@ else
   done
   if [ -z "$python" ] && [ -n "${STACK:-}" ]; then
     needs="Python 3.10"
-    [ "$STACK" = "$NEWER" ] && needs="glibc >= $NEWER_MIN_GLIBC (this system has $(glibc_version)) and Python 3.10-3.13"
+    [ "$STACK" = "$NEWER" ] && needs="glibc >= $NEWER_MIN_GLIBC (this system has $(glibc_version)) and Python 3.11-3.13"
     fail "error: STACK=$STACK cannot be set up on $(system_name): it needs $needs.
   Fix: leave STACK unset to let setup choose the stack this system runs, or \`make setup STACK=... PYTHON=/path/to/python\`."
   fi

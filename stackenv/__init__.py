@@ -1,10 +1,10 @@
-"""Process environment the TF/TFX 1.16 stack needs, applied before TensorFlow loads.
+"""Process environment the TF/TFX stacks need, applied before TensorFlow loads.
 
 Every package of this project imports this module first (``import stackenv``), so the
 CLI, the tests, and the Trainer/Transform code that TFX imports by dotted path all get
 the same settings, whichever of them happens to import TensorFlow first.
 
-Why: TFT/TFMA 1.16 only work with Keras 2 (tf-keras). TensorFlow picks the Keras
+Why: TFT/TFMA (1.16 and 1.21 alike) only work with Keras 2 (tf-keras). TensorFlow picks the Keras
 implementation when it is first imported, so ``TF_USE_LEGACY_KERAS=1`` must be set
 before that; TFT sets it itself on import, but too late, leaving a silent mix of
 Keras 3 in model code and Keras 2 inside TFT/TFMA.
@@ -12,6 +12,7 @@ Keras 3 in model code and Keras 2 inside TFT/TFMA.
 import os
 import sys
 import warnings
+from importlib import metadata
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 # C++ INFO/WARNING lines (CPU feature notices, oneDNN hints) drown the pipeline's own log.
@@ -35,3 +36,10 @@ if "tensorflow" in sys.modules and "tf_keras" not in sys.modules:
         RuntimeWarning,
         stacklevel=2,
     )
+
+
+def stack() -> str:
+    """The stack installed here, as ``make setup`` names it (``tfx-1.16``, ``tfx-1.21``): TFX's
+    major.minor, read from the package metadata (no TensorFlow import)."""
+    major, minor = metadata.version("tfx").split(".")[:2]
+    return f"tfx-{major}.{minor}"
