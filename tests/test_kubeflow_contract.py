@@ -155,8 +155,10 @@ MULTI_USER = PROFILE_NAMESPACE
 
 def _case(model: str, kind: str, runs: int, version: str, namespace: str = STANDALONE_NAMESPACE, slow: bool = True):
     where = "standalone" if namespace == STANDALONE_NAMESPACE else "multi-user"
+    # Every case's store is S3-compatible (KFP's bundled MinIO/SeaweedFS, or an s3:// root), which the steps
+    # reach through tf.io.gfile: tensorflow-io's, so tfx-1.16 only (tf_s3).
     return pytest.param((model, kind, runs, version, namespace), id=f"{model}-{kind}-{version}-{where}-{runs}run",
-                        marks=[pytest.mark.slow] if slow else [])
+                        marks=[pytest.mark.tf_s3, *([pytest.mark.slow] if slow else [])])
 
 
 # In the default suite (CI): the newest backend standalone, and Kubeflow 1.11's multi-user SeaweedFS (profile

@@ -17,6 +17,7 @@ from support.tiny_saved_model import save_tiny_saved_model
 from pipeline.kubeflow.storage import s3_environment
 
 BUCKET = "models"
+pytestmark = pytest.mark.tf_s3  # the serving dir is read and written through tf.io.gfile's s3://
 
 # The child pushes as a Kubeflow Pusher step does, through TFX's Pusher executor; tensorflow-io gives
 # tf.io.gfile its s3:// (pipeline/kubeflow/storage.py). It leaves with os._exit: tensorflow-io aborts

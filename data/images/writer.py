@@ -85,14 +85,14 @@ def example_bytes(pixels: np.ndarray, label: str, label_id: int, brightness: str
     serializing took a third of the image ExampleGen's time (docs/benchmarks.md, "Against TFX's
     own example"); here the pixels' varints are written by numpy in one pass.
     """
-    entries = (  # by name, as deterministic serialization orders a map
-        (features.BRIGHTNESS, _bytes_feature(brightness.encode("utf-8"))),
-        (features.EXAMPLE_ID, _bytes_feature(example_id.encode("utf-8"))),
-        (features.IMAGE, _int64_feature(_pixel_varints(pixels))),
-        (features.LABEL, _bytes_feature(label.encode("utf-8"))),
-        (features.LABEL_ID, _int64_feature(_varint(label_id))),
-    )
-    return _field(1, b"".join(_field(1, _MAP_KEYS[name] + _field(2, value)) for name, value in entries))
+    values = {
+        features.BRIGHTNESS: _bytes_feature(brightness.encode("utf-8")),
+        features.EXAMPLE_ID: _bytes_feature(example_id.encode("utf-8")),
+        features.IMAGE: _int64_feature(_pixel_varints(pixels)),
+        features.LABEL: _bytes_feature(label.encode("utf-8")),
+        features.LABEL_ID: _int64_feature(_varint(label_id)),
+    }
+    return _field(1, b"".join(_field(1, _MAP_KEYS[name] + _field(2, values[name])) for name in _MAP_ORDER))
 
 
 def _varint(value: int) -> bytes:
@@ -117,6 +117,22 @@ def _field(number: int, payload: bytes) -> bytes:
 
 #: Each feature's map key, the entry's field 1.
 _MAP_KEYS = {name: _field(1, name.encode("utf-8")) for name in features.ALL_FEATURES}
+
+
+def _deterministic_map_order() -> tuple[str, ...]:
+    """The order in which this protobuf's deterministic serialization writes the features map.
+
+    Not plain sorted(): protobuf 3.20 (the tfx-1.16 stack) sorts the keys, upb (protobuf 6, tfx-1.21)
+    puts a key after the longer keys it begins ("label_id" before "label"). Asked of protobuf itself
+    once, so the bytes are the library's own on either stack.
+    """
+    names = (features.BRIGHTNESS, features.EXAMPLE_ID, features.IMAGE, features.LABEL, features.LABEL_ID)
+    probe = tf.train.Example(features=tf.train.Features(feature={name: tf.train.Feature() for name in names}))
+    written = probe.SerializeToString(deterministic=True)
+    return tuple(sorted(names, key=lambda name: written.index(_MAP_KEYS[name])))
+
+
+_MAP_ORDER = _deterministic_map_order()
 
 
 def _bytes_feature(value: bytes) -> bytes:

@@ -18,6 +18,7 @@ writes it), since it reads none of the step's own variables for an endpoint befo
 import os
 from collections.abc import Mapping
 
+import stackenv
 from stackenv.errors import ProjectError
 
 
@@ -100,12 +101,31 @@ def check_s3_root(root: str, s3_endpoint: str | None, where: str) -> None:
 def register_filesystems(text: str) -> None:
     """Load tensorflow-io's S3 filesystem for ``tf.io.gfile`` when ``text`` names an s3:// URI.
 
-    TensorFlow 2.16 has no s3:// filesystem of its own; tensorflow-io registers one on import.
+    TensorFlow has no s3:// filesystem of its own; tensorflow-io registers one on import.
     Beam's (``apache-beam[aws]``) needs no import. Both read the endpoint and keys from the
-    environment (``s3_environment``).
+    environment (``s3_environment``). tensorflow-io's last release is built for TensorFlow 2.16,
+    so on the tfx-1.21 stack there is none: one paragraph, not an ImportError, names the way out.
     """
-    if "s3://" in text:
+    if "s3://" not in text:
+        return
+    try:
         import tensorflow_io  # noqa: F401 - registers s3:// with tf.io.gfile
+    except ImportError:
+        raise ProjectError(
+            f"An s3:// location ({_first_s3_uri(text)}) needs TensorFlow's s3:// filesystem, which comes from "
+            f"tensorflow-io; this environment is the {stackenv.stack()} stack, for whose TensorFlow no "
+            "tensorflow-io exists (its last release is built for TensorFlow 2.16). Fix: use the tfx-1.16 stack "
+            "for S3-compatible stores (MinIO, SeaweedFS: a Kubeflow cluster's bundled store): `make setup "
+            "STACK=tfx-1.16` here, `make image IMAGE_STACK=tfx-1.16` for the pipeline image; or a gs:// "
+            "location, which TensorFlow reads itself.") from None
+
+
+def _first_s3_uri(text: str) -> str:
+    start = text.index("s3://")
+    end = start
+    while end < len(text) and text[end] not in "\"' ,;\n":
+        end += 1
+    return text[start:end]
 
 
 def s3_environment(endpoint: str, region: str = "us-east-1",
