@@ -3,7 +3,7 @@
 The Trainer writes Keras' TensorBoard logs (per-epoch scalars, and a profiler trace with
 ``run --profile``) into its ``model_run`` artifact; the newest one is found through ML
 Metadata like the report finds its evaluation. The profile tab comes from
-``tensorboard-plugin-profile`` (pinned in constraints.txt), loaded as a TensorBoard plugin.
+``tensorboard-plugin-profile`` (pinned in constraints/<stack>.txt), loaded as a TensorBoard plugin.
 """
 import dataclasses
 import os

@@ -11,7 +11,10 @@ Nothing is imported at module load: TensorFlow, TFX and kfp are imported by the 
 that needs them, and the base classes below are built on first access (module
 ``__getattr__``), so ``models/`` can use the AutoGraph hook without importing TFX.
 
-Versions read: tensorflow 2.16.2, tfx 1.16.0, kfp 2.5.0 with kfp-server-api 2.0.5.
+Versions read: the two stacks (docs/development.md, "Two stacks"): tensorflow 2.16.2 and 2.21.0,
+tfx 1.16.0 and 1.21.0, TFMA 0.47.1 and 0.52.0, kfp 2.5.0 (kfp-server-api 2.0.5) and 2.16.1
+(kfp-server-api 2.17.3). Every hook holds on both unless its docstring names the one it handles;
+``tests/test_compat.py`` runs on both in CI (tests/conftest.py BOTH_STACKS), none skipped.
 """
 from __future__ import annotations
 

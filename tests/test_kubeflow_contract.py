@@ -390,7 +390,7 @@ def test_kfp_contract_warm_start_from_the_served_model(runs):
 def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(store, tmp_path_factory):
     """Every step of a cnn run from a fresh environment built by kubeflow/Dockerfile's own COPY, ENV and RUN
     lines (tests/support/image_env.py), importing the installed project and not this checkout: a package
-    missing from setup.py/constraints.txt or a file `pip install .` leaves out fails here as it would
+    missing from setup.py/constraints/<stack>.txt or a file `pip install .` leaves out fails here as it would
     on the cluster. PIPELINE_IMAGE_ENV names a folder to build in and reuse while its inputs are unchanged."""
     from support import image_env
 

@@ -41,6 +41,12 @@ def _wait_until_listening(pool: subprocess.Popen, port: int, timeout: float = 12
 @pytest.fixture
 def project_pool():
     """`python -m pipeline beam-pool` with a PATH that has no virtualenv on it."""
+    import stackenv
+
+    if stackenv.stack() == "tfx-1.21":
+        pytest.skip("tfx-1.21 (Beam 2.77): the workers an external pool starts never reach the job's control "
+                    "server, a gap not yet closed (docs/development.md, 'Two stacks'); `run` refuses such a pool "
+                    "within its start-up bound (the fail-fast tests below run here); works on tfx-1.16")
     [port] = free_ports()
     env = dict(os.environ, PATH="/usr/bin:/bin", PYTHONPATH=str(PROJECT_ROOT))
     pool = subprocess.Popen([sys.executable, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=PROJECT_ROOT,

@@ -1,4 +1,8 @@
-"""A private CA and a server certificate for 127.0.0.1 it signed (PEM files), for HTTPS test servers."""
+"""A private CA and a server certificate for 127.0.0.1 it signed (PEM files), for HTTPS test servers.
+
+The extensions are those a real private CA (cert-manager, step-ca, openssl's v3_ca) writes: Python 3.13's
+default TLS context verifies strictly (VERIFY_X509_STRICT) and refuses a chain without key identifiers.
+"""
 import datetime
 import ipaddress
 from pathlib import Path
@@ -9,7 +13,7 @@ def private_ca(folder: Path) -> tuple[Path, Path, Path]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = datetime.datetime.now(datetime.timezone.utc)
 
@@ -19,10 +23,18 @@ def private_ca(folder: Path) -> tuple[Path, Path, Path]:
                    .issuer_name(issuer_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5))
                    .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                                  critical=False)
+                   .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=not ca, key_cert_sign=ca,
+                                                crl_sign=ca, content_commitment=False, data_encipherment=False,
+                                                key_agreement=False, encipher_only=False, decipher_only=False),
+                                  critical=True))
         if not ca:
             builder = builder.add_extension(x509.SubjectAlternativeName(
                 [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+            builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         return builder.sign(issuer_key, hashes.SHA256())
 
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
