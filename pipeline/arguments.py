@@ -9,6 +9,9 @@ Nothing here imports TensorFlow: ``--help`` stays instant.
 import argparse
 from typing import NoReturn
 
+from stackenv import text_out
+from stackenv.errors import ConfigError
+
 from pipeline import config_file, families, settings
 from pipeline.config import PipelineConfig
 
@@ -234,6 +237,25 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
     from pipeline.kubeflow.platform import StepSettings
 
     settings.add_arguments(parser, StepSettings, "compile")
+
+
+#: The folder flags whose paths TensorFlow, ML Metadata or protobuf open: each encodes a name as UTF-8 strictly.
+LIBRARY_PATHS = {"output": "--output", "model_dir": "--model-dir", "serving_dir": "--serving-dir",
+                 "pipeline_root": "--pipeline-root", "data": "--data", "score_dir": "--score"}
+
+
+def check_library_paths(args: argparse.Namespace) -> None:
+    """ConfigError for a folder flag whose name holds bytes that are not UTF-8 (``srv\\xff``), before anything
+    runs: TensorFlow's file system, ML Metadata's store and the protos a run records take only UTF-8 names, so
+    such a folder would end in an encoder's traceback midway. File names *inside* --data and --score may
+    hold any bytes (data/walk.py); the folder a flag names may not."""
+    for dest, flag in LIBRARY_PATHS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and text_out.printable(value) != value:
+            shown = text_out.printable(value)
+            raise ConfigError(flag, f"{shown} holds bytes that are not UTF-8 (shown as \\xNN), and TensorFlow and "
+                              "ML Metadata open only UTF-8 folder names. Nothing was written. Rename the folder to a "
+                              "UTF-8 name (letters, digits, '-', '_' are safe), or choose another one.")
 
 
 def step_settings_from_args(args: argparse.Namespace):

@@ -18,9 +18,16 @@ import sys
 import time
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
+from stackenv import text_out
 from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
-from pipeline.arguments import build_parser, config_from_args, parse_args, step_settings_from_args  # noqa: F401
+from pipeline.arguments import (  # noqa: F401
+    build_parser,
+    check_library_paths,
+    config_from_args,
+    parse_args,
+    step_settings_from_args,
+)
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir
 from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
@@ -358,8 +365,10 @@ def entry_point() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    text_out.guard_standard_streams()  # a file name that is not UTF-8 prints as \xNN, never a traceback
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        check_library_paths(args)
     except ProjectError as error:  # a --config file's mistake, before anything runs
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from stackenv import text_out
 from stackenv.errors import ConfigError
 
 from models.common.search_space import ALGORITHMS
@@ -41,8 +42,8 @@ def check_name(flag: str, name: str) -> str:
     ``--serving-name ../../x`` would otherwise push a model outside the output directory.
     """
     if not _NAME.fullmatch(name) or ".." in name:
-        raise ConfigError(flag, f"{name!r} is not a valid name: it becomes a folder under --output, so use "
-                                "letters, digits, '.', '_' and '-' only (no '/', no '..'; at most 100 "
+        raise ConfigError(flag, f"'{text_out.printable(name)}' is not a valid name: it becomes a folder under "
+                                "--output, so use letters, digits, '.', '_' and '-' only (no '/', no '..'; at most 100 "
                                 "characters), e.g. my-model.")
     return name
 

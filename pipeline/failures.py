@@ -14,6 +14,7 @@ import tempfile
 import time
 import traceback
 
+from stackenv import text_out
 from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, PathError, ProjectError, find_in_chain, path_error
 
 #: A screenful: a longer message (a paragraph listing 300 class names) is cut here, whole in a file.
@@ -62,7 +63,20 @@ _BEAM_STEP = re.compile(r"(\s*\[while running '[^']*'\])+$")
 
 
 def _known(error: BaseException) -> ProjectError | None:
-    return find_in_chain(error, ProjectError) or path_error(error) or _tf_permission_error(error)
+    return (find_in_chain(error, ProjectError) or path_error(error) or _tf_permission_error(error)
+            or _not_utf8_error(error))
+
+
+def _not_utf8_error(error: BaseException) -> ProjectError | None:
+    """A name holding bytes that are not UTF-8 reached a strict encoder (TensorFlow's file system, a proto):
+    the paragraph shows the text as written (``\\xNN``) instead of the encoder's internals."""
+    encode = find_in_chain(error, UnicodeEncodeError)
+    if encode is None or not isinstance(encode.object, str):
+        return None
+    shown = text_out.printable(encode.object)[:200]
+    return PathError(f"A name holds bytes that are not UTF-8 ({shown}, each such byte shown as \\xNN), and the "
+                     "library that was to open or record it takes UTF-8 only. Rename the file or folder to a UTF-8 "
+                     "name, or pass another one.", shown)
 
 
 def _tf_permission_error(error: BaseException) -> ProjectError | None:
@@ -109,7 +123,7 @@ def _save_traceback(error: BaseException, logs_dir: str, message: str = "") -> s
         try:
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, name)
-            with open(path, "w") as handle:
+            with open(path, "w", encoding="utf-8", errors=text_out.ERRORS) as handle:
                 if message:
                     handle.write(message + "\n\n")
                 traceback.print_exception(type(error), error, error.__traceback__, file=handle)

@@ -35,3 +35,6 @@ if "tensorflow" in sys.modules and "tf_keras" not in sys.modules:
         RuntimeWarning,
         stacklevel=2,
     )
+
+# Any bytes a file name holds can be written as text by every writer that says so (stackenv/text_out.py).
+from stackenv import text_out  # noqa: E402,F401

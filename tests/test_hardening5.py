@@ -7,8 +7,9 @@ paragraph's key phrase) and unit rows of the one place that fixes it. Complement
 """
 from __future__ import annotations
 
-import ast
 import argparse
+import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,58 @@ def test_every_argument_parser_in_the_code_refuses_abbreviations():
                     and not any(k.arg == "allow_abbrev" for k in node.keywords)):
                 loose.append(f"{path}:{node.lineno}")
     assert loose == []
+
+
+# ---- 4. Any bytes a file name holds, in every message and file --------------------------------------------
+
+FF = os.fsdecode(b"\xff")  # how Python hands on a byte that is not UTF-8 (PEP 383)
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (lambda t: ["predict", "--model-dir", t / "model", f"bad{FF}name.png"], "bad\\xffname.png does not exist"),
+    (lambda t: ["models", "--serving-dir", _made(t / f"srv{FF}")],
+     "--serving-dir: {tmp}/srv\\xff holds bytes that are not UTF-8"),
+    (lambda t: ["report", "--output", t / f"out{FF}"], "--output: {tmp}/out\\xff holds bytes that are not UTF-8"),
+    (lambda t: ["run", "--pipeline-name", f"a{FF}", "--output", t / "out"], "'a\\xff' is not a valid name"),
+    (lambda t: ["generate", "--model-dir", t / "model", f"a prompt {FF}"], "does not exist"),
+])
+def test_a_command_line_byte_that_is_not_utf8_is_shown_never_a_traceback(tmp_path, argv, phrase):
+    result = run_cli(*argv(tmp_path), timeout=120)
+    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
+    assert "UnicodeEncodeError" not in result.stderr and "surrogates" not in result.stderr
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir()
+    return folder
+
+
+def test_every_writer_named_with_the_handler_writes_a_byte_as_xnn(tmp_path):
+    from stackenv import text_out
+
+    assert text_out.printable("caf" + os.fsdecode(b"\xe9") + ".png") == "caf\\xe9.png"
+    assert text_out.printable("café \ud800") == "café \\ud800"  # a lone surrogate no file system gave
+    path = tmp_path / "log.txt"
+    with open(path, "w", encoding="utf-8", errors=text_out.ERRORS) as handle:
+        handle.write(f"file {FF}.png\n")
+    assert path.read_bytes() == b"file \\xff.png\n"
+
+
+def test_the_library_log_header_takes_the_command_line_as_it_came(tmp_path, monkeypatch):
+    from pipeline import quiet
+
+    monkeypatch.setattr("sys.argv", ["python -m pipeline", "predict", f"bad{FF}.png"])
+    with quiet.library_output_to(str(tmp_path / "library.log"), " ".join(["predict", f"bad{FF}.png"])):
+        pass
+    assert b"predict bad\\xff.png" in (tmp_path / "library.log").read_bytes()
+
+
+def test_an_encoder_failure_deep_in_a_library_is_a_paragraph_naming_the_name(tmp_path):
+    from pipeline.failures import failure_report
+
+    try:
+        f"srv{FF}/1".encode()
+    except UnicodeEncodeError as error:
+        message, code = failure_report(error, str(tmp_path))
+    assert code == USER_ERROR
+    assert message.startswith("error: A name holds bytes that are not UTF-8 (srv\\xff/1"), message
