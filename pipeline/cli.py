@@ -21,6 +21,7 @@ import stackenv  # noqa: F401  (before anything imports TensorFlow)
 from stackenv import text_out
 from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
+from artifacts.write_targets import check_write_target
 from pipeline.arguments import (  # noqa: F401
     build_parser,
     check_library_paths,
@@ -76,6 +77,7 @@ def command_compile(args: argparse.Namespace) -> int:
         check_backend_options,
         compile_pipeline,
         dataset_for_cluster,
+        default_package_path,
         kfp_pipeline_root,
         readable_paths,
     )
@@ -92,12 +94,18 @@ def command_compile(args: argparse.Namespace) -> int:
     check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
     check_cluster_input(config.score_dir, "--score", "compile")
     check_backend_options(target.retries, target.kfp_version)
+    package_path = target.package or default_package_path(config)
+    check_write_target(package_path, "--output")
+    replaces = os.path.isfile(package_path)
     untested = untested_warning(target.kfp_version, "--kfp-version")
     if untested:
         log.warning("%s", untested)
     dataset = dataset_for_cluster(readable_paths(config), _prepare)
-    package = compile_pipeline(config, dataset, target.image, target.package, settings, retries=target.retries,
+    package = compile_pipeline(config, dataset, target.image, package_path, settings, retries=target.retries,
                                kfp_version=target.kfp_version)
+    if replaces:
+        log.warning("Replaced the existing %s with this compilation (compile --output names another file to keep "
+                    "both).", package)
     print(package)
     if target.pipeline_root.startswith("s3://"):
         from pipeline.kubeflow.launcher_config import write_launcher_configmap
@@ -119,6 +127,7 @@ def command_tfjob(args: argparse.Namespace) -> int:
 
     settings = from_args(args, TFJobSettings)
     settings.check()  # before the data is prepared
+    check_write_target(args.to, "--to")
     config = config_from_args(args)
     path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
     print(path)
@@ -286,6 +295,8 @@ def command_report(args: argparse.Namespace) -> int:
     from pipeline.report import write_report
 
     to_path = args.to or os.path.join(args.output, "report.html")
+    for target in (to_path, os.path.splitext(to_path)[0] + ".json"):  # the metrics go beside the page
+        check_write_target(target, "--to")
     path = write_report(args.output, to_path, args.pipeline_name)
     from pipeline.report.runs import shown_run
 

@@ -119,3 +119,66 @@ def test_an_encoder_failure_deep_in_a_library_is_a_paragraph_naming_the_name(tmp
         message, code = failure_report(error, str(tmp_path))
     assert code == USER_ERROR
     assert message.startswith("error: A name holds bytes that are not UTF-8 (srv\\xff/1"), message
+
+
+# ---- 5. A command never writes over what a run keeps -------------------------------------------------------
+
+def _run_output(root: Path) -> Path:
+    """A run's output as a run leaves it: a real SQLite store, a pushed version, a pinned schema."""
+    import sqlite3
+
+    out = root / "out"
+    out.mkdir()
+    sqlite3.connect(out / "metadata.sqlite").execute("CREATE TABLE Context (id INTEGER)").connection.commit()
+    (out / "serving" / "cnn" / "1").mkdir(parents=True)
+    (out / "serving" / "cnn" / "1" / "saved_model.pb").write_bytes(b"pb")
+    (out / "schema" / "p").mkdir(parents=True)
+    (out / "schema" / "p" / "CURRENT").write_text("schema-1.pbtxt\n")
+    return out
+
+
+def _link(link: Path, target: Path) -> Path:
+    link.symlink_to(target)
+    return link
+
+
+@pytest.mark.parametrize("command, target, phrase", [
+    ("report", lambda o: o / "metadata.sqlite", "is the ML Metadata store of the run in {out}"),
+    ("report", lambda o: _link(o.parent / "page.html", o / "metadata.sqlite"), "which leads to {out}/metadata.sqlite"),
+    ("report", lambda o: o / "serving" / "cnn" / "1" / "r.html", "inside {out}/serving, which the run in {out} keeps"),
+    ("report", lambda o: o / "schema" / "p" / "CURRENT", "inside {out}/schema"),
+    ("report", lambda o: o / "serving", "inside {out}/serving"),
+    ("report", lambda o: o.parent, "is a folder"),
+    ("compile", lambda o: o / "metadata.sqlite", "is the ML Metadata store"),
+    ("compile", lambda o: o / "tfx" / "p.yaml", "inside {out}/tfx"),
+])
+def test_a_to_flag_never_writes_over_what_a_run_keeps(tmp_path, command, target, phrase):
+    out = _run_output(tmp_path)
+    path = target(out)
+    before = _kept(out)
+    argv = (["report", "--output", out, "--to", path] if command == "report" else
+            ["compile", "--image", "i:1", "--pipeline-root", "gs://bucket/tfx", "--output", path])
+    result = run_cli(*argv, timeout=120)
+    flag = "--to" if command == "report" else "--output"
+    _assert_paragraph(result, USER_ERROR, f"error: {flag}: ", phrase.format(out=out), "Nothing was written")
+    assert _kept(out) == before
+
+
+def _kept(out: Path) -> dict[Path, bytes]:
+    """What the run keeps (its library log, which the command appends to, aside)."""
+    return {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "logs" not in p.relative_to(out).parts}
+
+
+def test_an_sqlite_file_outside_a_run_is_refused_and_the_report_beside_a_run_is_not(tmp_path):
+    import sqlite3
+
+    from stackenv.errors import ConfigError
+
+    from artifacts.write_targets import check_write_target
+
+    out = _run_output(tmp_path)
+    check_write_target(str(out / "report.html"), "--to")  # the default: beside the store, the run's own page
+    check_write_target(str(out / "reports" / "week1.html"), "--to")
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(ConfigError, match="is an SQLite database"):
+        check_write_target(str(tmp_path / "other.db"), "--to")
