@@ -182,3 +182,47 @@ def test_an_sqlite_file_outside_a_run_is_refused_and_the_report_beside_a_run_is_
     sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.commit()
     with pytest.raises(ConfigError, match="is an SQLite database"):
         check_write_target(str(tmp_path / "other.db"), "--to")
+
+
+# ---- 6. Object-store roots named as the store allows ---------------------------------------------------------
+
+@pytest.mark.parametrize("root, phrase", [
+    ("minio:///tfx", "minio:///tfx names no bucket"),
+    ("s3:///tfx", "s3:///tfx names no bucket"),
+    ("gs://My_Bucket/tfx", "the bucket 'My_Bucket' is not a valid Cloud Storage bucket name"),
+    ("s3://ab/tfx", "the bucket 'ab' has 2 characters"),
+    ("minio://team..data/tfx", "no '..'"),
+    ("gs://google-models/tfx", "is not allowed by Cloud Storage"),
+])
+def test_compile_refuses_a_root_whose_bucket_the_store_would_refuse(tmp_path, root, phrase):
+    result = run_cli("compile", "--image", "i:1", "--pipeline-root", root, "--s3-endpoint", "http://minio:9000",
+                     "--output", tmp_path / "p.yaml", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "compile --pipeline-root: ", phrase)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_compile_refuses_a_data_uri_without_a_bucket(tmp_path):
+    result = run_cli("compile", "--image", "i:1", "--pipeline-root", "gs://team-bucket/tfx", "--data", "gs:///images",
+                     "--output", tmp_path / "p.yaml", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "--data gs:///images names no bucket")
+
+
+def test_deploy_refuses_a_root_without_a_bucket_before_connecting(tmp_path):
+    package = tmp_path / "p.yaml"
+    package.write_text("pipelineInfo: {name: p}\nroot: {}\ndeploymentSpec: {}\ncomponents: {}\n"
+                       "schemaVersion: 2.1.0\ndefaultPipelineRoot: minio://mlpipeline/tfx\n")
+    result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", package, "--pipeline-root",
+                     "minio:///tfx", "--run", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "deploy --pipeline-root", "minio:///tfx names no bucket")
+
+
+@pytest.mark.parametrize("uri, ok", [
+    ("gs://my-bucket/x", True), ("gs://my_bucket.example.com/x", True), ("s3://my.bucket-1/x", True),
+    ("minio://mlpipeline/v2", True), ("s3://My-Bucket/x", False), ("s3://192.168.1.1/x", False),
+    ("s3://xn--bucket/x", False), ("s3://bucket-s3alias/x", False), ("s3://-bucket/x", False),
+    ("gs://goog-x/y", False), ("gs://" + "a" * 64 + "/x", False), ("s3://my_bucket/x", False),
+])
+def test_bucket_names_follow_the_stores_published_rules(uri, ok):
+    from pipeline.kubeflow.bucket_names import bucket_problem
+
+    assert (bucket_problem(uri) == "") is ok, bucket_problem(uri)
