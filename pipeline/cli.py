@@ -267,7 +267,8 @@ def command_deploy(args: argparse.Namespace) -> int:
                     pipeline_root=request.pipeline_root, service_account=request.service_account,
                     enable_caching=None if request.cache is None else request.cache == "on",
                     wait_timeout=request.wait_timeout if request.wait else None, schedule=request.schedule,
-                    cluster_checks=not request.skip_cluster_checks, parameters=request.param)
+                    cluster_checks=not request.skip_cluster_checks, parameters=request.param,
+                    api_timeout=request.api_timeout)
     if not (request.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
     return 0
@@ -283,7 +284,7 @@ def _schedules(request: DeploySettings, login: LoginSettings) -> int:
     creds = credentials(host, login)
     check_health(host, timeout=10.0, token=creds.token, cookies=creds.cookies, verify=creds.verify)
     client = connect(host, namespace=request.namespace, token=creds.token, cookies=creds.cookies,
-                     verify=creds.verify)
+                     verify=creds.verify, api_timeout=request.api_timeout)
     if request.delete_schedule:
         print(delete_schedule(client, host, request.delete_schedule))
     else:

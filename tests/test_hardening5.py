@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +229,92 @@ def test_bucket_names_follow_the_stores_published_rules(uri, ok):
     from pipeline.kubeflow.bucket_names import bucket_problem
 
     assert (bucket_problem(uri) == "") is ok, bucket_problem(uri)
+
+
+# ---- 3. Every HTTP call of deploy ends, whatever the server does ----------------------------------------------
+
+HEALTH = b'{"commit_sha": "x", "tag_name": "2.3.0", "multi_user": false}'
+PACKAGE = ("pipelineInfo: {name: slow-test}\nroot: {dag: {tasks: {}}}\ndeploymentSpec: {executors: {}}\n"
+           "components: {}\nschemaVersion: 2.1.0\nsdkVersion: kfp-2.5.0\ndefaultPipelineRoot: gs://team-bucket/tfx\n")
+
+
+@contextlib.contextmanager
+def _slow_server(slow_health: bool, endless: bool = False):
+    """A server that sends its headers, then one byte every 0.2 s (or, ``endless``, a fast body without end); the
+    health endpoint answers at once unless ``slow_health``."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            quick = self.path.startswith("/apis/v2beta1/healthz") and not slow_health
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(HEALTH) if quick else 10**9))
+            self.end_headers()
+            try:
+                if quick:
+                    self.wfile.write(HEALTH)
+                    return
+                while not stop.is_set():
+                    self.wfile.write(b" " * (65536 if endless else 1))
+                    self.wfile.flush()
+                    stop.wait(0 if endless else 0.2)
+            except OSError:
+                pass
+
+        do_POST = do_GET
+
+    stop = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("endless", [False, True])
+def test_a_health_check_that_never_ends_is_cut_off_within_its_timeout(tmp_path, endless):
+    package = tmp_path / "p.yaml"
+    package.write_text(PACKAGE)
+    with _slow_server(slow_health=True, endless=endless) as url:
+        started = time.monotonic()
+        result = run_cli("deploy", "--host", url, "--package", package, timeout=120)
+        took = time.monotonic() - started
+    phrase = "answered with more than 1024 KiB" if endless else "the whole answer did not arrive within 10 s"
+    _assert_paragraph(result, USER_ERROR, "checking the API health", phrase)
+    assert took < 60, took  # the timeout (10 s) and the interpreter's start, not the server's pace
+
+
+def test_an_api_call_that_never_ends_is_cut_off_naming_api_timeout(tmp_path, monkeypatch):
+    import kfp
+
+    from pipeline.kubeflow.connection import DeployError
+    from pipeline.kubeflow.deploy import deploy
+
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    package = tmp_path / "p.yaml"
+    package.write_text(PACKAGE)
+    with _slow_server(slow_health=False) as url:
+        started = time.monotonic()
+        with pytest.raises(DeployError) as raised:
+            deploy(url, str(package), api_timeout=2, cluster_checks=False)
+        took = time.monotonic() - started
+    assert "its whole answer did not arrive within 2 s" in str(raised.value), raised.value
+    assert "--api-timeout SECONDS (now 2)" in str(raised.value)
+    assert took < 30, took
+
+
+def test_api_timeout_is_a_deploy_flag():
+    from pipeline.arguments import build_parser
+
+    deploy_parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[
+        "deploy"]
+    assert "--api-timeout" in {o for a in deploy_parser._actions for o in a.option_strings}
