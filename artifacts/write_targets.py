@@ -11,6 +11,7 @@ is an SQLite database or a folder. Anything else is the user's to overwrite.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from stackenv.errors import ConfigError
 
@@ -23,12 +24,14 @@ RUN_FOLDERS = ("tfx", "serving", "data", "schema", "logs", "hyperparameters")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def check_write_target(path: str, flag: str) -> None:
-    """ConfigError when writing ``path`` would replace a run's own file (see the module docstring)."""
+def check_write_target(path: str, flag: str, read_folders: Mapping[str, str | None] | None = None) -> None:
+    """ConfigError when writing ``path`` would replace a run's own file (see the module docstring), or put a
+    file inside a folder the same command reads (``read_folders``: {flag: folder}, e.g. --data), where the
+    next run would read it back as input."""
     if "://" in path:
         return
     real = os.path.realpath(os.path.expanduser(path))
-    why = _kept_by_a_run(real) or _kept_elsewhere(real)
+    why = _kept_by_a_run(real) or _kept_elsewhere(real) or _read_back(real, read_folders or {})
     if why:
         shown = path if real == os.path.abspath(path) else f"{path} (which leads to {real})"
         raise ConfigError(flag, f"{shown} is {why}, which this command must not write over. Nothing was "
@@ -53,6 +56,15 @@ def _kept_by_a_run(real: str) -> str:
             return ""
         parts.append(os.path.basename(folder))
         folder = parent
+
+
+def _read_back(real: str, read_folders: Mapping[str, str | None]) -> str:
+    for read_flag, folder in read_folders.items():
+        if folder and "://" not in folder:
+            real_folder = os.path.realpath(os.path.expanduser(folder))
+            if real.startswith(real_folder.rstrip(os.sep) + os.sep):
+                return f"inside the {read_flag} folder {folder}, where the next run would read it back as input"
+    return ""
 
 
 def _kept_elsewhere(real: str) -> str:

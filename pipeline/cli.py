@@ -95,7 +95,7 @@ def command_compile(args: argparse.Namespace) -> int:
     check_cluster_input(config.score_dir, "--score", "compile")
     check_backend_options(target.retries, target.kfp_version)
     package_path = target.package or default_package_path(config)
-    check_write_target(package_path, "--output")
+    check_write_target(package_path, "--output", {"--data": config.data, "--score": config.score_dir})
     replaces = os.path.isfile(package_path)
     untested = untested_warning(target.kfp_version, "--kfp-version")
     if untested:
@@ -127,7 +127,7 @@ def command_tfjob(args: argparse.Namespace) -> int:
 
     settings = from_args(args, TFJobSettings)
     settings.check()  # before the data is prepared
-    check_write_target(args.to, "--to")
+    check_write_target(args.to, "--to", {"--data": args.data})
     config = config_from_args(args)
     path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
     print(path)

@@ -58,10 +58,12 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def check_inputs_beside_output(output_dir: str, data: str | None, score_dir: str | None) -> None:
-    """ConfigError when --output and --data or --score contain each other (local paths), before anything is
-    written: a run reads its own logs, vocabulary, schema and model cards as data on the next run (and
-    changes the evaluation split), or scores ML Metadata's database while it is written. The prepared-data
-    cache (``<output>/data/``: content-addressed, never changed) may be read as --data."""
+    """ConfigError when two of the folder flags --output, --data and --score contain one another (local paths,
+    links followed), before anything is written: a run reads its own logs, vocabulary, schema and model cards
+    as data on the next run (and changes the evaluation split), scores ML Metadata's database while it is
+    written, or trains on the images it is asked to score. The prepared-data cache (``<output>/data/``:
+    content-addressed, never changed) may be read as --data."""
+    _check_data_apart_from_score(data, score_dir)
     if _is_uri(output_dir):
         return
     output = os.path.realpath(os.path.expanduser(output_dir))
@@ -82,6 +84,22 @@ def check_inputs_beside_output(output_dir: str, data: str | None, score_dir: str
             raise ConfigError(flag, f"{path} is inside --output {output_dir}, which the run writes (models, "
                               "ML Metadata's database, logs) while it reads this folder. Nothing was written. "
                               f"Move the files to a folder outside {output_dir}, or choose another --output.")
+
+
+def _check_data_apart_from_score(data: str | None, score_dir: str | None) -> None:
+    if not data or not score_dir or _is_uri(data) or _is_uri(score_dir):
+        return
+    real_data, real_score = (os.path.realpath(os.path.expanduser(p)) for p in (data, score_dir))
+    for flag, path, real, other_flag, other, other_real in (("--score", score_dir, real_score, "--data", data,
+                                                             real_data),
+                                                            ("--data", data, real_data, "--score", score_dir,
+                                                             real_score)):
+        if _inside(real, other_real):
+            where = "is" if real == other_real else "is inside"
+            raise ConfigError(flag, f"{path} {where} the {other_flag} folder {other}: the run would train and "
+                              "evaluate on the files it is asked to score (and the scores would flatter the model). "
+                              "Nothing was written. Keep the folder to score apart from the training data: move it "
+                              f"out of {data if flag == '--score' else score_dir}.")
 
 
 TUNING = "hyperparameter search (KerasTuner through TFX's Tuner)"

@@ -318,3 +318,44 @@ def test_api_timeout_is_a_deploy_flag():
     deploy_parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[
         "deploy"]
     assert "--api-timeout" in {o for a in deploy_parser._actions for o in a.option_strings}
+
+
+# ---- 7. Folder flags for different purposes never hold one another ----------------------------------------------
+
+def _images(root: Path) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    for label, base in (("dark", 30), ("light", 220)):
+        (root / label).mkdir(parents=True, exist_ok=True)
+        for i in range(3):
+            Image.fromarray(np.full((8, 8, 3), base + i, np.uint8)).save(root / label / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("row, argv, phrase", [
+    ("score-inside-data", lambda t: ["--data", _images(t / "img"), "--score", _images(t / "img" / "dark" / "new")],
+     "--score: {tmp}/img/dark/new is inside the --data folder {tmp}/img"),
+    ("score-is-data", lambda t: ["--data", _images(t / "img"), "--score", t / "img"],
+     "--score: {tmp}/img is the --data folder {tmp}/img"),
+    ("data-inside-score", lambda t: ["--data", _images(t / "new" / "img"), "--score", t / "new"],
+     "--data: {tmp}/new/img is inside the --score folder {tmp}/new"),
+    ("score-linked-to-data", lambda t: ["--data", _images(t / "img"), "--score",
+                                        _link(t / "link", t / "img" / "light")],
+     "--score: {tmp}/link is inside the --data folder {tmp}/img"),
+])
+def test_the_data_and_the_folder_to_score_are_kept_apart(tmp_path, row, argv, phrase):
+    args = argv(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    result = run_cli("run", "--train-steps", "2", "--output", tmp_path / "out", *args, timeout=300)
+    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_manifest_is_never_written_into_the_data_it_reads(tmp_path):
+    data = _images(tmp_path / "img")
+    result = run_cli("tfjob", "--image", "i:1", "--transformed-examples", "gs://b-1/t", "--transform-graph",
+                     "gs://b-1/g", "--model-dir", "gs://b-1/m", "--data", data, "--output", tmp_path / "out",
+                     "--to", data / "job.yaml", timeout=120)
+    _assert_paragraph(result, USER_ERROR, f"--to: {data}/job.yaml is inside the --data folder {data}")
+    assert not (data / "job.yaml").exists()
