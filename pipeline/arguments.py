@@ -79,8 +79,11 @@ def _add_settings(parser: argparse.ArgumentParser, command: str, config_type: ty
 
 def parse_args(argv: list[str], config_type: type = PipelineConfig) -> argparse.Namespace:
     """``argv`` parsed, a ``--config`` file's settings first (pipeline/config_file.py)."""
+    from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
+
     parser = build_parser(config_type)
-    declarations = [config_type, *(family.settings_type for family in families.FAMILIES.values())]
+    declarations = [config_type, *(family.settings_type for family in families.FAMILIES.values()), DeploySettings,
+                    LoginSettings]
     return parser.parse_args(config_file.expand(argv, parser, declarations))
 
 
@@ -181,6 +184,7 @@ def _deploy(commands) -> None:
                                   description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
                                   "or as a new version of the pipeline with that name; with --run, start a run of "
                                   "that version.")
+    config_file.add_argument(deploy_)  # deploy's settings may live in the file too (docs/settings.md)
     settings.add_arguments(deploy_, DeploySettings, "deploy")
     settings.add_arguments(deploy_, LoginSettings, "deploy")
 

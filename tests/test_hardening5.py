@@ -359,3 +359,37 @@ def test_a_manifest_is_never_written_into_the_data_it_reads(tmp_path):
                      "--to", data / "job.yaml", timeout=120)
     _assert_paragraph(result, USER_ERROR, f"--to: {data}/job.yaml is inside the --data folder {data}")
     assert not (data / "job.yaml").exists()
+
+
+# ---- Weak: config files ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, phrase", [
+    ("epochs: 2\nbatch-size: 8\nepochs: 3\n", "sets `epochs` twice (lines 1 and 3)"),
+    ("batch_size: 8\nbatch-size: 16\n", "sets --batch-size twice (as `batch_size` and `batch-size`)"),
+    ("epochs: 2\ntrain-steps: 8\n", "sets both `epochs` and `train-steps`"),
+    ("output: ~nosuchuser-h5/x\n", "names no home folder"),
+])
+def test_a_config_file_mistake_names_the_file(tmp_path, text, phrase):
+    path = tmp_path / "team.yaml"
+    path.write_text(text)
+    result = run_cli("run", "--config", path, cwd=tmp_path, timeout=120)
+    _assert_paragraph(result, USER_ERROR, f"--config: {path}", phrase)
+    assert "usage:" not in result.stderr
+
+
+def test_a_config_file_output_under_home_is_expanded_as_a_shell_would(tmp_path, monkeypatch):
+    from pipeline import config_file
+    from pipeline.arguments import build_parser
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "team.yaml"
+    path.write_text("output: ~/runs\n")
+    argv = config_file.expand(["run", "--config", str(path)], build_parser())
+    assert f"--output={tmp_path}/home/runs" in argv, argv
+
+
+def test_deploy_takes_its_settings_from_a_config_file(tmp_path):
+    path = tmp_path / "deploy.yaml"
+    path.write_text(f"host: http://127.0.0.1:9\npackage: {tmp_path / 'missing.yaml'}\n")
+    result = run_cli("deploy", "--config", path, timeout=120)
+    _assert_paragraph(result, USER_ERROR, f"Pipeline package {tmp_path / 'missing.yaml'} does not exist")

@@ -219,8 +219,8 @@ def api_errors(host: str, doing: str, api_timeout: float = API_TIMEOUT_S) -> Ite
     def expired() -> DeployError:
         return DeployError(
             f"Kubeflow Pipelines at {host} accepted the connection but did not answer in time while {doing} (its "
-            f"whole answer did not arrive within {api_timeout:g} s: the server is slow or stuck). Check the API server with "
-            "`kubectl -n kubeflow get pods` and its logs, then deploy again, or give it longer with "
+            f"whole answer did not arrive within {api_timeout:g} s: the server is slow or stuck). Check the API "
+            "server with `kubectl -n kubeflow get pods` and its logs, then deploy again, or give it longer with "
             f"--api-timeout SECONDS (now {api_timeout:g}).")
 
     try:
