@@ -341,10 +341,11 @@ def command_beam_pool(args: argparse.Namespace) -> int:
 
 
 def command_tensorboard(args: argparse.Namespace) -> int:
-    from pipeline.tensorboard import latest_trainer_logs, serve
+    from pipeline.tensorboard import check_bindable, latest_trainer_logs, serve
 
     if not 0 <= args.port <= 65535:
         raise ConfigError("--port", f"must be a TCP port 0-65535 (0: any free one), got {args.port}.")
+    check_bindable(args.host, args.port)  # before the run is looked up: TensorBoard would print a bare OS error
     logs = latest_trainer_logs(args.output, args.pipeline_name)
     try:
         serve(logs, args.port, args.host)
@@ -366,9 +367,19 @@ def exit_process(code: int) -> None:
     is measured in benchmarks/README.md); every result is on disk by then, so flush and leave.
     """
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader left (`models | head -1`): what it wanted was written
+            _stdout_to_devnull()
     os._exit(code)
+
+
+def _stdout_to_devnull() -> None:
+    """After the reader of stdout closed the pipe: nothing more can reach it, so the rest goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def entry_point() -> None:
@@ -429,6 +440,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:  # `models | head -1`: a closed pipe is a normal end for a listing
+        _stdout_to_devnull()
+        return 0
     except Exception as error:  # noqa: BLE001 - the one error path: a paragraph, the traceback to a file
         if is_interrupt(error):  # Beam re-raises Ctrl-C inside a component as RuntimeError
             return _interrupted()

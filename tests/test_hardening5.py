@@ -393,3 +393,147 @@ def test_deploy_takes_its_settings_from_a_config_file(tmp_path):
     path.write_text(f"host: http://127.0.0.1:9\npackage: {tmp_path / 'missing.yaml'}\n")
     result = run_cli("deploy", "--config", path, timeout=120)
     _assert_paragraph(result, USER_ERROR, f"Pipeline package {tmp_path / 'missing.yaml'} does not exist")
+
+
+# ---- Weak: serving and tools -------------------------------------------------------------------------------------
+
+def _saved_model(version_dir: Path) -> Path:
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
+    tf.saved_model.save(module, str(version_dir))
+    return version_dir
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_models_removes_the_copy_a_killed_push_left_and_says_so(tmp_path):
+    base = tmp_path / "serving" / "cnn"
+    _saved_model(base / "1")
+    dead = base / f".incomplete-2-{_dead_pid()}-0123abcd"
+    live = base / f".incomplete-3-{os.getpid()}-4567abcd"  # a push still running: left alone
+    for copy in (dead, live):
+        copy.mkdir()
+        (copy / "saved_model.pb").write_bytes(b"half")
+    result = run_cli("models", "--serving-dir", base, timeout=300)
+    _assert_paragraph(result, 0, f"Removed 1 leftover staging copy of an interrupted push from {base} ({dead.name})")
+    assert not dead.exists() and live.exists()
+
+
+def test_the_next_push_removes_a_killed_pushs_copy(tmp_path):
+    import shutil
+
+    from artifacts import serving_dir
+
+    base = tmp_path / "serving"
+    model = _saved_model(tmp_path / "model")
+    dead = base / f".incomplete-7-{_dead_pid()}-89abcdef"
+    dead.mkdir(parents=True)
+    final = serving_dir.publish_version(str(model), str(base), {}, lambda a, b: shutil.copytree(a, b))
+    assert not dead.exists() and os.path.isfile(os.path.join(final, "saved_model.pb"))
+    assert [p.name for p in base.iterdir() if p.name.startswith(".")] == []
+
+
+def test_models_names_a_version_whose_variables_are_missing(tmp_path):
+    import shutil
+
+    base = tmp_path / "serving" / "cnn"
+    _saved_model(base / "1")
+    shutil.rmtree(_saved_model(base / "2") / "variables")
+    result = run_cli("models", "--serving-dir", base, timeout=300)
+    _assert_paragraph(result, 0, "TF Serving cannot load this version: its variables/ folder",
+                      "warning: the served version 2 is damaged")
+    assert result.stdout.count("TF Serving cannot load this version") == 1
+
+
+def test_a_listing_whose_reader_leaves_ends_normally(tmp_path):
+    import subprocess
+    import sys
+
+    base = tmp_path / "serving"
+    for version in range(1, 500):
+        (base / str(version)).mkdir(parents=True)
+        (base / str(version) / "saved_model.pb").write_bytes(b"x")
+    child = subprocess.Popen([sys.executable, "-m", "pipeline", "models", "--serving-dir", str(base)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT_ROOT)
+    first = child.stdout.readline()  # `| head -1`
+    child.stdout.close()
+    _, stderr = child.communicate(timeout=300)
+    assert b"version" in first
+    assert child.returncode == 0, stderr[-2000:]
+    assert b"BrokenPipe" not in stderr and b"failed" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("damage, reason", [("garbage", "file is not a database"),
+                                            ("foreign", "no such column")])
+@pytest.mark.parametrize("command", ["report", "run"])
+def test_a_damaged_metadata_store_is_one_paragraph(tmp_path, damage, reason, command):
+    import sqlite3
+
+    out = tmp_path / "out"
+    out.mkdir()
+    store = out / "metadata.sqlite"
+    if damage == "garbage":
+        store.write_bytes(os.urandom(4096))
+    else:
+        sqlite3.connect(store).execute("CREATE TABLE Context (id INTEGER)").connection.commit()
+    extra = ["--train-steps", "1", "--data", _images(tmp_path / "img")] if command == "run" else []
+    result = run_cli(command, "--output", out, *extra, timeout=300)
+    _assert_paragraph(result, USER_ERROR, f"The ML Metadata store {out}/metadata.sqlite cannot be read ({reason}",
+                      "Restore metadata.sqlite from a backup")
+    assert "query:" not in result.stderr and not (out / "serving").exists()
+
+
+def test_the_next_run_names_the_failed_component_not_a_class_path():
+    from pipeline.local.run_lock import failure_line
+    from pipeline.local.runner import ComponentFailed
+
+    try:
+        try:
+            raise ComponentFailed("Trainer", ValueError("the loss became nan"))
+        except ComponentFailed as error:  # Beam re-raises it with its class path in the text
+            raise RuntimeError("pipeline.local.runner.ComponentFailed: Trainer failed: ValueError: the loss "
+                               "became nan [while running 'Run[Trainer]']") from error
+    except RuntimeError as error:
+        line = failure_line(error)
+    assert line == "Trainer failed: ValueError: the loss became nan"
+    assert failure_line(RuntimeError("pipeline.local.runner.ComponentFailed: Pusher failed: "
+                                     "tensorflow.python.framework.errors_impl.ResourceExhaustedError: full")) == \
+        "Pusher failed: ResourceExhaustedError: full"
+
+
+@pytest.mark.parametrize("host, phrase", [("10.255.255.1", "is not an address of this machine"),
+                                          ("no-such-host.invalid", "is not an address or a host name")])
+def test_tensorboard_names_a_host_it_cannot_listen_on(tmp_path, host, phrase):
+    result = run_cli("tensorboard", "--output", tmp_path, "--host", host, "--port", "0", timeout=120)
+    _assert_paragraph(result, USER_ERROR, "error: --host: ", phrase)
+
+
+def test_tensorboard_points_at_the_logs_of_its_own_output(tmp_path):
+    from stackenv.errors import MissingInput
+
+    from ml_metadata.proto import metadata_store_pb2
+
+    from pipeline.results import mlmd
+    from pipeline.tensorboard import latest_trainer_logs
+
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    store = mlmd.open_store(mlmd.sqlite_config(str(out / "metadata.sqlite")))
+    context_type = store.put_context_type(metadata_store_pb2.ContextType(name="pipeline"))
+    [context] = store.put_contexts([metadata_store_pb2.Context(type_id=context_type, name="p")])
+    execution_type = store.put_execution_type(metadata_store_pb2.ExecutionType(name="x"))
+    [execution] = store.put_executions([metadata_store_pb2.Execution(type_id=execution_type)])
+    store.put_attributions_and_associations([], [metadata_store_pb2.Association(context_id=context,
+                                                                                execution_id=execution)])
+    with pytest.raises(MissingInput) as raised:
+        latest_trainer_logs(str(out))
+    assert f"{out}/logs/" in str(raised.value) and "output/logs" not in str(raised.value)
