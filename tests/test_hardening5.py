@@ -537,3 +537,17 @@ def test_tensorboard_points_at_the_logs_of_its_own_output(tmp_path):
     with pytest.raises(MissingInput) as raised:
         latest_trainer_logs(str(out))
     assert f"{out}/logs/" in str(raised.value) and "output/logs" not in str(raised.value)
+
+
+# ---- Weak: Kubeflow ----------------------------------------------------------------------------------------------
+
+def test_compile_warns_for_a_backend_between_the_tested_ones_and_says_it_replaced_a_package(tmp_path):
+    package = tmp_path / "p.yaml"
+    argv = ["compile", "--image", "i:1", "--pipeline-root", "gs://team-bucket/tfx", "--kfp-version", "2.4.0",
+            "--output", package]
+    first = run_cli(*argv, timeout=300)
+    _assert_paragraph(first, 0, "--kfp-version is KFP backend 2.4.0, not one of the versions this project is "
+                                "tested against (2.3.0, 2.5.0")
+    assert "Replaced" not in first.stderr
+    again = run_cli(*argv, timeout=300)
+    _assert_paragraph(again, 0, f"Replaced the existing {package} with this compilation")
