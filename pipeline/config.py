@@ -137,9 +137,16 @@ def _gate_floors() -> str:
 
 
 def _span_range(text: str) -> tuple[int, int]:
+    """``N`` or ``N-N``: TFX's ExampleGen reads one span per run (input_processor.py: a StaticRange must start
+    and end at the same span), so a wider range is refused here, not as "matches nothing usable" midway."""
     first, _, last = text.partition("-")
-    if not (first.strip().isdigit() and (last or first).strip().isdigit()) or int(first) > int(last or first):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a span range: use A-B with A <= B, e.g. 1-1 or 3-5")
+    if not (first.strip().isdigit() and (last or first).strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a span: pass its number, e.g. --spans 3 (or 3-3)")
+    if int(first) != int(last or first):
+        raise argparse.ArgumentTypeError(
+            f"{text} names {abs(int(last) - int(first)) + 1} spans, and TFX's ExampleGen reads one span per run. "
+            f"Pass one: --spans {last} (or {last}-{last}); to train on several together, put their files in one "
+            "span folder")
     return int(first), int(last or first)
 
 
@@ -178,8 +185,9 @@ class PipelineConfig:
     span_pattern: str | None = setting(None, flag="--span-pattern", metavar="PATTERN", help=(
         "span folders inside --data, e.g. 'span-{SPAN}': the newest span is read unless --spans says otherwise "
         "(example-gen ingestion)"))
-    spans: tuple[int, int] | None = setting(None, flag="--spans", parse=_span_range, metavar="A-B",
-                                            help="read spans A to B (inclusive) of --span-pattern, not the newest")
+    spans: tuple[int, int] | None = setting(None, flag="--spans", parse=_span_range, metavar="N",
+                                            help="read span N (also written N-N) of --span-pattern, not the newest "
+                                            "(TFX's ExampleGen reads one span per run)")
 
     # Training (None given: the model family's default, ModelFamily.defaults)
     epochs: int = resolved_setting(flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,

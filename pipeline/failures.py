@@ -33,8 +33,22 @@ def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     if len(message) <= MAX_MESSAGE_CHARS:
         return message, code
     path = _save_traceback(error, logs_dir, message)
-    cut = message[:MAX_MESSAGE_CHARS].rsplit(" ", 1)[0]
-    return f"{cut} ... [{len(message) - len(cut)} more characters; the whole message: {path}]", code
+    return shortened(message, path), code
+
+
+def shortened(message: str, path: str) -> str:
+    """``message`` cut to about a screenful in its middle: what is wrong (its start) and how to fix it (its
+    last sentence, and the traceback line after it) stay; a long list between them is what is left out."""
+    head, _, tail = message.rpartition("\n") if "\n" in message[-400:] else (message, "", "")
+    body, fix = head, ""
+    last = body.rstrip().rfind(". ", 0, len(body.rstrip()) - 1)
+    if last > 0 and len(body) - last < MAX_MESSAGE_CHARS // 2:
+        body, fix = body[:last + 1], body[last + 2:]
+    kept = MAX_MESSAGE_CHARS - len(fix) - len(tail)
+    cut = body[:max(kept, 200)].rsplit(" ", 1)[0]
+    left_out = len(body) - len(cut)
+    text = f"{cut} ... [{left_out} characters left out; the whole message: {path}]"
+    return " ".join(filter(None, (text, fix))) + (f"\n{tail}" if tail else "")
 
 
 def _full_report(error: BaseException, logs_dir: str) -> tuple[str, int]:

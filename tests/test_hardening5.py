@@ -551,3 +551,32 @@ def test_compile_warns_for_a_backend_between_the_tested_ones_and_says_it_replace
     assert "Replaced" not in first.stderr
     again = run_cli(*argv, timeout=300)
     _assert_paragraph(again, 0, f"Replaced the existing {package} with this compilation")
+
+
+# ---- Weak: data --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spans, phrase", [("1-2", "1-2 names 2 spans, and TFX's ExampleGen reads one span per run"),
+                                           ("x", "'x' is not a span")])
+def test_a_range_of_spans_is_refused_before_anything_runs(tmp_path, spans, phrase):
+    data = tmp_path / "spans"
+    for span in (1, 2):
+        _images(data / f"span-{span}")
+    result = run_cli("run", "--data", data, "--span-pattern", "span-{SPAN}", "--spans", spans, "--output",
+                     tmp_path / "out", timeout=120)
+    _assert_paragraph(result, USER_ERROR, phrase)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_long_message_keeps_its_fix_sentence_when_cut(tmp_path):
+    from components.split_check import SplitError
+    from pipeline.failures import MAX_MESSAGE_CHARS, failure_report
+
+    classes = {f"class-{i:03d}": 1 for i in range(200)}
+    error = SplitError(f"Class(es) {sorted(classes)} have no example in the train split (examples per split: "
+                       f"eval 200, train 0; train classes: {classes}), so the model could never predict them. Add "
+                       "more examples of those classes (the split is a hash of each example's id), then run again.")
+    message, code = failure_report(error, str(tmp_path))
+    assert message.startswith("error: Class(es) ['class-000'")
+    assert message.endswith("Add more examples of those classes (the split is a hash of each example's id), "
+                            "then run again."), message[-300:]
+    assert "characters left out; the whole message: " in message and len(message) < MAX_MESSAGE_CHARS + 200
