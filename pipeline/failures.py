@@ -17,6 +17,8 @@ import traceback
 from stackenv import text_out
 from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, PathError, ProjectError, find_in_chain, path_error
 
+from pipeline.local import disk_full
+
 #: A screenful: a longer message (a paragraph listing 300 class names) is cut here, whole in a file.
 MAX_MESSAGE_CHARS = 1200
 
@@ -51,8 +53,16 @@ def shortened(message: str, path: str) -> str:
     return " ".join(filter(None, (text, fix))) + (f"\n{tail}" if tail else "")
 
 
+#: When this command began: a model version published since then is this run's (pipeline/local/disk_full.py).
+STARTED = time.time()
+
+
 def _full_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     failed = _component_failed(error)
+    output_dir = os.path.dirname(logs_dir) if os.path.basename(logs_dir) == "logs" else None
+    full = disk_full.paragraph(error, output_dir, failed.node_id if failed is not None else None, STARTED)
+    if full is not None:  # no traceback file: there is no room for one, and none is written elsewhere
+        return f"error: {full.paragraph}", full.exit_code
     if failed is None:
         known = _known(error)
         if known is not None:

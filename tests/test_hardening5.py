@@ -580,3 +580,172 @@ def test_a_long_message_keeps_its_fix_sentence_when_cut(tmp_path):
     assert message.endswith("Add more examples of those classes (the split is a hash of each example's id), "
                             "then run again."), message[-300:]
     assert "characters left out; the whole message: " in message and len(message) < MAX_MESSAGE_CHARS + 200
+
+
+# ---- 2. A full disk, at any step, is one paragraph -------------------------------------------------------------
+
+def _component_failed(node: str, cause: BaseException) -> BaseException:
+    from pipeline.local.runner import ComponentFailed
+
+    try:
+        try:
+            raise cause
+        except BaseException as error:
+            raise ComponentFailed(node, error) from error
+    except ComponentFailed as failed:
+        return failed
+
+
+def _served_output(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    (out / "serving" / "cnn" / "3").mkdir(parents=True)
+    (out / "serving" / "cnn" / "3" / "saved_model.pb").write_bytes(b"pb")
+    os.utime(out / "serving" / "cnn" / "3", (1, 1))  # pushed before this command began
+    (out / "tfx").mkdir()
+    (out / "tfx" / "blob").write_bytes(b"x" * 3 * 2**20)
+    return out
+
+
+def _errors_of_a_full_disk(out: Path):
+    import tensorflow as tf
+
+    transform = out / "tfx" / "Transform" / "transform_graph" / "7" / "variables.data"
+    return {
+        "Transform (OSError)": ("Transform", OSError(28, "No space left on device", str(transform)), str(transform)),
+        "Trainer export (TF)": ("Trainer", tf.errors.ResourceExhaustedError(
+            None, None, f"{out}/tfx/Trainer/model/9/Format-Serving/variables/variables.data-00000-of-00001.tempstate1;"
+            " No space left on device"),
+            f"{out}/tfx/Trainer/model/9/Format-Serving/variables/variables.data-00000-of-00001.tempstate1"),
+        "Pusher (OSError)": ("Pusher", OSError(28, "No space left on device", f"{out}/serving/cnn/.incomplete-4-1-ab"),
+                             f"{out}/serving/cnn/.incomplete-4-1-ab"),
+        "MLMD update (SQL)": ("Evaluator", RuntimeError("Cannot create node for type_id: 11 Error when executing "
+                                                       "query: database or disk is full query: INSERT INTO Context"),
+                              f"{out}/metadata.sqlite"),
+    }
+
+
+@pytest.mark.parametrize("case", ["Transform (OSError)", "Trainer export (TF)", "Pusher (OSError)",
+                                  "MLMD update (SQL)"])
+def test_a_full_disk_at_any_step_is_one_paragraph_naming_step_path_room_and_the_served_model(tmp_path, case):
+    from pipeline.failures import failure_report
+
+    out = _served_output(tmp_path)
+    node, cause, path = _errors_of_a_full_disk(out)[case]
+    message, code = failure_report(_component_failed(node, cause), str(out / "logs"))
+    assert message.startswith(f"error: The disk is full: no space was left while {node} ran, writing {path} ("), message
+    assert "MB free there now" in message and "free at least 3 MB there" in message, message
+    assert "The served model is unchanged (cnn version 3 in" in message, message
+    assert "Traceback" not in message and "query:" not in message and "Full traceback" not in message
+    assert "\n" not in message and code != 0
+    assert not (out / "logs").exists()  # no traceback file: no room for one, and none is written elsewhere
+
+
+def test_a_full_disk_before_any_push_says_nothing_was_pushed(tmp_path):
+    from pipeline.failures import failure_report
+
+    message, _ = failure_report(OSError(28, "No space left on device", str(tmp_path / "out" / "data" / "x")),
+                                str(tmp_path / "out" / "logs"))
+    assert "while the command wrote its files" in message and "Nothing was pushed" in message, message
+
+
+def _mount_tmpfs(folder: Path, size: str) -> None:
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+
+
+def _unmount(folder: Path) -> None:
+    import subprocess
+
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def _fill(disk: Path, leave_kib: int) -> Path:
+    """A file that takes the disk's space but ``leave_kib``."""
+    import shutil
+
+    filler = disk / "filler"
+    free = shutil.disk_usage(disk).free - leave_kib * 1024
+    with open(filler, "wb") as handle:
+        handle.truncate(0)
+        chunk = b"\0" * 2**20
+        while free > 0:
+            handle.write(chunk[:min(len(chunk), free)])
+            free -= len(chunk)
+    return filler
+
+
+def _temp_logs() -> set[str]:
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / "tfx-project-logs"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leave_kib", [64, 2048])
+def test_a_run_on_a_full_tmpfs_after_a_good_push_is_one_paragraph_and_resumes(tmp_path, leave_kib):
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "400m")
+    try:
+        out = disk / "out"
+        env = {**os.environ, "TFX_PROJECT_MIN_FREE_MB": "0"}
+        first = run_cli("run", "--train-steps", "4", "--min-accuracy", "0", "--output", out, env=env, timeout=1500)
+        assert first.returncode == 0, first.stderr[-3000:]
+        versions = sorted(p.name for p in (out / "serving" / "cnn").iterdir())
+        filler = _fill(disk, leave_kib)
+        logs_before = _temp_logs()
+        full = run_cli("run", "--train-steps", "6", "--min-accuracy", "0", "--output", out, env=env, timeout=1500)
+        _assert_paragraph(full, full.returncode, "error: The disk is full: no space was left while",
+                          f"The served model is unchanged (cnn version {versions[-1]} in {out}/serving")
+        assert full.returncode != 0 and "query:" not in full.stderr and "ResourceExhaustedError" not in full.stderr
+        assert _temp_logs() == logs_before  # nothing written outside --output
+        assert sorted(p.name for p in (out / "serving" / "cnn").iterdir()) == versions  # no half version
+        filler.unlink()
+        again = run_cli("run", "--train-steps", "6", "--min-accuracy", "0", "--output", out, env=env, timeout=1500)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "cached" in again.stderr + again.stdout
+    finally:
+        _unmount(disk)
+
+
+@pytest.mark.slow
+def test_an_error_on_a_disk_with_no_room_left_is_read_as_the_full_disk(tmp_path):
+    """SQLite, after its full write was rolled back, says only "cannot commit - no transaction is active"."""
+    from pipeline.failures import failure_report
+
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "2m")
+    try:
+        (disk / "out").mkdir()
+        _fill(disk, 16)
+        error = RuntimeError("Error when executing query: cannot commit - no transaction is active query: COMMIT;")
+        message, _ = failure_report(_component_failed("ImportExampleGen", error), str(disk / "out" / "logs"))
+        assert message.startswith("error: The disk is full: no space was left while ImportExampleGen ran"), message
+        assert "(the step's own error: cannot commit - no transaction is active)" in message
+        assert "query:" not in message
+    finally:
+        _unmount(disk)
+
+
+@pytest.mark.slow
+def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(tmp_path):
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "4m")
+    try:
+        _fill(disk, 64)
+        logs_before = _temp_logs()
+        result = run_cli("prepare", "--output", disk / "out", timeout=600)
+        _assert_paragraph(result, result.returncode, "error: The disk is full: no space was left while the command "
+                          f"wrote its files, writing {disk}/out", "Nothing was pushed")
+        assert result.returncode != 0
+        assert _temp_logs() == logs_before
+    finally:
+        _unmount(disk)

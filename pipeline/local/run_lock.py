@@ -176,9 +176,13 @@ _DOTTED_CLASS = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Z]\w*): ")
 def failure_line(error: BaseException) -> str:
     """The failure as the user read it, in one line for the next run's first line: the failing component
     and the project's paragraph when there is one, never an internal class path."""
+    from pipeline.local import disk_full
+
     known = find_in_chain(error, ProjectError)
     runner = sys.modules.get("pipeline.local.runner")
     failed = find_in_chain(error, runner.ComponentFailed) if runner is not None else None
+    if disk_full.is_disk_full(error):
+        return f"{failed.node_id if failed is not None else 'a step'} found the disk full (no space left on device)"
     if known is not None:
         text = f"{failed.node_id} failed: {known.paragraph}" if failed is not None else known.paragraph
     else:
