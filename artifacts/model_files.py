@@ -31,6 +31,14 @@ def _checkpoint_prefix(saved_model_dir: str) -> str | None:
     return prefix if tf.io.gfile.exists(prefix + ".index") else None
 
 
+def _has_variables(proto) -> bool:
+    """The SavedModel's graph holds variables (so it cannot load without a variables/ checkpoint)."""
+    meta_graph = proto.meta_graphs[0]
+    if any(node.WhichOneof("kind") == "variable" for node in meta_graph.object_graph_def.nodes):
+        return True
+    return any(node.op in ("VarHandleOp", "VariableV2") for node in meta_graph.graph_def.node)
+
+
 def non_finite_variables(saved_model_dir: str) -> list[str]:
     """Names of the floating-point variables holding a nan or an infinity, sorted.
 
@@ -84,6 +92,8 @@ def version_problem(saved_model_dir: str) -> str | None:
         return f"saved_model.pb ({len(data)} bytes) does not parse as a SavedModel ({type(error).__name__})"
     if not proto.meta_graphs:
         return f"saved_model.pb ({len(data)} bytes) holds no MetaGraph"
+    if _checkpoint_prefix(saved_model_dir) is None and _has_variables(proto):
+        return "its variables/ folder (the trained weights the graph reads) is missing or empty"
     try:
         bad = non_finite_variables(saved_model_dir)
     except DamagedModel:

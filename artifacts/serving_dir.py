@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import re
 import time
@@ -21,6 +22,10 @@ from stackenv.errors import ProjectError
 from stackenv.user_files import SMALL_JSON_MAX_BYTES, UserFileError, read_user_json
 
 import tensorflow as tf
+
+from artifacts import staging
+
+log = logging.getLogger("components.pusher")  # the Pusher's log: shown by the CLI
 
 #: A version folder's name: ASCII digits only (``str.isdigit`` also accepts '²' and
 #: Arabic-Indic digits, which TF Serving does not read as numbers), no leading zero (TF
@@ -77,7 +82,7 @@ def latest_version_dir(base_dir: str) -> str | None:
 
 
 PUSH_INFO_FILE = "push_info.json"
-_STAGING_PREFIX = ".incomplete-"
+_STAGING_PREFIX = staging.PREFIX
 # Beside the SavedModel in a version folder. TF Serving's SavedModel loader reads only
 # saved_model.pb, variables/, assets/ and assets.extra/; with --prefer_tflite_model it reads
 # <version>/model.tflite (tensorflow_serving/servables/tensorflow/saved_model_bundle_factory.cc),
@@ -115,32 +120,35 @@ def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
     model card) into the staged folder; what it returns is merged into push_info.json.
     """
     tf.io.gfile.makedirs(base_dir)
+    removed = staging.remove_stale_copies(base_dir)  # a push killed before its cleanup (SIGKILL)
+    if removed:
+        log.warning("%s", staging.cleaned_line(base_dir, removed))
     version = next_version(base_dir)
-    staging = os.path.join(base_dir, f"{_STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
+    staging_dir = os.path.join(base_dir, staging.staging_name(version, uuid.uuid4().hex[:8]))
     final = os.path.join(base_dir, str(version))
     try:
-        copy_dir(model_dir, staging)
-        push_info = {**push_info, **(add_files(staging, version) if add_files else {})}
-        _write_push_info(staging, push_info, version)
+        copy_dir(model_dir, staging_dir)
+        push_info = {**push_info, **(add_files(staging_dir, version) if add_files else {})}
+        _write_push_info(staging_dir, push_info, version)
         if _is_local(base_dir):
             # Atomic on one POSIX filesystem. Another publisher that picked the same number and
             # renamed first makes it fail (ENOTEMPTY): take the next free number and rename again.
             while True:
                 try:
-                    os.rename(staging, final)
+                    os.rename(staging_dir, final)
                     break
                 except OSError as error:
                     if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                         raise
                 version = next_version(base_dir)
                 final = os.path.join(base_dir, str(version))
-                _write_push_info(staging, push_info, version)
+                _write_push_info(staging_dir, push_info, version)
         else:
-            _copy_saved_model_pb_last(staging, final)
-            tf.io.gfile.rmtree(staging)
+            _copy_saved_model_pb_last(staging_dir, final)
+            tf.io.gfile.rmtree(staging_dir)
     except BaseException:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
+        if tf.io.gfile.exists(staging_dir):
+            tf.io.gfile.rmtree(staging_dir)
         raise
     return final
 

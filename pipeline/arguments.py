@@ -7,12 +7,64 @@ family shows up here without an edit; this module adds only what is not a settin
 Nothing here imports TensorFlow: ``--help`` stays instant.
 """
 import argparse
+from typing import NoReturn
+
+from stackenv import text_out
+from stackenv.errors import ConfigError
 
 from pipeline import config_file, families, settings
 from pipeline.config import PipelineConfig
 
 OUTPUT_HELP = ("output directory: pipeline root, MLMD, prepared data and serving/<model>/<version> "
                "(default: %(default)s)")
+
+
+class ExactParser(argparse.ArgumentParser):
+    """A parser that takes each flag only as spelled in full.
+
+    argparse's default (``allow_abbrev=True``) reads an unknown flag that is the prefix of exactly one
+    flag as that flag, so ``--conf team.yaml`` could be taken for ``--config`` today and for a new flag that
+    shares the prefix tomorrow; worse, a prefix silently matching an unintended flag changes a run without a
+    word. Every parser here (the subcommands inherit the class) refuses abbreviations, and an unknown flag
+    that is the start of real ones is named with them.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._typed = list(args) if args is not None else []  # what an unknown flag is looked up in
+        parsed, extras = super().parse_known_args(args, namespace)
+        self._command = getattr(parsed, "command", None)  # whose flags an unknown one is compared with
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        chosen = _subparsers(self).get(getattr(self, "_command", None) or "")
+        parsers = [self] + ([chosen] if chosen else [])
+        super().error(message + abbreviation_hint(getattr(self, "_typed", []), parsers))
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next((dict(action.choices) for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), {})
+
+
+def abbreviation_hint(typed: list[str], parsers: list[argparse.ArgumentParser]) -> str:
+    """`` (flags are spelled in full: --conf is the start of --config ...)`` when a typed flag is no flag of
+    ``parsers`` but the start of some, else ""."""
+    options = {option for parser in parsers for action in parser._actions for option in action.option_strings}
+    for token in typed:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--") or flag in options:
+            continue
+        full = sorted(option for option in options if option.startswith(flag))
+        if full:
+            return (f" (flags are spelled in full: {flag} is the start of {' or '.join(full)}; "
+                    f"write {full[0]} if that is what you meant)")
+    return ""
 
 
 def _add_settings(parser: argparse.ArgumentParser, command: str, config_type: type = PipelineConfig) -> None:
@@ -27,14 +79,17 @@ def _add_settings(parser: argparse.ArgumentParser, command: str, config_type: ty
 
 def parse_args(argv: list[str], config_type: type = PipelineConfig) -> argparse.Namespace:
     """``argv`` parsed, a ``--config`` file's settings first (pipeline/config_file.py)."""
+    from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
+
     parser = build_parser(config_type)
-    declarations = [config_type, *(family.settings_type for family in families.FAMILIES.values())]
+    declarations = [config_type, *(family.settings_type for family in families.FAMILIES.values()), DeploySettings,
+                    LoginSettings]
     return parser.parse_args(config_file.expand(argv, parser, declarations))
 
 
 def build_parser(config_type: type = PipelineConfig) -> argparse.ArgumentParser:
     """The whole command line; ``config_type``: the settings declarations the pipeline commands take."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=(
+    parser = ExactParser(prog="python -m pipeline", description=(
         "TFX pipeline: ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> "
         "Transform -> Trainer -> Evaluator -> Pusher, run locally on Apache Beam."))
     parser.add_argument("-v", "--verbose", action="store_true", help="show TFX/Beam/TF logs")
@@ -129,6 +184,7 @@ def _deploy(commands) -> None:
                                   description="Upload a KFP v2 PipelineSpec YAML (from `compile`) as a new pipeline, "
                                   "or as a new version of the pipeline with that name; with --run, start a run of "
                                   "that version.")
+    config_file.add_argument(deploy_)  # deploy's settings may live in the file too (docs/settings.md)
     settings.add_arguments(deploy_, DeploySettings, "deploy")
     settings.add_arguments(deploy_, LoginSettings, "deploy")
 
@@ -185,6 +241,25 @@ def _add_step_settings_arguments(parser: argparse.ArgumentParser) -> None:
     from pipeline.kubeflow.platform import StepSettings
 
     settings.add_arguments(parser, StepSettings, "compile")
+
+
+#: The folder flags whose paths TensorFlow, ML Metadata or protobuf open: each encodes a name as UTF-8 strictly.
+LIBRARY_PATHS = {"output": "--output", "model_dir": "--model-dir", "serving_dir": "--serving-dir",
+                 "pipeline_root": "--pipeline-root", "data": "--data", "score_dir": "--score"}
+
+
+def check_library_paths(args: argparse.Namespace) -> None:
+    """ConfigError for a folder flag whose name holds bytes that are not UTF-8 (``srv\\xff``), before anything
+    runs: TensorFlow's file system, ML Metadata's store and the protos a run records take only UTF-8 names, so
+    such a folder would end in an encoder's traceback midway. File names *inside* --data and --score may
+    hold any bytes (data/walk.py); the folder a flag names may not."""
+    for dest, flag in LIBRARY_PATHS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and text_out.printable(value) != value:
+            shown = text_out.printable(value)
+            raise ConfigError(flag, f"{shown} holds bytes that are not UTF-8 (shown as \\xNN), and TensorFlow and "
+                              "ML Metadata open only UTF-8 folder names. Nothing was written. Rename the folder to a "
+                              "UTF-8 name (letters, digits, '-', '_' are safe), or choose another one.")
 
 
 def step_settings_from_args(args: argparse.Namespace):

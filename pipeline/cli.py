@@ -18,9 +18,17 @@ import sys
 import time
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
+from stackenv import text_out
 from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
-from pipeline.arguments import build_parser, config_from_args, parse_args, step_settings_from_args  # noqa: F401
+from artifacts.write_targets import check_write_target
+from pipeline.arguments import (  # noqa: F401
+    build_parser,
+    check_library_paths,
+    config_from_args,
+    parse_args,
+    step_settings_from_args,
+)
 from pipeline.config import PipelineConfig
 from pipeline.failures import failure_report, is_interrupt, logs_dir
 from pipeline.kubeflow.deploy_settings import DeploySettings, LoginSettings
@@ -69,6 +77,7 @@ def command_compile(args: argparse.Namespace) -> int:
         check_backend_options,
         compile_pipeline,
         dataset_for_cluster,
+        default_package_path,
         kfp_pipeline_root,
         readable_paths,
     )
@@ -85,12 +94,18 @@ def command_compile(args: argparse.Namespace) -> int:
     check_cluster_input(config.data, "--data", "compile")  # a local folder compiles, then fails in the pod
     check_cluster_input(config.score_dir, "--score", "compile")
     check_backend_options(target.retries, target.kfp_version)
+    package_path = target.package or default_package_path(config)
+    check_write_target(package_path, "--output", {"--data": config.data, "--score": config.score_dir})
+    replaces = os.path.isfile(package_path)
     untested = untested_warning(target.kfp_version, "--kfp-version")
     if untested:
         log.warning("%s", untested)
     dataset = dataset_for_cluster(readable_paths(config), _prepare)
-    package = compile_pipeline(config, dataset, target.image, target.package, settings, retries=target.retries,
+    package = compile_pipeline(config, dataset, target.image, package_path, settings, retries=target.retries,
                                kfp_version=target.kfp_version)
+    if replaces:
+        log.warning("Replaced the existing %s with this compilation (compile --output names another file to keep "
+                    "both).", package)
     print(package)
     if target.pipeline_root.startswith("s3://"):
         from pipeline.kubeflow.launcher_config import write_launcher_configmap
@@ -112,6 +127,7 @@ def command_tfjob(args: argparse.Namespace) -> int:
 
     settings = from_args(args, TFJobSettings)
     settings.check()  # before the data is prepared
+    check_write_target(args.to, "--to", {"--data": args.data})
     config = config_from_args(args)
     path = write_manifest(tfjob_manifest(trainer_job(config, _prepare(config), settings), settings), args.to)
     print(path)
@@ -251,7 +267,8 @@ def command_deploy(args: argparse.Namespace) -> int:
                     pipeline_root=request.pipeline_root, service_account=request.service_account,
                     enable_caching=None if request.cache is None else request.cache == "on",
                     wait_timeout=request.wait_timeout if request.wait else None, schedule=request.schedule,
-                    cluster_checks=not request.skip_cluster_checks, parameters=request.param)
+                    cluster_checks=not request.skip_cluster_checks, parameters=request.param,
+                    api_timeout=request.api_timeout)
     if not (request.wait and result.run_id):  # --wait printed it before following the run
         print(result.summary())
     return 0
@@ -267,7 +284,7 @@ def _schedules(request: DeploySettings, login: LoginSettings) -> int:
     creds = credentials(host, login)
     check_health(host, timeout=10.0, token=creds.token, cookies=creds.cookies, verify=creds.verify)
     client = connect(host, namespace=request.namespace, token=creds.token, cookies=creds.cookies,
-                     verify=creds.verify)
+                     verify=creds.verify, api_timeout=request.api_timeout)
     if request.delete_schedule:
         print(delete_schedule(client, host, request.delete_schedule))
     else:
@@ -279,6 +296,8 @@ def command_report(args: argparse.Namespace) -> int:
     from pipeline.report import write_report
 
     to_path = args.to or os.path.join(args.output, "report.html")
+    for target in (to_path, os.path.splitext(to_path)[0] + ".json"):  # the metrics go beside the page
+        check_write_target(target, "--to")
     path = write_report(args.output, to_path, args.pipeline_name)
     from pipeline.report.runs import shown_run
 
@@ -322,10 +341,11 @@ def command_beam_pool(args: argparse.Namespace) -> int:
 
 
 def command_tensorboard(args: argparse.Namespace) -> int:
-    from pipeline.tensorboard import latest_trainer_logs, serve
+    from pipeline.tensorboard import check_bindable, latest_trainer_logs, serve
 
     if not 0 <= args.port <= 65535:
         raise ConfigError("--port", f"must be a TCP port 0-65535 (0: any free one), got {args.port}.")
+    check_bindable(args.host, args.port)  # before the run is looked up: TensorBoard would print a bare OS error
     logs = latest_trainer_logs(args.output, args.pipeline_name)
     try:
         serve(logs, args.port, args.host)
@@ -347,9 +367,19 @@ def exit_process(code: int) -> None:
     is measured in benchmarks/README.md); every result is on disk by then, so flush and leave.
     """
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader left (`models | head -1`): what it wanted was written
+            _stdout_to_devnull()
     os._exit(code)
+
+
+def _stdout_to_devnull() -> None:
+    """After the reader of stdout closed the pipe: nothing more can reach it, so the rest goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def entry_point() -> None:
@@ -358,8 +388,10 @@ def entry_point() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    text_out.guard_standard_streams()  # a file name that is not UTF-8 prints as \xNN, never a traceback
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        check_library_paths(args)
     except ProjectError as error:  # a --config file's mistake, before anything runs
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -408,6 +440,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:  # `models | head -1`: a closed pipe is a normal end for a listing
+        _stdout_to_devnull()
+        return 0
     except Exception as error:  # noqa: BLE001 - the one error path: a paragraph, the traceback to a file
         if is_interrupt(error):  # Beam re-raises Ctrl-C inside a component as RuntimeError
             return _interrupted()

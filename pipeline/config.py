@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from stackenv import text_out
 from stackenv.errors import ConfigError
 
 from models.common.search_space import ALGORITHMS
@@ -41,8 +42,8 @@ def check_name(flag: str, name: str) -> str:
     ``--serving-name ../../x`` would otherwise push a model outside the output directory.
     """
     if not _NAME.fullmatch(name) or ".." in name:
-        raise ConfigError(flag, f"{name!r} is not a valid name: it becomes a folder under --output, so use "
-                                "letters, digits, '.', '_' and '-' only (no '/', no '..'; at most 100 "
+        raise ConfigError(flag, f"'{text_out.printable(name)}' is not a valid name: it becomes a folder under "
+                                "--output, so use letters, digits, '.', '_' and '-' only (no '/', no '..'; at most 100 "
                                 "characters), e.g. my-model.")
     return name
 
@@ -57,10 +58,12 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def check_inputs_beside_output(output_dir: str, data: str | None, score_dir: str | None) -> None:
-    """ConfigError when --output and --data or --score contain each other (local paths), before anything is
-    written: a run reads its own logs, vocabulary, schema and model cards as data on the next run (and
-    changes the evaluation split), or scores ML Metadata's database while it is written. The prepared-data
-    cache (``<output>/data/``: content-addressed, never changed) may be read as --data."""
+    """ConfigError when two of the folder flags --output, --data and --score contain one another (local paths,
+    links followed), before anything is written: a run reads its own logs, vocabulary, schema and model cards
+    as data on the next run (and changes the evaluation split), scores ML Metadata's database while it is
+    written, or trains on the images it is asked to score. The prepared-data cache (``<output>/data/``:
+    content-addressed, never changed) may be read as --data."""
+    _check_data_apart_from_score(data, score_dir)
     if _is_uri(output_dir):
         return
     output = os.path.realpath(os.path.expanduser(output_dir))
@@ -81,6 +84,22 @@ def check_inputs_beside_output(output_dir: str, data: str | None, score_dir: str
             raise ConfigError(flag, f"{path} is inside --output {output_dir}, which the run writes (models, "
                               "ML Metadata's database, logs) while it reads this folder. Nothing was written. "
                               f"Move the files to a folder outside {output_dir}, or choose another --output.")
+
+
+def _check_data_apart_from_score(data: str | None, score_dir: str | None) -> None:
+    if not data or not score_dir or _is_uri(data) or _is_uri(score_dir):
+        return
+    real_data, real_score = (os.path.realpath(os.path.expanduser(p)) for p in (data, score_dir))
+    for flag, path, real, other_flag, other, other_real in (("--score", score_dir, real_score, "--data", data,
+                                                             real_data),
+                                                            ("--data", data, real_data, "--score", score_dir,
+                                                             real_score)):
+        if _inside(real, other_real):
+            where = "is" if real == other_real else "is inside"
+            raise ConfigError(flag, f"{path} {where} the {other_flag} folder {other}: the run would train and "
+                              "evaluate on the files it is asked to score (and the scores would flatter the model). "
+                              "Nothing was written. Keep the folder to score apart from the training data: move it "
+                              f"out of {data if flag == '--score' else score_dir}.")
 
 
 TUNING = "hyperparameter search (KerasTuner through TFX's Tuner)"
@@ -118,9 +137,16 @@ def _gate_floors() -> str:
 
 
 def _span_range(text: str) -> tuple[int, int]:
+    """``N`` or ``N-N``: TFX's ExampleGen reads one span per run (input_processor.py: a StaticRange must start
+    and end at the same span), so a wider range is refused here, not as "matches nothing usable" midway."""
     first, _, last = text.partition("-")
-    if not (first.strip().isdigit() and (last or first).strip().isdigit()) or int(first) > int(last or first):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a span range: use A-B with A <= B, e.g. 1-1 or 3-5")
+    if not (first.strip().isdigit() and (last or first).strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a span: pass its number, e.g. --spans 3 (or 3-3)")
+    if int(first) != int(last or first):
+        raise argparse.ArgumentTypeError(
+            f"{text} names {abs(int(last) - int(first)) + 1} spans, and TFX's ExampleGen reads one span per run. "
+            f"Pass one: --spans {last} (or {last}-{last}); to train on several together, put their files in one "
+            "span folder")
     return int(first), int(last or first)
 
 
@@ -159,8 +185,9 @@ class PipelineConfig:
     span_pattern: str | None = setting(None, flag="--span-pattern", metavar="PATTERN", help=(
         "span folders inside --data, e.g. 'span-{SPAN}': the newest span is read unless --spans says otherwise "
         "(example-gen ingestion)"))
-    spans: tuple[int, int] | None = setting(None, flag="--spans", parse=_span_range, metavar="A-B",
-                                            help="read spans A to B (inclusive) of --span-pattern, not the newest")
+    spans: tuple[int, int] | None = setting(None, flag="--spans", parse=_span_range, metavar="N",
+                                            help="read span N (also written N-N) of --span-pattern, not the newest "
+                                            "(TFX's ExampleGen reads one span per run)")
 
     # Training (None given: the model family's default, ModelFamily.defaults)
     epochs: int = resolved_setting(flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,

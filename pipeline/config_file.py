@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,8 +30,8 @@ import yaml
 from pipeline import settings
 
 FLAG = "--config"
-#: The commands whose flags a file may hold: the ones that take the run settings.
-COMMANDS = settings.DATA_COMMANDS
+#: The commands whose flags a file may hold: the ones that take the run settings, and deploy (docs/settings.md).
+COMMANDS = settings.DATA_COMMANDS | {"deploy"}
 HELP = ("a YAML file of this command's settings: each key a flag without its dashes (epochs: 3, "
         "pipeline-root: gs://b/tfx, no-cache: true), each value as it would be typed; flags on the command "
         "line override it")
@@ -88,10 +89,35 @@ def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argume
     raise LookupError(f"no subcommand {command}")
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.second = key, first, second
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in one mapping is an error: YAML 1.2 requires unique keys,
+    and PyYAML keeps the last silently, so a forgotten line would win without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _DuplicateKey(key, seen[key], line)
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read(path: str) -> dict[str, Any]:
     text = read_user_file(path, flag=FLAG, what="the command's settings as YAML", max_bytes=SMALL_JSON_MAX_BYTES)
     try:
-        values = yaml.safe_load(text)
+        values = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader that also refuses duplicates
+    except _DuplicateKey as error:
+        raise ConfigError(FLAG, f"{path} sets `{error.key}` twice (lines {error.first} and {error.second}); a "
+                          "setting appears once in the file: keep the one you mean.") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -113,6 +139,7 @@ def _flags(values: dict[str, Any], path: str, parser: argparse.ArgumentParser, t
     overridden = _set_on_command_line(typed, by_flag, parser)
     ranges = {spec.flag: spec for declaration in declarations for _, spec in settings.declared(declaration)}
     tokens: list[str] = []
+    taken: dict[str, Any] = {}  # dest -> the file's key that set it
     for key, value in values.items():
         flag = "--" + str(key).lstrip("-").replace("_", "-")
         action = by_flag.get(flag)
@@ -120,8 +147,24 @@ def _flags(values: dict[str, Any], path: str, parser: argparse.ArgumentParser, t
             raise ConfigError(FLAG, _unknown(key, path, parser.prog, by_flag))
         if action.dest in overridden:
             continue
+        if action.dest in taken:  # `batch_size` and `batch-size`: one flag twice
+            raise ConfigError(FLAG, f"{path} sets {flag} twice (as `{taken[action.dest]}` and `{key}`); keep one.")
+        taken[action.dest] = key
         tokens += _tokens(flag, action, value, key, path, ranges.get(flag))
+    _check_exclusive(taken, parser, path)
     return tokens
+
+
+def _check_exclusive(taken: dict[str, Any], parser: argparse.ArgumentParser, path: str) -> None:
+    """Two keys of the file that argparse takes only one of (``epochs`` and ``train-steps``), named with the file
+    (argparse would print its usage and name neither)."""
+    for group in parser._mutually_exclusive_groups:
+        keys = [taken[action.dest] for action in group._group_actions if action.dest in taken]
+        if len(keys) > 1:
+            flags = " or ".join(action.option_strings[-1] for action in group._group_actions)
+            raise ConfigError(FLAG, f"{path} sets both `{keys[0]}` and `{keys[1]}`, and a command takes only one of "
+                              f"{flags}: keep the one you mean (a flag typed on the command line replaces the "
+                              "file's).")
 
 
 def _set_on_command_line(typed: list[str], by_flag: dict[str, argparse.Action],
@@ -165,6 +208,11 @@ def _tokens(flag: str, action: argparse.Action, value: Any, key: Any, path: str,
         if item is None or isinstance(item, (dict, list)):
             raise ConfigError(FLAG, f"{where} needs a value ({flag} {action.metavar or 'VALUE'}), got {item!r}.")
         text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+        if text.startswith("~"):  # as a shell expands an unquoted word: `output: ~/runs` is the home's runs
+            text = os.path.expanduser(text)
+            if text.startswith("~"):
+                raise ConfigError(FLAG, f"{where}: {text} starts with ~ but names no home folder this machine "
+                                  "knows; write the full path.")
         _check(text, action, where, spec)
         tokens.append(f"{flag}={text}")  # one token: a value may start with '-' (--beam-arg=--x=1)
     return tokens

@@ -14,7 +14,10 @@ import tempfile
 import time
 import traceback
 
+from stackenv import text_out
 from stackenv.errors import EXIT_PIPELINE_FAILED, EXIT_USER_ERROR, PathError, ProjectError, find_in_chain, path_error
+
+from pipeline.local import disk_full
 
 #: A screenful: a longer message (a paragraph listing 300 class names) is cut here, whole in a file.
 MAX_MESSAGE_CHARS = 1200
@@ -32,12 +35,34 @@ def failure_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     if len(message) <= MAX_MESSAGE_CHARS:
         return message, code
     path = _save_traceback(error, logs_dir, message)
-    cut = message[:MAX_MESSAGE_CHARS].rsplit(" ", 1)[0]
-    return f"{cut} ... [{len(message) - len(cut)} more characters; the whole message: {path}]", code
+    return shortened(message, path), code
+
+
+def shortened(message: str, path: str) -> str:
+    """``message`` cut to about a screenful in its middle: what is wrong (its start) and how to fix it (its
+    last sentence, and the traceback line after it) stay; a long list between them is what is left out."""
+    head, _, tail = message.rpartition("\n") if "\n" in message[-400:] else (message, "", "")
+    body, fix = head, ""
+    last = body.rstrip().rfind(". ", 0, len(body.rstrip()) - 1)
+    if last > 0 and len(body) - last < MAX_MESSAGE_CHARS // 2:
+        body, fix = body[:last + 1], body[last + 2:]
+    kept = MAX_MESSAGE_CHARS - len(fix) - len(tail)
+    cut = body[:max(kept, 200)].rsplit(" ", 1)[0]
+    left_out = len(body) - len(cut)
+    text = f"{cut} ... [{left_out} characters left out; the whole message: {path}]"
+    return " ".join(filter(None, (text, fix))) + (f"\n{tail}" if tail else "")
+
+
+#: When this command began: a model version published since then is this run's (pipeline/local/disk_full.py).
+STARTED = time.time()
 
 
 def _full_report(error: BaseException, logs_dir: str) -> tuple[str, int]:
     failed = _component_failed(error)
+    output_dir = os.path.dirname(logs_dir) if os.path.basename(logs_dir) == "logs" else None
+    full = disk_full.paragraph(error, output_dir, failed.node_id if failed is not None else None, STARTED)
+    if full is not None:  # no traceback file: there is no room for one, and none is written elsewhere
+        return f"error: {full.paragraph}", full.exit_code
     if failed is None:
         known = _known(error)
         if known is not None:
@@ -62,7 +87,20 @@ _BEAM_STEP = re.compile(r"(\s*\[while running '[^']*'\])+$")
 
 
 def _known(error: BaseException) -> ProjectError | None:
-    return find_in_chain(error, ProjectError) or path_error(error) or _tf_permission_error(error)
+    return (find_in_chain(error, ProjectError) or path_error(error) or _tf_permission_error(error)
+            or _not_utf8_error(error))
+
+
+def _not_utf8_error(error: BaseException) -> ProjectError | None:
+    """A name holding bytes that are not UTF-8 reached a strict encoder (TensorFlow's file system, a proto):
+    the paragraph shows the text as written (``\\xNN``) instead of the encoder's internals."""
+    encode = find_in_chain(error, UnicodeEncodeError)
+    if encode is None or not isinstance(encode.object, str):
+        return None
+    shown = text_out.printable(encode.object)[:200]
+    return PathError(f"A name holds bytes that are not UTF-8 ({shown}, each such byte shown as \\xNN), and the "
+                     "library that was to open or record it takes UTF-8 only. Rename the file or folder to a UTF-8 "
+                     "name, or pass another one.", shown)
 
 
 def _tf_permission_error(error: BaseException) -> ProjectError | None:
@@ -109,7 +147,7 @@ def _save_traceback(error: BaseException, logs_dir: str, message: str = "") -> s
         try:
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, name)
-            with open(path, "w") as handle:
+            with open(path, "w", encoding="utf-8", errors=text_out.ERRORS) as handle:
                 if message:
                     handle.write(message + "\n\n")
                 traceback.print_exception(type(error), error, error.__traceback__, file=handle)

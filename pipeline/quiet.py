@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Iterator
 from typing import TextIO
 
+from stackenv import text_out
+
 LOG_NAME = "library-output.log"
 
 
@@ -35,15 +37,15 @@ def library_output_to(path: str, header: str = "") -> Iterator[str]:
     sys.stderr.flush()
     saved_fd = os.dup(2)
     log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.write(log_fd, f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {header}\n".encode())
+    os.write(log_fd, f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {header}\n".encode("utf-8", text_out.ERRORS))
     os.dup2(log_fd, 2)
     os.close(log_fd)
     terminal: TextIO = sys.stderr
     if _writes_to_fd2(sys.stderr):  # else sys.stderr is already elsewhere (a test's capture): keep it
         terminal = open(saved_fd, "w", buffering=1, encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
-                        errors="backslashreplace", closefd=False)
+                        errors=text_out.ERRORS, closefd=False)
     original_stderr, original_showwarning = sys.stderr, warnings.showwarning
-    log_file = open(path, "a", buffering=1, encoding="utf-8", errors="backslashreplace")
+    log_file = open(path, "a", buffering=1, encoding="utf-8", errors=text_out.ERRORS)
 
     def to_log(message, category, filename, lineno, file=None, line=None):
         log_file.write(warnings.formatwarning(message, category, filename, lineno, line))

@@ -5,7 +5,7 @@ import os
 from stackenv.errors import MissingInput, PathError
 from stackenv.user_files import UserFileError
 
-from artifacts import model_files, serving_dir
+from artifacts import model_files, serving_dir, staging
 from models.common import references
 from pipeline.families import gate_metrics
 
@@ -26,9 +26,11 @@ def _require_dir(base_dir: str) -> None:
 def list_models(base_dir: str) -> list[str]:
     """One line per pushed version, newest first; the served one is marked with '*'."""
     _require_dir(base_dir)
+    removed = staging.remove_stale_copies(base_dir)  # a push killed before its cleanup; said below
+    cleaned = [staging.cleaned_line(base_dir, removed)] if removed else []
     versions = serving_dir.list_versions(base_dir)
     if not versions:
-        return [f"No model versions in {base_dir}.", *_ignored_lines(base_dir)]
+        return [f"No model versions in {base_dir}.", *_ignored_lines(base_dir), *cleaned]
     key_metrics = (*gate_metrics(), COUNT_METRIC)  # every family's gate metric: a dir may hold any
     lines = [f"{'':2}{'version':<12} {'pushed at (UTC)':<26} {'metrics':<60} run"]
     served_problem = None
@@ -64,7 +66,7 @@ def list_models(base_dir: str) -> list[str]:
                      f"keeps serving the version it loaded before, or nothing. Roll back (python -m pipeline "
                      f"rollback --serving-dir {base_dir}) or run the pipeline again to push a new one.")
     lines.extend(_ignored_lines(base_dir))
-    return lines
+    return lines + cleaned
 
 
 def _ignored_lines(base_dir: str, shown: int = 5) -> list[str]:

@@ -50,7 +50,8 @@ def latest_trainer_logs(output_dir: str, pipeline_name: str | None = None) -> Tr
         if logdir and tf.io.gfile.isdir(logdir):
             return TrainerLogs(name, logdir, mlmd.run_name(store, execution), _has_profile(logdir))
     raise MissingInput(f"Pipeline {name!r} in {output_dir} has no completed {graph.TRAINER} with logs yet. "
-                       "Run the pipeline until the Trainer completes (see output/logs/ for failed runs).")
+                       "Run the pipeline until the Trainer completes (see "
+                       f"{os.path.join(output_dir, 'logs')}{os.sep} for failed runs).")
 
 
 def start_server(logdir: str, port: int = 6006, host: str = "127.0.0.1") -> str:
@@ -61,16 +62,47 @@ def start_server(logdir: str, port: int = 6006, host: str = "127.0.0.1") -> str:
     """
     from tensorboard import program
 
+    check_bindable(host, port)
     board = program.TensorBoard()
     board.configure(argv=[None, "--logdir", logdir, "--port", str(port), "--host", host,
                           "--reload_interval", "5", "--load_fast", "false"])
     try:
         return board.launch()
+    except SystemExit:  # TensorBoard prints a bare OS message ("Cannot assign requested address") and exits
+        raise ConfigError("--host", f"TensorBoard could not listen on {host}:{port}. Pass an address of this "
+                          "machine (127.0.0.1, or 0.0.0.0 for every interface) and a free --port.") from None
     except program.TensorBoardServerException as error:  # port in use, host not bindable
         what = "is in use (another TensorBoard?)" if isinstance(error, program.TensorBoardPortInUseError) \
             else f"cannot be served ({getattr(error, 'msg', error)})"
         raise ConfigError("--port", f"{host}:{port} {what}. Pass another --port, or --port 0 for any free "
                                     "one.") from None
+
+
+def check_bindable(host: str, port: int) -> None:
+    """ConfigError naming --host or --port when this machine cannot listen there, before TensorBoard tries (it
+    prints the bare OS message and exits)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as error:
+        raise ConfigError("--host", f"{host} is not an address or a host name this machine can resolve "
+                          f"({getattr(error, 'strerror', None) or error}). Pass 127.0.0.1 (this machine only) or "
+                          "0.0.0.0 (every interface).") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return  # TensorBoard's own "port in use" paragraph follows
+            flag = "--port" if error.errno == errno.EACCES and port < 1024 else "--host"
+            raise ConfigError(flag, f"this machine cannot listen on {host}:{port} ({error.strerror}): "
+                              + ("ports below 1024 need root; pass e.g. --port 6006." if flag == "--port" else
+                                 f"{host} is not an address of this machine. Pass 127.0.0.1 (this machine only), "
+                                 "0.0.0.0 (every interface) or one of its own addresses.")) from None
 
 
 def serve(logs: TrainerLogs, port: int = 6006, host: str = "127.0.0.1", stop: threading.Event | None = None) -> str:

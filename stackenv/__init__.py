@@ -37,6 +37,9 @@ if "tensorflow" in sys.modules and "tf_keras" not in sys.modules:
         stacklevel=2,
     )
 
+# Any bytes a file name holds can be written as text by every writer that says so (stackenv/text_out.py).
+from stackenv import text_out  # noqa: E402,F401
+
 
 def stack() -> str:
     """The stack installed here, as ``make setup`` names it (``tfx-1.16``, ``tfx-1.21``): TFX's

@@ -71,7 +71,7 @@ def test_compile_reads_the_file_end_to_end(team_file, tmp_path):
     ("no-cache: 1\n", ["key `no-cache` is a switch: write `no-cache: true`"]),
     ("epochs: [1, 2]\n", ["key `epochs` takes one value (--epochs EPOCHS), got a list"]),
     ("epochs:\n", ["key `epochs` needs a value"]),
-    ("spans: x\n", ["key `spans` must be A-B, got 'x'"]),
+    ("spans: x\n", ["key `spans` must be N, got 'x'"]),
     ("- epochs\n", ["holds a list, not settings"]),
     ("epochs: [3\n", ["is not valid YAML at line 2"]),
 ])

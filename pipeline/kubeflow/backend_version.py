@@ -75,13 +75,15 @@ def add_retries(spec: dict, retries: int, version: str) -> dict:
 
 
 def untested_warning(version: tuple[int, int, int] | str, where: str) -> str | None:
-    """A sentence for a backend outside the tested range (the package may still run); None inside it."""
+    """A sentence for a backend that is not one of the tested versions (the package may still run), whether
+    outside their range or between two of them (2.4.0: neither 2.3.0 nor 2.5.0); None for a tested one."""
     parsed = parse_version(version) if isinstance(version, str) else version
-    oldest, newest = parse_version(TESTED_VERSIONS[0]), parse_version(TESTED_VERSIONS[-1])
-    if oldest <= parsed <= newest:
+    tested = [parse_version(v) for v in TESTED_VERSIONS]
+    if parsed in tested:
         return None
     shown = ".".join(map(str, parsed))
-    side = "newer than" if parsed > newest else "older than"
+    side = ("newer than" if parsed > tested[-1] else "older than" if parsed < tested[0]
+            else "not one of")
     return (f"{where} is KFP backend {shown}, {side} the versions this project is tested against "
             f"({', '.join(TESTED_VERSIONS)}: docs/kubeflow/internals.md lists what each changes for a step). "
             "The run proceeds; if a step fails at its start, compare what that backend passes a step with the "

@@ -43,6 +43,7 @@ import yaml
 
 from pipeline.kubeflow import profile_store
 from pipeline.kubeflow.connection import DeployError
+from pipeline.kubeflow.http_limits import deadline
 from pipeline.kubeflow.launcher_config import NAME as LAUNCHER_CONFIGMAP
 from pipeline.kubeflow.launcher_config import SESSION_FIELDS, launcher_configmap_path, s3_session
 from pipeline.kubeflow.training import kube_api
@@ -146,7 +147,10 @@ class Cluster:
         from urllib3.exceptions import HTTPError
 
         try:
-            return call(*args, _request_timeout=self.timeout)
+            with deadline(self.timeout, lambda: Unavailable(
+                    f"the Kubernetes API server at {self.server} did not finish answering within {self.timeout:g} s "
+                    f"when reading {what} (slow or endless)")):
+                return call(*args, _request_timeout=self.timeout)
         except ApiException as error:
             if error.status == 404:
                 return None

@@ -20,6 +20,8 @@ import certifi
 import kfp_server_api
 import urllib3
 
+from pipeline.kubeflow.http_limits import SMALL_BODY_BYTES, deadline, read_capped
+
 HEALTHZ_PATH = "/apis/v2beta1/healthz"
 #: kfp reads a ServiceAccount token from this file in-cluster; we honour it for any host.
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
@@ -153,15 +155,8 @@ def check_health(host: str, timeout: float = 10.0, token: str | None = None,
         headers["Authorization"] = f"Bearer {token}"
     if cookies:
         headers["Cookie"] = cookies
-    http = pool_manager(verify)
-    try:
-        response = http.request("GET", url, headers=headers, retries=False, redirect=False,
-                                timeout=urllib3.Timeout(connect=timeout, read=timeout))
-    except urllib3.exceptions.HTTPError as error:
-        raise _unreachable(host, _connection_reason(error)) from error
-    finally:
-        http.clear()
-    text = _server_message(response.data)
+    response, body = bounded_get(url, headers, timeout, verify, host, "checking the API health")
+    text = _server_message(body)
     if response.status in (301, 302, 303, 307, 308):
         location = response.headers.get("Location", "?")
         detail = f"redirect to {location}, i.e. a login page of an authentication proxy"
@@ -177,7 +172,7 @@ def check_health(host: str, timeout: float = 10.0, token: str | None = None,
                           f"HTTP {response.status}: {text}. Check the ml-pipeline deployment "
                           "(`kubectl -n kubeflow get pods`) and its logs.")
     try:
-        health = json.loads(response.data or b"{}")
+        health = json.loads(body or b"{}")
         if not isinstance(health, dict):
             raise ValueError(type(health).__name__)
     except ValueError as error:
@@ -189,11 +184,47 @@ def check_health(host: str, timeout: float = 10.0, token: str | None = None,
     return health
 
 
-@contextlib.contextmanager
-def api_errors(host: str, doing: str) -> Iterator[None]:
-    """Turn kfp/kfp_server_api/urllib3 failures into one DeployError paragraph."""
+def bounded_get(url: str, headers: dict[str, str], timeout: float, verify: bool | str, host: str,
+                doing: str) -> tuple[Any, bytes]:
+    """GET ``url`` once (no retries, no redirects): connecting, the headers and the whole body within
+    ``timeout`` seconds, the body at most :data:`SMALL_BODY_BYTES`; the response and its body."""
+    http = pool_manager(verify)
+
+    def too_large(limit: int) -> DeployError:
+        return DeployError(f"{url} answered with more than {limit // 1024} KiB while {doing}, more than any "
+                           f"Kubeflow Pipelines answer there holds: {host} is not a KFP API (or a proxy in front of "
+                           f"it misbehaves). Pass the KFP UI or API URL as --host. {PORT_FORWARD_HINT}")
+
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # kfp prints links; we report our own
+        with deadline(timeout, lambda: _unreachable(host, f"no answer in time: the whole answer did not arrive within "
+                                                          f"{timeout:g} s while {doing}; the server is slow or never "
+                                                          "ends its answer")):
+            response = http.request("GET", url, headers=headers, retries=False, redirect=False, preload_content=False,
+                                    timeout=urllib3.Timeout(connect=timeout, read=timeout))
+            return response, read_capped(response, SMALL_BODY_BYTES, too_large)
+    except urllib3.exceptions.HTTPError as error:
+        raise _unreachable(host, _connection_reason(error)) from error
+    finally:
+        http.clear()
+
+
+#: The default of deploy's --api-timeout (pipeline/kubeflow/deploy_settings.py): seconds per KFP API call.
+API_TIMEOUT_S = 300.0
+
+
+@contextlib.contextmanager
+def api_errors(host: str, doing: str, api_timeout: float = API_TIMEOUT_S) -> Iterator[None]:
+    """Turn kfp/kfp_server_api/urllib3 failures into one DeployError paragraph; the call ends within
+    ``api_timeout`` seconds whatever the server does (pipeline/kubeflow/http_limits.py)."""
+    def expired() -> DeployError:
+        return DeployError(
+            f"Kubeflow Pipelines at {host} accepted the connection but did not answer in time while {doing} (its "
+            f"whole answer did not arrive within {api_timeout:g} s: the server is slow or stuck). Check the API "
+            "server with `kubectl -n kubeflow get pods` and its logs, then deploy again, or give it longer with "
+            f"--api-timeout SECONDS (now {api_timeout:g}).")
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), deadline(api_timeout, expired):  # kfp prints links
             yield
     except DeployError:
         raise
@@ -213,8 +244,8 @@ def api_errors(host: str, doing: str) -> Iterator[None]:
             raise DeployError(
                 f"Kubeflow Pipelines at {host} accepted the connection but did not answer in time "
                 f"while {doing} ({type(cause).__name__}). The API server may be overloaded or "
-                "restarting: check `kubectl -n kubeflow get pods`, then deploy again (or raise "
-                "api_timeout).") from error
+                "restarting: check `kubectl -n kubeflow get pods`, then deploy again (or give it longer with "
+                f"--api-timeout SECONDS, now {api_timeout:g}).") from error
         raise _unreachable(host, f"while {doing}: {_connection_reason(error)}") from error
     except (TimeoutError, ConnectionError) as error:
         raise _unreachable(host, f"while {doing}: {error}") from error

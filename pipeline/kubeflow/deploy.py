@@ -22,6 +22,7 @@ import kfp
 
 from pipeline.kubeflow.cluster_checks import STANDALONE_NAMESPACE, check_cluster
 from pipeline.kubeflow.connection import (
+    API_TIMEOUT_S,
     DeployError,
     api_errors,
     bound_client_io,
@@ -100,7 +101,7 @@ def connect(host: str, *, namespace: str | None = None, token: str | None = None
         kwargs["existing_token"] = token
     if cookies:
         kwargs["cookies"] = cookies
-    with api_errors(host, "connecting the kfp client"), warnings.catch_warnings():
+    with api_errors(host, "connecting the kfp client", api_timeout), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
         client = client_factory(**kwargs)
     bound_client_io(client, timeout, api_timeout)
@@ -188,6 +189,7 @@ class _Session:
     client: Any
     namespace: str | None
     multi_user: bool
+    api_timeout: float = API_TIMEOUT_S  # each API call's deadline (--api-timeout)
 
     @property
     def run_namespace(self) -> str:
@@ -217,7 +219,7 @@ def _open_session(host: str, spec: dict, creds: Credentials, namespace: str | No
                      api_timeout=api_timeout, client_factory=client_factory, verify=creds.verify)
     if multi_user and namespace and profiles(host, creds.token, creds.cookies, creds.verify, timeout) is None:
         check_namespace_access(client, host, namespace)  # no dashboard confirmed it: KFP's own authorization
-    return _Session(host, client, namespace, multi_user)
+    return _Session(host, client, namespace, multi_user, api_timeout)
 
 
 def _upload(session: _Session, package_path: str, name: str, *, version_name: str | None,
@@ -229,15 +231,15 @@ def _upload(session: _Session, package_path: str, name: str, *, version_name: st
     so it is read back as the newest version.
     """
     host, client = session.host, session.client
-    with api_errors(host, f"looking up pipeline {name!r}"):
+    with api_errors(host, f"looking up pipeline {name!r}", session.api_timeout):
         pipeline_id = client.get_pipeline_id(name)
     created = pipeline_id is None
     with yaml_named(package_path, enable_caching) as upload_path:
         if created:
-            with api_errors(host, f"uploading {package_path} as new pipeline {name!r}"):
+            with api_errors(host, f"uploading {package_path} as new pipeline {name!r}", session.api_timeout):
                 pipeline = client.upload_pipeline(upload_path, pipeline_name=name, description=description)
             pipeline_id = pipeline.pipeline_id
-            with api_errors(host, f"listing the versions of new pipeline {pipeline_id}"):
+            with api_errors(host, f"listing the versions of new pipeline {pipeline_id}", session.api_timeout):
                 versions = client.list_pipeline_versions(pipeline_id, page_size=10,
                                                          sort_by="created_at desc").pipeline_versions
             if not versions:
@@ -248,7 +250,7 @@ def _upload(session: _Session, package_path: str, name: str, *, version_name: st
         else:
             version = version_name or f"{name}-{_utc_stamp()}"
             with api_errors(host, f"uploading {package_path} as version {version!r} of pipeline "
-                                  f"{name!r} ({pipeline_id})"):
+                                  f"{name!r} ({pipeline_id})", session.api_timeout):
                 uploaded = client.upload_pipeline_version(upload_path, version, pipeline_id=pipeline_id,
                                                           description=description)
             version_id = uploaded.pipeline_version_id
@@ -263,7 +265,7 @@ def _experiment_id(session: _Session, experiment: str) -> str:
     """The experiment runs and schedules go in: ``create_experiment`` returns the existing one of that name
     in the namespace, so a second deploy reuses it."""
     where = f" in namespace {session.namespace!r}" if session.namespace else ""
-    with api_errors(session.host, f"getting or creating experiment {experiment!r}{where}"):
+    with api_errors(session.host, f"getting or creating experiment {experiment!r}{where}", session.api_timeout):
         return session.client.create_experiment(experiment, namespace=session.namespace).experiment_id
 
 
@@ -284,7 +286,8 @@ def _start_run(session: _Session, result: DeployResult, experiment_id: str, *, r
     """One run of the uploaded version, with the run's root passed explicitly: the backend never reads the
     package's own (:func:`run_pipeline_root`)."""
     job_name = run_name or f"{result.pipeline_name} {_utc_stamp()}"
-    with api_errors(session.host, f"starting run {job_name!r} of pipeline {result.pipeline_name!r}"):
+    with api_errors(session.host, f"starting run {job_name!r} of pipeline {result.pipeline_name!r}",
+                    session.api_timeout):
         started = session.client.run_pipeline(experiment_id, job_name, pipeline_id=result.pipeline_id,
                                               version_id=result.version_id, pipeline_root=root,
                                               service_account=service_account, params=params or None)
@@ -297,7 +300,7 @@ def _follow(session: _Session, run_id: str, wait_timeout: float, say: Callable[[
     """Follow the run until it ends or ``wait_timeout`` passes (pipeline/kubeflow/wait.py); each poll goes
     through the bounded client, and its errors become the same paragraphs as the other calls'."""
     def get_run(run_id: str) -> Any:
-        with api_errors(session.host, f"following run {run_id}"):  # swallows kfp's prints, not ours
+        with api_errors(session.host, f"following run {run_id}", session.api_timeout):  # swallows kfp's prints
             return session.client.get_run(run_id)
 
     follow_run(get_run, run_id, wait_timeout, namespace=session.namespace, say=say)

@@ -81,6 +81,9 @@ class DeploySettings:
         "package lists them (repeatable)")
     wait: bool = setting(False, flag="--wait", commands=_DEPLOY,
                          help="with --run: follow the run, print each step's state, exit non-zero unless it succeeds")
+    api_timeout: float = setting(300.0, flag="--api-timeout", low=1, high=3600, metavar="SECONDS", commands=_DEPLOY,
+                                 help="seconds each call to the KFP API may take in all, its answer read whole (a "
+                                 "server that answers slowly or never ends is cut off and named)")
     wait_timeout: float = setting(3600.0, flag="--wait-timeout", low=1, high=30 * 24 * 3600, commands=_DEPLOY,
                                   help="seconds --wait follows the run at most")
     schedule: str | None = setting(

@@ -30,12 +30,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from stackenv import user_files
 
 from pipeline.kubeflow.connection import TOKEN_PATH_ENV, DeployError, resolve_token
 from pipeline.kubeflow.deploy_settings import LoginSettings
+from pipeline.kubeflow.http_limits import deadline
 
 DEFAULT_COOKIE = "authservice_session"
 _FORM_ACTION = re.compile(r'<form[^>]*action="([^"]+)"', re.IGNORECASE)
@@ -98,6 +100,19 @@ def dex_login(host: str, user: str, password: str, verify: bool | str, timeout: 
     session = requests.Session()
     session.verify = verify
     where = f"logging in to {host} through Dex as {user!r}"
+    with deadline(LOGIN_ROUNDS * timeout, lambda: DeployError(
+            f"The Dex login at {host} did not finish within {LOGIN_ROUNDS * timeout:g} s while {where}: a page "
+            "answered slowly or never ended. Check the login in a browser, or pass --session-cookie-file.")):
+        return _dex_login(session, host, user, password, timeout, where)
+
+
+#: The requests a Dex login makes at most (start, connector, form, approval): its overall deadline in timeouts.
+LOGIN_ROUNDS = 4
+
+
+def _dex_login(session: Any, host: str, user: str, password: str, timeout: float, where: str) -> str:
+    import requests
+
     try:
         page = session.get(host + "/", timeout=timeout, allow_redirects=True)
         if "/dex/" not in page.url:
@@ -156,7 +171,11 @@ def iap_token(client_id: str, timeout: float) -> str:
     session = requests.Session()
     try:
         request = google.auth.transport.requests.Request(session)
-        return google.oauth2.id_token.fetch_id_token(request, client_id)
+        with deadline(LOGIN_ROUNDS * timeout, lambda: DeployError(
+                f"Getting an identity token for the IAP client {client_id} did not finish within "
+                f"{LOGIN_ROUNDS * timeout:g} s (the metadata server or Google's token endpoint is slow or "
+                "unreachable); pass a token from `gcloud auth print-identity-token` with --token-file.")):
+            return google.oauth2.id_token.fetch_id_token(request, client_id)
     except (google.auth.exceptions.GoogleAuthError, requests.exceptions.RequestException, ValueError) as error:
         raise DeployError(
             f"Cannot get an identity token for the IAP client {client_id} ({type(error).__name__}: {_short(error)}). "

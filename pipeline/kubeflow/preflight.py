@@ -31,7 +31,7 @@ from typing import Any
 
 from pipeline.kubeflow import backend_version as compile_targets
 from pipeline.kubeflow import profile_store
-from pipeline.kubeflow.connection import DeployError, pool_manager
+from pipeline.kubeflow.connection import DeployError, bounded_get
 
 log = logging.getLogger(__name__)
 
@@ -86,25 +86,19 @@ def check_backend(health: dict, spec: dict, host: str) -> None:
 def profiles(host: str, token: str | None, cookies: str | None, verify: bool | str,
              timeout: float) -> dict[str, str] | None:
     """The caller's profiles {namespace: role} as the Kubeflow dashboard lists them; None without a dashboard."""
-    import urllib3
-
     headers = {"Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if cookies:
         headers["Cookie"] = cookies
-    http = pool_manager(verify)
-    try:
-        response = http.request("GET", host + ENV_INFO_PATH, headers=headers, retries=False, redirect=False,
-                                timeout=urllib3.Timeout(connect=timeout, read=timeout))
-    except urllib3.exceptions.HTTPError:
+    try:  # bounded in all and capped (pipeline/kubeflow/http_limits.py); no usable answer: no dashboard
+        response, body = bounded_get(host + ENV_INFO_PATH, headers, timeout, verify, host, "listing your profiles")
+    except DeployError:
         return None
-    finally:
-        http.clear()
     if response.status != 200:
         return None
     try:
-        info = json.loads(response.data)
+        info = json.loads(body)
         return {entry["namespace"]: entry.get("role", "") for entry in info.get("namespaces") or []}
     except (ValueError, TypeError, KeyError, AttributeError):
         return None

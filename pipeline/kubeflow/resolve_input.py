@@ -53,7 +53,7 @@ def resolve(parameters: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pipeline.kubeflow.resolve_input")
+    parser = argparse.ArgumentParser(prog="pipeline.kubeflow.resolve_input", allow_abbrev=False)
     parser.add_argument("--executor_input", required=True)
     args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     executor_input = json.loads(args.executor_input)

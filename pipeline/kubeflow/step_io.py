@@ -23,7 +23,7 @@ from pipeline.kubeflow.storage import register_filesystems
 
 def run_step(run: Callable[[dict], dict], description: str, argv: list[str] | None = None) -> int:
     """Parse ``--executor-input``, call ``run(executor_input) -> ExecutorOutput``, write that file."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
     parser.add_argument("--executor-input", required=True, help="KFP's ExecutorInput JSON ({{$}})")
     text = parser.parse_args(sys.argv[1:] if argv is None else argv).executor_input
     original = json.loads(text)

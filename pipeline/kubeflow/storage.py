@@ -21,6 +21,8 @@ from collections.abc import Mapping
 import stackenv
 from stackenv.errors import ProjectError
 
+from pipeline.kubeflow.bucket_names import bucket_problem
+
 
 class KubeflowConfigError(ProjectError, ValueError):
     """A compile or deploy setting a KFP cluster would reject or could not run; the message is
@@ -45,7 +47,8 @@ def scheme_of(uri: str) -> str:
 def check_pipeline_root(root: str, where: str) -> None:
     """Raise a paragraph unless a KFP step can write artifacts under ``root``."""
     scheme = scheme_of(root)
-    if scheme in WRITABLE_SCHEMES and root.split("://", 1)[1].strip("/"):
+    bucket = bucket_problem(root)
+    if scheme in WRITABLE_SCHEMES and not bucket:
         return
     supported = ", ".join(f"{s}:// ({what})" for s, what in WRITABLE_SCHEMES.items())
     if not scheme or scheme == "file":
@@ -53,7 +56,7 @@ def check_pipeline_root(root: str, where: str) -> None:
                   "pipeline root and fails any step whose root is not gs://, s3:// or minio:// "
                   "('failed to generate local storage path'), so a pod can never write there.")
     elif scheme in WRITABLE_SCHEMES:
-        reason = f"{root} names no bucket."
+        reason = f"{bucket}, so every step would fail to write there (and models would be pushed to it)."
     else:
         reason = f"{root} uses {scheme}://, which neither KFP's launcher nor this image can write."
     raise KubeflowConfigError(
@@ -70,6 +73,10 @@ def check_cluster_input(path: str | None, flag: str, where: str) -> None:
     """Raise a paragraph when ``path`` (``--data``, ``--score``) is a path on this machine: the steps run in pods,
     which see object storage and the image's own files, so such a path compiles but fails in the pod (a
     ``--score`` folder only after training). A path under the image's data root is the image's own."""
+    problem = bucket_problem(path) if path else ""
+    if problem:
+        raise KubeflowConfigError(f"{where}: {flag} {problem}, so the step that reads it would fail in its "
+                                  f"pod. Pass the URI of the uploaded folder, e.g. {flag} gs://my-bucket/data.")
     if not path or "://" in path or path.startswith(IMAGE_PATH_PREFIX):
         return
     here = " (it exists on this machine)" if os.path.exists(os.path.expanduser(path)) else ""

@@ -67,6 +67,10 @@ def check_run(config: PipelineConfig) -> None:
     check_free_space(config.output_dir)
     check_memory(config)  # before anything is allocated: the batch and the Beam workers against free memory
     check_no_symlinks(config.output_dir)
+    if os.path.isfile(config.metadata_path):  # a damaged store: one paragraph now, not TFX's SQL midway
+        from pipeline.results import mlmd
+
+        mlmd.open_store(mlmd.sqlite_config(config.metadata_path))
     if config.strategy == "multi_worker":
         from models.common.multi_worker import read_tf_config
 

@@ -28,7 +28,9 @@ import fcntl
 import json
 import logging
 import os
+import re
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -167,6 +169,30 @@ def _lock_or_refuse(fd: int, output_dir: str, paragraph: Callable[[str], str]) -
                                       else "another process")) from None
 
 
+#: A class's module path as Beam writes it into a re-raised message (``pipeline.local.runner.ComponentFailed: ``).
+_DOTTED_CLASS = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Z]\w*): ")
+
+
+def failure_line(error: BaseException) -> str:
+    """The failure as the user read it, in one line for the next run's first line: the failing component
+    and the project's paragraph when there is one, never an internal class path."""
+    from pipeline.local import disk_full
+
+    known = find_in_chain(error, ProjectError)
+    runner = sys.modules.get("pipeline.local.runner")
+    failed = find_in_chain(error, runner.ComponentFailed) if runner is not None else None
+    if disk_full.is_disk_full(error):
+        return f"{failed.node_id if failed is not None else 'a step'} found the disk full (no space left on device)"
+    if known is not None:
+        text = f"{failed.node_id} failed: {known.paragraph}" if failed is not None else known.paragraph
+    else:
+        text = str(failed if failed is not None else error)
+    first = (text.strip().splitlines() or [type(error).__name__])[0]
+    first = _DOTTED_CLASS.sub(lambda match: "" if match.group(1) == "ComponentFailed" else match.group(1) + ": ",
+                              first)
+    return first[:300]
+
+
 @contextlib.contextmanager
 def exclusive_run(output_dir: str) -> Iterator[None]:
     """Hold ``output_dir``'s lock for a run and record its outcome; say how the last one ended."""
@@ -196,8 +222,7 @@ def exclusive_run(output_dir: str) -> Iterator[None]:
                 ended = dataclasses.replace(attempt, outcome=STOPPED, ended=now(),
                                             detail=_Stop.name or "SIGINT (Ctrl-C)")
             else:
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-                ended = dataclasses.replace(attempt, outcome=FAILED, ended=now(), detail=first)
+                ended = dataclasses.replace(attempt, outcome=FAILED, ended=now(), detail=failure_line(error))
             _write(fd, ended)
             raise
         _write(fd, dataclasses.replace(attempt, outcome=SUCCEEDED, ended=now()))

@@ -14,6 +14,8 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+from stackenv import text_out
+
 import numpy as np
 import pandas as pd
 import tensorflow as tf
@@ -354,6 +356,6 @@ def write_report(output_dir: str, to_path: str, pipeline_name: str | None = None
 def _write_atomically(path: str, text: str) -> None:
     """Write next to the target and rename, so a browser never sees half a report."""
     temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with open(temporary, "w", encoding="utf-8", errors=text_out.ERRORS) as handle:
         handle.write(text)
     os.replace(temporary, path)

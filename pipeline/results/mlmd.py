@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from stackenv.errors import MissingInput
+from stackenv.errors import MissingInput, ProjectError
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -33,7 +33,24 @@ class NodeExecution:
 
 
 def open_store(connection_config: metadata_store_pb2.ConnectionConfig) -> metadata_store.MetadataStore:
-    return metadata_store.MetadataStore(connection_config)
+    """The store, or a paragraph naming a damaged one (ML Metadata reports it as raw SQL: "file is not a
+    database query: CREATE TABLE ...", "no such column ... CREATE INDEX ...")."""
+    try:
+        return metadata_store.MetadataStore(connection_config)
+    except RuntimeError as error:
+        path = connection_config.sqlite.filename_uri if connection_config.HasField("sqlite") else ""
+        if not path or "database or disk is full" in str(error):  # disk full: pipeline/local/disk_full.py
+            raise
+        reason = str(error).replace("Error when executing query: ", "", 1).split(" query:", 1)[0].strip()
+        raise DamagedStore(
+            f"The ML Metadata store {path} cannot be read ({reason}): it is damaged or not a store this pipeline "
+            "wrote (a file copied over it, an interrupted copy). The pushed models in the serving folder are not "
+            f"affected. Restore {os.path.basename(path)} from a backup, or move it aside and run again: the run "
+            "starts a new store (its cache starts empty).") from None
+
+
+class DamagedStore(ProjectError):
+    """metadata.sqlite exists but ML Metadata cannot open it."""
 
 
 def sqlite_config(path: str) -> metadata_store_pb2.ConnectionConfig:

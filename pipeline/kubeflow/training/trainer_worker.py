@@ -43,7 +43,7 @@ def fn_args(job: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.trainer_worker")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.trainer_worker", allow_abbrev=False)
     parser.add_argument("--job", required=True, help="the job as JSON (written by `python -m pipeline tfjob`)")
     text = parser.parse_args(argv).job
     job = json.loads(text)

@@ -116,7 +116,7 @@ def search(job: dict, environ=os.environ) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.tuner_worker")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.kubeflow.training.tuner_worker", allow_abbrev=False)
     parser.add_argument("--job", required=True, help="the job as JSON (written by the Tuner step's launcher)")
     text = parser.parse_args(argv).job
     job = json.loads(text)
