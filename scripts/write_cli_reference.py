@@ -10,6 +10,7 @@ when nobody ran it. The run settings' ranges are on docs/settings.md (also gener
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -61,7 +62,12 @@ def _arguments_table(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _usage(parser: argparse.ArgumentParser) -> list[str]:
-    return ["```text", parser.format_usage().strip(), "```"]
+    """The usage line, wrapped here: argparse wraps it differently from one Python to the next (3.10 and
+    3.13, the two stacks' Pythons), and the page must be the same whichever stack writes it."""
+    words = parser.format_usage().split()
+    indent = " " * len(f"usage: {parser.prog} ")  # under the first option, as argparse indents
+    return ["```text", textwrap.fill(" ".join(words), width=WIDTH, subsequent_indent=indent,
+                                     break_long_words=False, break_on_hyphens=False), "```"]
 
 
 def document() -> str:
