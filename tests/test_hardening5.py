@@ -736,11 +736,14 @@ def test_an_error_on_a_disk_with_no_room_left_is_read_as_the_full_disk(tmp_path)
 
 
 @pytest.mark.slow
-def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(tmp_path):
+@pytest.mark.parametrize("leave_kib", [64, 0])
+def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(tmp_path, leave_kib):
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "4m")
     try:
-        _fill(disk, 64)
+        (disk / "out" / "logs").mkdir(parents=True)
+        (disk / "out" / "logs" / "library-output.log").write_bytes(b"x" * 4096)  # a full page: an append needs room
+        _fill(disk, leave_kib)
         logs_before = _temp_logs()
         result = run_cli("prepare", "--output", disk / "out", timeout=600)
         _assert_paragraph(result, result.returncode, "error: The disk is full: no space was left while the command "
