@@ -11,6 +11,7 @@ about the Python version from cloud client libraries) go to the log file too. Wi
 nothing is diverted.
 """
 import contextlib
+import errno
 import os
 import sys
 import tempfile
@@ -33,11 +34,15 @@ def log_path(output_dir: str | None) -> str:
 @contextlib.contextmanager
 def library_output_to(path: str, header: str = "") -> Iterator[str]:
     """Point fd 2 at ``path`` (appended) and ``sys.stderr`` at the real stderr; restore on exit."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if path != os.devnull:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     sys.stderr.flush()
     saved_fd = os.dup(2)
     log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.write(log_fd, f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {header}\n".encode("utf-8", text_out.ERRORS))
+    try:
+        os.write(log_fd, f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {header}\n".encode("utf-8", text_out.ERRORS))
+    except OSError:  # a full disk: the command's own paragraph says so; the log goes without its header
+        pass
     os.dup2(log_fd, 2)
     os.close(log_fd)
     terminal: TextIO = sys.stderr
@@ -48,7 +53,10 @@ def library_output_to(path: str, header: str = "") -> Iterator[str]:
     log_file = open(path, "a", buffering=1, encoding="utf-8", errors=text_out.ERRORS)
 
     def to_log(message, category, filename, lineno, file=None, line=None):
-        log_file.write(warnings.formatwarning(message, category, filename, lineno, line))
+        try:
+            log_file.write(warnings.formatwarning(message, category, filename, lineno, line))
+        except OSError:  # a full disk: a warning is not worth a traceback
+            pass
 
     sys.stderr, warnings.showwarning = terminal, to_log
     try:
@@ -82,6 +90,8 @@ def unless_verbose(verbose: bool, output_dir: str | None):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a"):
             pass
-    except OSError:
-        path = log_path(None)
+    except OSError as error:
+        # A full disk under --output: the library's noise is dropped rather than written outside it (the
+        # command's own paragraph says the disk is full); any other refusal: the temp dir's log.
+        path = os.devnull if error.errno in (errno.ENOSPC, errno.EDQUOT) else log_path(None)
     return library_output_to(path, " ".join(sys.argv))

@@ -376,7 +376,7 @@ def test_plain_env_names_secret_keys_and_image_paths_still_compile():
     assert {k for pairs in settings.parsed_secret_env()[None].values() for k, _ in pairs} == {
         "password", "tls.crt", ".dockerconfigjson"}
     assert all(SECRET_KEY.fullmatch(k) for k in ("a-b_c.d", "0"))
-    for path in ("gs://b/x", "s3://b/x", "minio://mlpipeline/x", "/opt/tfx-data/data/abc", None):
+    for path in ("gs://bkt/x", "s3://bkt/x", "minio://mlpipeline/x", "/opt/tfx-data/data/abc", None):
         check_cluster_input(path, "--data", "compile")
 
 

@@ -736,11 +736,14 @@ def test_an_error_on_a_disk_with_no_room_left_is_read_as_the_full_disk(tmp_path)
 
 
 @pytest.mark.slow
-def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(tmp_path):
+@pytest.mark.parametrize("leave_kib", [64, 0])
+def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(tmp_path, leave_kib):
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "4m")
     try:
-        _fill(disk, 64)
+        (disk / "out" / "logs").mkdir(parents=True)
+        (disk / "out" / "logs" / "library-output.log").write_bytes(b"x" * 4096)  # a full page: an append needs room
+        _fill(disk, leave_kib)
         logs_before = _temp_logs()
         result = run_cli("prepare", "--output", disk / "out", timeout=600)
         _assert_paragraph(result, result.returncode, "error: The disk is full: no space was left while the command "
@@ -749,3 +752,38 @@ def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(t
         assert _temp_logs() == logs_before
     finally:
         _unmount(disk)
+
+
+def test_a_deadline_cuts_a_blocking_read_and_never_extends_an_outer_one():
+    import socket
+
+    from pipeline.kubeflow.http_limits import deadline
+
+    class Late(Exception):
+        pass
+
+    import signal
+
+    outer_before, _ = signal.getitimer(signal.ITIMER_REAL)  # e.g. a test runner's own timeout
+    began = time.monotonic()
+    left, right = socket.socketpair()
+    try:
+        started = time.monotonic()
+        with pytest.raises(Late):
+            with deadline(0.3, Late):
+                left.recv(1)  # a server that never answers
+        assert time.monotonic() - started < 5
+        started = time.monotonic()
+        with pytest.raises(Late, match="outer"):
+            with deadline(0.3, lambda: Late("outer")):
+                with deadline(30, lambda: Late("inner")):  # the outer, sooner deadline stays in force
+                    left.recv(1)
+        assert time.monotonic() - started < 5
+    finally:
+        left.close()
+        right.close()
+    outer_after, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_before:  # a timer armed before is restored, less the time spent
+        assert abs(outer_after - (outer_before - (time.monotonic() - began))) < 1, (outer_before, outer_after)
+    else:
+        assert outer_after == 0.0  # nothing left armed

@@ -276,5 +276,6 @@ def test_a_long_failure_message_is_cut_to_a_screenful_and_kept_whole_in_a_file(t
     message, code = failure_report(ProjectError(paragraph), str(tmp_path / "logs"))
     assert code == USER_ERROR and len(paragraph) > 3000
     assert len(message) < MAX_MESSAGE_CHARS + 200 and message.startswith("error: Classes missing")
-    saved = message.rsplit("the whole message: ", 1)[1].rstrip("]")
+    saved = message.rsplit("the whole message: ", 1)[1].split("]", 1)[0]
     assert paragraph in Path(saved).read_text()
+    assert message.endswith("] Add images of them.")  # the cut is in the middle: the fix stays (issue 56)
