@@ -168,6 +168,15 @@ def run_cli(*args, cwd=None, timeout=900, env=None):
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def assert_paragraph(result, code: int, *phrases: str) -> None:
+    """A CLI run that ended with exit ``code``, no traceback, and every one of ``phrases`` in its output."""
+    output = result.stdout + result.stderr
+    assert result.returncode == code, (result.returncode, output[-3000:])
+    assert "Traceback" not in output, output[-3000:]
+    for phrase in phrases:
+        assert phrase in output, output[-3000:]
+
+
 def free_ports(count: int = 1) -> list[int]:
     """``count`` distinct localhost ports free right now (held together, so they differ)."""
     sockets = [socket.socket() for _ in range(count)]

@@ -13,18 +13,11 @@ from pathlib import Path
 from stackenv import user_files
 
 import pytest
-from conftest import run_cli
+from conftest import assert_paragraph, run_cli
 from PIL import Image
 
 USER_ERROR = 2
 
-
-def _assert_paragraph(result, code: int, *phrases: str) -> None:
-    output = result.stdout + result.stderr
-    assert result.returncode == code, (result.returncode, output[-3000:])
-    assert "Traceback" not in output, output[-3000:]
-    for phrase in phrases:
-        assert phrase in output, output[-3000:]
 
 
 # ---- 1. One way to open a file a flag names -------------------------------------------------------------
@@ -74,14 +67,14 @@ def test_deploy_login_files_are_checked_before_reading(tmp_path, flag, target):
     path = _fifo(tmp_path / "pipe") if target == "fifo" else Path(target)
     extra = ["--dex-user", "a@example.com"] if flag == "--dex-password-file" else []
     result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", package, flag, path, *extra, timeout=120)
-    _assert_paragraph(result, USER_ERROR, f"{flag} {path} is a ", "not a regular file")
+    assert_paragraph(result, USER_ERROR, f"{flag} {path} is a ", "not a regular file")
 
 
 def test_deploy_package_and_hyperparameters_are_regular_files(tmp_path):
     result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", _fifo(tmp_path / "p.yaml"), timeout=120)
-    _assert_paragraph(result, USER_ERROR, "is a FIFO")
+    assert_paragraph(result, USER_ERROR, "is a FIFO")
     result = run_cli("run", "--output", tmp_path / "out", "--hyperparameters", "/dev/zero", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "--hyperparameters: /dev/zero is a character device")
+    assert_paragraph(result, USER_ERROR, "--hyperparameters: /dev/zero is a character device")
     assert not (tmp_path / "out" / "serving").exists()
 
 
@@ -117,7 +110,7 @@ def test_predict_tflite_on_a_truncated_file_prints_a_paragraph_not_a_signal(tmp_
     (version / "tflite" / "model_float16.tflite").write_bytes(tflite_model[: len(tflite_model) // 2])
     Image.new("L", (8, 8), 100).save(tmp_path / "x.png")
     result = run_cli("predict", "--model-dir", version.parent, "--tflite", tmp_path / "x.png", timeout=300)
-    _assert_paragraph(result, USER_ERROR, f"Cannot run the TFLite model {version}/tflite/model_float16.tflite",
+    assert_paragraph(result, USER_ERROR, f"Cannot run the TFLite model {version}/tflite/model_float16.tflite",
                       "truncated or corrupt")
 
 
@@ -133,7 +126,7 @@ def test_models_names_a_damaged_push_info_and_a_version_serving_cannot_load(tmp_
     module.v = tf.Variable(1.0)
     tf.saved_model.save(module, str(base / "4"))
     result = run_cli("models", "--serving-dir", base, timeout=300)
-    _assert_paragraph(result, 0, f"{base}/5/push_info.json is not valid JSON (line 1",
+    assert_paragraph(result, 0, f"{base}/5/push_info.json is not valid JSON (line 1",
                       "TF Serving cannot load this version: saved_model.pb (100 bytes)",
                       "warning: the served version 5 is damaged")
     assert result.stdout.count("TF Serving cannot load this version") == 1  # version 4 is whole
@@ -238,7 +231,7 @@ def test_a_run_and_its_scoring_read_names_that_are_not_utf8(tmp_path):
     # another). --min-accuracy 0 and --gate-margin -1 leave no bar, so the run is blessed wherever it runs.
     result = run_cli("run", "--data", root, "--output", tmp_path / "out", "--train-steps", "2", "--min-accuracy", "0",
                      "--gate-margin", "-1", "--score", score, timeout=600)
-    _assert_paragraph(result, 0, "Examples: 13 in", f"1 file: {root}/dark/caf\\xe9.png",
+    assert_paragraph(result, 0, "Examples: 13 in", f"1 file: {root}/dark/caf\\xe9.png",
                       "1 scored under a file name that is not UTF-8 (each such byte shown as \\xNN): \\xff.png")
 
 
@@ -271,7 +264,7 @@ def test_an_output_beside_its_inputs_is_refused_before_anything_is_written(tmp_p
     args = argv(tmp_path)
     before = sorted(tmp_path.rglob("*"))
     result = run_cli("run", "--train-steps", "2", *args, timeout=300)
-    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
+    assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -358,7 +351,7 @@ def _compile_cli(tmp_path: Path, *flags: object):
 ])
 def test_kubeflow_strings_that_cannot_work_are_refused_at_compile(tmp_path, flags, phrase):
     result = _compile_cli(tmp_path, *(str(f).format(tmp=tmp_path) for f in flags))
-    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
+    assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
     assert "abc123" not in result.stderr and "hunter2" not in result.stderr  # the secret is not echoed
     assert not (tmp_path / "p.yaml").exists()
 
@@ -455,7 +448,7 @@ def test_generate_refuses_top_k_zero_and_echoes_no_terminal_escapes(tmp_path):
     from pipeline.cli import terminal_text
 
     result = run_cli("generate", "--model-dir", tmp_path, "--top-k", "0", "x", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "--top-k: must be >= 1 (1 = greedy), got 0.")
+    assert_paragraph(result, USER_ERROR, "--top-k: must be >= 1 (1 = greedy), got 0.")
     assert terminal_text("\x1b[2J\x1b]0;owned\x07hello \x1b[31mworld\x1b[0m\nnext\x9b") == "hello world next "
     assert terminal_text("plain words, tabs\tkept") == "plain words, tabs\tkept"
 
@@ -472,10 +465,10 @@ def test_rollback_waits_for_a_run_that_holds_the_output(tmp_path):
     with open(lock) as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # a run in progress (pipeline/local/run_lock.py takes this lock)
         result = run_cli("rollback", "--serving-dir", base, timeout=120)
-        _assert_paragraph(result, USER_ERROR, f"A pipeline run is using {tmp_path / 'out'}", "nothing was rolled back")
+        assert_paragraph(result, USER_ERROR, f"A pipeline run is using {tmp_path / 'out'}", "nothing was rolled back")
         assert sorted(os.listdir(base)) == ["1", "2"]
     result = run_cli("rollback", "--serving-dir", base, timeout=120)
-    _assert_paragraph(result, 0, "version 2 -> 1 is now served")
+    assert_paragraph(result, 0, "version 2 -> 1 is now served")
     assert lock.read_text().startswith('{"pid": 1')  # the run's record is left as it was
 
 

@@ -16,17 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT_ROOT, run_cli
+from conftest import PROJECT_ROOT, assert_paragraph, run_cli
 
 USER_ERROR = 2
 
-
-def _assert_paragraph(result, code: int, *phrases: str) -> None:
-    output = result.stdout + result.stderr
-    assert result.returncode == code, (result.returncode, output[-3000:])
-    assert "Traceback" not in output, output[-3000:]
-    for phrase in phrases:
-        assert phrase in output, output[-3000:]
 
 
 # ---- 1. A flag only as spelled in full ------------------------------------------------------------------
@@ -42,7 +35,7 @@ def _assert_paragraph(result, code: int, *phrases: str) -> None:
 def test_an_abbreviated_flag_is_refused_naming_the_full_one(tmp_path, argv, full):
     (tmp_path / "team.yaml").write_text("epochs: 1\n")
     result = run_cli(*argv, cwd=tmp_path, timeout=120)
-    _assert_paragraph(result, USER_ERROR, f"{argv[1]} is the start of {full}")
+    assert_paragraph(result, USER_ERROR, f"{argv[1]} is the start of {full}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["team.yaml"]  # no ./output, nothing run
 
 
@@ -84,7 +77,7 @@ FF = os.fsdecode(b"\xff")  # how Python hands on a byte that is not UTF-8 (PEP 3
 ])
 def test_a_command_line_byte_that_is_not_utf8_is_shown_never_a_traceback(tmp_path, argv, phrase):
     result = run_cli(*argv(tmp_path), timeout=120)
-    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
+    assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path))
     assert "UnicodeEncodeError" not in result.stderr and "surrogates" not in result.stderr
 
 
@@ -163,7 +156,7 @@ def test_a_to_flag_never_writes_over_what_a_run_keeps(tmp_path, command, target,
             ["compile", "--image", "i:1", "--pipeline-root", "gs://bucket/tfx", "--output", path])
     result = run_cli(*argv, timeout=120)
     flag = "--to" if command == "report" else "--output"
-    _assert_paragraph(result, USER_ERROR, f"error: {flag}: ", phrase.format(out=out), "Nothing was written")
+    assert_paragraph(result, USER_ERROR, f"error: {flag}: ", phrase.format(out=out), "Nothing was written")
     assert _kept(out) == before
 
 
@@ -200,14 +193,14 @@ def test_an_sqlite_file_outside_a_run_is_refused_and_the_report_beside_a_run_is_
 def test_compile_refuses_a_root_whose_bucket_the_store_would_refuse(tmp_path, root, phrase):
     result = run_cli("compile", "--image", "i:1", "--pipeline-root", root, "--s3-endpoint", "http://minio:9000",
                      "--output", tmp_path / "p.yaml", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "compile --pipeline-root: ", phrase)
+    assert_paragraph(result, USER_ERROR, "compile --pipeline-root: ", phrase)
     assert not (tmp_path / "p.yaml").exists()
 
 
 def test_compile_refuses_a_data_uri_without_a_bucket(tmp_path):
     result = run_cli("compile", "--image", "i:1", "--pipeline-root", "gs://team-bucket/tfx", "--data", "gs:///images",
                      "--output", tmp_path / "p.yaml", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "--data gs:///images names no bucket")
+    assert_paragraph(result, USER_ERROR, "--data gs:///images names no bucket")
 
 
 def test_deploy_refuses_a_root_without_a_bucket_before_connecting(tmp_path):
@@ -216,7 +209,7 @@ def test_deploy_refuses_a_root_without_a_bucket_before_connecting(tmp_path):
                        "schemaVersion: 2.1.0\ndefaultPipelineRoot: minio://mlpipeline/tfx\n")
     result = run_cli("deploy", "--host", "http://127.0.0.1:9", "--package", package, "--pipeline-root",
                      "minio:///tfx", "--run", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "deploy --pipeline-root", "minio:///tfx names no bucket")
+    assert_paragraph(result, USER_ERROR, "deploy --pipeline-root", "minio:///tfx names no bucket")
 
 
 @pytest.mark.parametrize("uri, ok", [
@@ -289,7 +282,7 @@ def test_a_health_check_that_never_ends_is_cut_off_within_its_timeout(tmp_path, 
         result = run_cli("deploy", "--host", url, "--package", package, timeout=120)
         took = time.monotonic() - started
     phrase = "answered with more than 1024 KiB" if endless else "the whole answer did not arrive within 10 s"
-    _assert_paragraph(result, USER_ERROR, "checking the API health", phrase)
+    assert_paragraph(result, USER_ERROR, "checking the API health", phrase)
     assert took < 60, took  # the timeout (10 s) and the interpreter's start, not the server's pace
 
 
@@ -348,7 +341,7 @@ def test_the_data_and_the_folder_to_score_are_kept_apart(tmp_path, row, argv, ph
     args = argv(tmp_path)
     before = sorted(tmp_path.rglob("*"))
     result = run_cli("run", "--train-steps", "2", "--output", tmp_path / "out", *args, timeout=300)
-    _assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
+    assert_paragraph(result, USER_ERROR, phrase.format(tmp=tmp_path), "Nothing was written")
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -357,7 +350,7 @@ def test_a_manifest_is_never_written_into_the_data_it_reads(tmp_path):
     result = run_cli("tfjob", "--image", "i:1", "--transformed-examples", "gs://b-1/t", "--transform-graph",
                      "gs://b-1/g", "--model-dir", "gs://b-1/m", "--data", data, "--output", tmp_path / "out",
                      "--to", data / "job.yaml", timeout=120)
-    _assert_paragraph(result, USER_ERROR, f"--to: {data}/job.yaml is inside the --data folder {data}")
+    assert_paragraph(result, USER_ERROR, f"--to: {data}/job.yaml is inside the --data folder {data}")
     assert not (data / "job.yaml").exists()
 
 
@@ -373,7 +366,7 @@ def test_a_config_file_mistake_names_the_file(tmp_path, text, phrase):
     path = tmp_path / "team.yaml"
     path.write_text(text)
     result = run_cli("run", "--config", path, cwd=tmp_path, timeout=120)
-    _assert_paragraph(result, USER_ERROR, f"--config: {path}", phrase)
+    assert_paragraph(result, USER_ERROR, f"--config: {path}", phrase)
     assert "usage:" not in result.stderr
 
 
@@ -392,7 +385,7 @@ def test_deploy_takes_its_settings_from_a_config_file(tmp_path):
     path = tmp_path / "deploy.yaml"
     path.write_text(f"host: http://127.0.0.1:9\npackage: {tmp_path / 'missing.yaml'}\n")
     result = run_cli("deploy", "--config", path, timeout=120)
-    _assert_paragraph(result, USER_ERROR, f"Pipeline package {tmp_path / 'missing.yaml'} does not exist")
+    assert_paragraph(result, USER_ERROR, f"Pipeline package {tmp_path / 'missing.yaml'} does not exist")
 
 
 # ---- Weak: serving and tools -------------------------------------------------------------------------------------
@@ -424,7 +417,7 @@ def test_models_removes_the_copy_a_killed_push_left_and_says_so(tmp_path):
         copy.mkdir()
         (copy / "saved_model.pb").write_bytes(b"half")
     result = run_cli("models", "--serving-dir", base, timeout=300)
-    _assert_paragraph(result, 0, f"Removed 1 leftover staging copy of an interrupted push from {base} ({dead.name})")
+    assert_paragraph(result, 0, f"Removed 1 leftover staging copy of an interrupted push from {base} ({dead.name})")
     assert not dead.exists() and live.exists()
 
 
@@ -449,7 +442,7 @@ def test_models_names_a_version_whose_variables_are_missing(tmp_path):
     _saved_model(base / "1")
     shutil.rmtree(_saved_model(base / "2") / "variables")
     result = run_cli("models", "--serving-dir", base, timeout=300)
-    _assert_paragraph(result, 0, "TF Serving cannot load this version: its variables/ folder",
+    assert_paragraph(result, 0, "TF Serving cannot load this version: its variables/ folder",
                       "warning: the served version 2 is damaged")
     assert result.stdout.count("TF Serving cannot load this version") == 1
 
@@ -487,7 +480,7 @@ def test_a_damaged_metadata_store_is_one_paragraph(tmp_path, damage, reason, com
         sqlite3.connect(store).execute("CREATE TABLE Context (id INTEGER)").connection.commit()
     extra = ["--train-steps", "1", "--data", _images(tmp_path / "img")] if command == "run" else []
     result = run_cli(command, "--output", out, *extra, timeout=300)
-    _assert_paragraph(result, USER_ERROR, f"The ML Metadata store {out}/metadata.sqlite cannot be read ({reason}",
+    assert_paragraph(result, USER_ERROR, f"The ML Metadata store {out}/metadata.sqlite cannot be read ({reason}",
                       "Restore metadata.sqlite from a backup")
     assert "query:" not in result.stderr and not (out / "serving").exists()
 
@@ -514,7 +507,7 @@ def test_the_next_run_names_the_failed_component_not_a_class_path():
                                           ("no-such-host.invalid", "is not an address or a host name")])
 def test_tensorboard_names_a_host_it_cannot_listen_on(tmp_path, host, phrase):
     result = run_cli("tensorboard", "--output", tmp_path, "--host", host, "--port", "0", timeout=120)
-    _assert_paragraph(result, USER_ERROR, "error: --host: ", phrase)
+    assert_paragraph(result, USER_ERROR, "error: --host: ", phrase)
 
 
 def test_tensorboard_points_at_the_logs_of_its_own_output(tmp_path):
@@ -546,11 +539,11 @@ def test_compile_warns_for_a_backend_between_the_tested_ones_and_says_it_replace
     argv = ["compile", "--image", "i:1", "--pipeline-root", "gs://team-bucket/tfx", "--kfp-version", "2.4.0",
             "--output", package]
     first = run_cli(*argv, timeout=300)
-    _assert_paragraph(first, 0, "--kfp-version is KFP backend 2.4.0, not one of the versions this project is "
+    assert_paragraph(first, 0, "--kfp-version is KFP backend 2.4.0, not one of the versions this project is "
                                 "tested against (2.3.0, 2.5.0")
     assert "Replaced" not in first.stderr
     again = run_cli(*argv, timeout=300)
-    _assert_paragraph(again, 0, f"Replaced the existing {package} with this compilation")
+    assert_paragraph(again, 0, f"Replaced the existing {package} with this compilation")
 
 
 # ---- Weak: data --------------------------------------------------------------------------------------------------
@@ -563,7 +556,7 @@ def test_a_range_of_spans_is_refused_before_anything_runs(tmp_path, spans, phras
         _images(data / f"span-{span}")
     result = run_cli("run", "--data", data, "--span-pattern", "span-{SPAN}", "--spans", spans, "--output",
                      tmp_path / "out", timeout=120)
-    _assert_paragraph(result, USER_ERROR, phrase)
+    assert_paragraph(result, USER_ERROR, phrase)
     assert not (tmp_path / "out").exists()
 
 
@@ -703,7 +696,7 @@ def test_a_run_on_a_full_tmpfs_after_a_good_push_is_one_paragraph_and_resumes(tm
         filler = _fill(disk, leave_kib)
         logs_before = _temp_logs()
         full = run_cli("run", "--train-steps", "6", "--min-accuracy", "0", "--output", out, env=env, timeout=1500)
-        _assert_paragraph(full, full.returncode, "error: The disk is full: no space was left while",
+        assert_paragraph(full, full.returncode, "error: The disk is full: no space was left while",
                           f"The served model is unchanged (cnn version {versions[-1]} in {out}/serving")
         assert full.returncode != 0 and "query:" not in full.stderr and "ResourceExhaustedError" not in full.stderr
         assert _temp_logs() == logs_before  # nothing written outside --output
@@ -746,7 +739,7 @@ def test_prepare_on_a_full_tmpfs_is_one_paragraph_and_writes_nothing_elsewhere(t
         _fill(disk, leave_kib)
         logs_before = _temp_logs()
         result = run_cli("prepare", "--output", disk / "out", timeout=600)
-        _assert_paragraph(result, result.returncode, "error: The disk is full: no space was left while the command "
+        assert_paragraph(result, result.returncode, "error: The disk is full: no space was left while the command "
                           f"wrote its files, writing {disk}/out", "Nothing was pushed")
         assert result.returncode != 0
         assert _temp_logs() == logs_before
