@@ -166,18 +166,22 @@ class KneserNey:
     SRILM, ``lmplz --interpolate_unigrams 0``). ``start``: each text begins with ``order - 1`` sentence
     starts (KenLM's ``<s>``, one more left neighbour for the grams that open a text); without them an
     n-gram's continuation count is the distinct tokens seen before it, so a gram only ever seen opening a
-    text has none. A text too short for ``order`` keeps the orders it has.
+    text has none. A text too short for ``order`` keeps the orders it has. ``counted``: per text, one flag
+    per token; only the n-grams that end at a flagged token are counted (a model of the events at word
+    starts: the token that begins the next word, given the tokens before it); None counts them all.
     """
 
-    def __init__(self, texts, order: int, vocab_size: int, oov: int, unk: str = "uniform", start: bool = False):
+    def __init__(self, texts, order: int, vocab_size: int, oov: int, unk: str = "uniform", start: bool = False,
+                 counted=None):
         self.V, self.oov, self.unk = vocab_size, oov, unk
         occurrences: collections.Counter = collections.Counter()
         left: dict = collections.defaultdict(set)   # the distinct tokens seen before each n-gram
-        for text in texts:
+        for t, text in enumerate(texts):
             seq = ([START] * (order - 1) if start else []) + list(text)
+            flags = ([False] * (order - 1) if start else []) + (list(counted[t]) if counted else [True] * len(text))
             for i in range(len(seq)):
-                if seq[i] == START and start:
-                    continue                         # <s> is never predicted
+                if (seq[i] == START and start) or not flags[i]:
+                    continue                         # <s> is never predicted; an uncounted event
                 for n in range(1, min(order, i + 1) + 1):
                     gram = tuple(seq[i - n + 1:i + 1])
                     occurrences[gram] += 1

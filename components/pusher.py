@@ -62,11 +62,11 @@ def inconclusive(evaluation_uri: str) -> bool:
     """The model failed only the key metric's value check on the overall slice, and by less than the
     noise of its eval set (models/common/intervals.py): the run's ``--push-inconclusive`` case."""
     from artifacts.tfma_results import failed_checks, overall_metrics
-    from components.reference_gate import read_gate
+    from components.reference_gate import noise_free, read_gate
     from models.common import intervals
 
     gate = read_gate(evaluation_uri)
-    if not gate or gate.get("threshold") is None:
+    if not gate or gate.get("threshold") is None or noise_free(gate):
         return False
     if failed_checks(evaluation_uri) != {(gate["metric"], False, "overall")}:
         return False  # another check failed too (a regression, a non-finite value): not a question of noise

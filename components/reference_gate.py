@@ -82,9 +82,11 @@ def apply_reference_gate(eval_config_json: str, candidate_dir: str,
                     wanted = references.gate_demand(payload, candidate_examples)
                     assert wanted is not None  # None only without a payload
                     margin = float(payload.get("margin", 0.0))
-                    record.update(references=payload["references"], gate_reference=payload["gate_reference"],
+                    contained = list(payload.get("contained") or ())
+                    record.update(references=payload["references"],
+                                  gate_reference=wanted.name or payload["gate_reference"], contained=contained,
                                   margin=margin, reference_threshold=wanted.threshold, demand=wanted.to_dict(),
-                                  rule=references.gate_rule(margin), threshold=max(floor, wanted.threshold))
+                                  rule=references.gate_rule(margin, contained), threshold=max(floor, wanted.threshold))
                     bound.value = record["threshold"]
     if payload is None:
         log.info("The candidate has no %s: gating on the floor alone.", references.REFERENCES_FILE)
@@ -106,6 +108,13 @@ def read_gate(evaluation_uri: str | None) -> dict[str, Any] | None:
         return None
     with tf.io.gfile.GFile(path) as f:
         return json.loads(f.read())
+
+
+def noise_free(gate: dict[str, Any] | None) -> bool:
+    """The deciding reference is a part of the model, scored on the same eval examples: fewer hits than it is
+    a fact about these examples, not noise to weigh with an interval (no NOT ENOUGH EVIDENCE, no
+    --push-inconclusive)."""
+    return bool(gate) and (gate.get("demand") or {}).get("why") == references.BY_CONTAINED  # type: ignore[union-attr]
 
 
 def bound_text(value: float) -> str:
@@ -137,6 +146,10 @@ def demand_text(gate: dict[str, Any], label: str) -> str:
         shown += f" on {wanted['reference_examples']:,} of the {wanted['candidate_examples']:,} eval examples"
     if counted < value:
         shown += f", counted as one error on {wanted['reference_examples']:,}: {bound_text(counted)}"
+    if why == references.BY_CONTAINED:
+        return (f"{name} {value:.4f}, which the model contains: at least its hits on the same "
+                f"{wanted['reference_examples']:,} eval examples" if wanted.get("reference_examples") else
+                f"{name} {value:.4f}, which the model contains: at least its score")
     if why == references.BY_INTERVAL:
         return (f"{shown}: the lowest {label.lower()} whose 95% interval on {wanted['candidate_examples']:,} eval "
                 "examples lies above it")

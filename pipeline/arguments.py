@@ -174,6 +174,8 @@ def _generate(commands) -> None:
                           "likely tokens (default: %(default)s)")
     generate.add_argument("--temperature", type=float, default=1.0,
                           help="sampling temperature for --top-k > 1 (default: %(default)s)")
+    generate.add_argument("--show-scores", action="store_true", help="print each generated token with the "
+                          "probability the model gave it, and their geometric mean")
     _add_generate_rules(generate)
 
 

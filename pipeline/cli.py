@@ -218,16 +218,21 @@ def command_generate(args: argparse.Namespace) -> int:
                                              "continues text, so give it at least one word, e.g. generate "
                                              "--model-dir DIR 'the list'.")
     from pipeline.kubeflow.storage import register_filesystems
-    from pipeline.predict import generate_text  # TensorFlow loads only once the options are valid
+    from pipeline.predict import generate_scored  # TensorFlow loads only once the options are valid
 
     register_filesystems(args.model_dir)
 
     stop_at = " ".join(dict.fromkeys(args.stop_at.split() + (SENTENCE_END if args.sentence else [])))
-    for prompt, continuation in zip(args.prompts, generate_text(
+    for prompt, (continuation, given) in zip(args.prompts, generate_scored(
             args.model_dir, args.prompts, args.max_tokens, args.top_k, args.temperature, stop_at,
-            top_p=args.top_p, repetition_penalty=args.repetition_penalty, no_repeat_ngram=args.no_repeat_ngram,
-            seed=args.seed)):
-        print(f"{terminal_text(prompt)} -> {terminal_text(continuation)}")
+            with_scores=args.show_scores, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
+            no_repeat_ngram=args.no_repeat_ngram, seed=args.seed)):
+        if given is None:
+            print(f"{terminal_text(prompt)} -> {terminal_text(continuation)}")
+            continue
+        scored = " ".join(f"{token} ({p:.2f})" for token, p in zip(continuation.split(), given))
+        mean = math.exp(sum(math.log(max(p, 1e-12)) for p in given) / len(given)) if given else float("nan")
+        print(f"{terminal_text(prompt)} -> {terminal_text(scored)}  [geometric mean {mean:.3f}]")
     return 0
 
 

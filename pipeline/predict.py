@@ -163,9 +163,28 @@ def generate_text(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, 
     ``repetition_penalty``, ``no_repeat_ngram``, ``seed`` (models/seq2seq/export.py
     ``GENERATE_DEFAULTS``); a model exported before one existed ignores it.
     """
+    return [text for text, _ in generate_scored(model_dir, prompts, max_tokens, top_k, temperature, stop_at,
+                                                with_scores=False, **rules)]
+
+
+def generate_scored(model_dir: str, prompts: Sequence[str], max_tokens: int = 20, top_k: int = 1,
+                    temperature: float = 1.0, stop_at: str = "", with_scores: bool = True,
+                    **rules) -> list[tuple[str, list[float] | None]]:
+    """:func:`generate_text`'s continuations, each with the probability the served model gave each of its
+    tokens (before the repetition rules and the draw; None without ``with_scores``). A model exported before
+    the signature gave them is refused with what to do."""
     from models.seq2seq.export import generate_request
 
     signature = _signature(model_dir, GENERATE_SIGNATURE, "a text model (--model seq2seq)")
+    if with_scores and "token_probabilities" not in signature.structured_outputs:
+        raise ProjectError(f"The model in {model_dir} gives no per-token probabilities: it was exported before its "
+                           "generate signature did. Run the pipeline again to push a model that does, or leave out "
+                           "--show-scores.")
     outputs = signature(**generate_request(prompts, signature.structured_input_signature[1], max_new_tokens=max_tokens,
                                            top_k=top_k, temperature=temperature, stop_at=stop_at, **rules))
-    return [text.decode() for text in outputs["continuations"].numpy()]
+    texts = [text.decode() for text in outputs["continuations"].numpy()]
+    if not with_scores:
+        return [(text, None) for text in texts]
+    counts = outputs["token_counts"].numpy()
+    given = outputs["token_probabilities"].numpy()
+    return [(text, [float(p) for p in row[:count]]) for text, row, count in zip(texts, given, counts)]

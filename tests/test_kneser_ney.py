@@ -126,7 +126,7 @@ def test_windows_out_of_order_are_put_back_in_the_order_of_the_text():
     contexts, targets = np.concatenate([c1, c2]), np.concatenate([t1, t2])
     in_order = kneser_ney.rebuild_sequences(contexts, targets)
     shuffle = rng.permutation(len(contexts))
-    stream, owners = kneser_ney.rebuild_with_owners(contexts[shuffle], targets[shuffle])
+    stream, owners, _ = kneser_ney.rebuild_with_owners(contexts[shuffle], targets[shuffle])
     assert (stream != kneser_ney.BREAK).sum() == (in_order != kneser_ney.BREAK).sum()
     # The same text, sequence for sequence (their order may differ), each token owned by a window of its own.
     split = lambda x: sorted(tuple(s) for s in np.split(x, np.flatnonzero(x == kneser_ney.BREAK) + 1) if len(s))  # noqa: E731
@@ -172,16 +172,18 @@ def test_a_reference_that_cannot_be_fitted_is_left_out_of_the_gate_and_named():
 def test_the_summary_names_kneser_ney_and_the_gate_takes_the_strongest():
     reference = {"unigram_top5": 0.2, "bigram_top5": 0.3, "eval_examples": 100,
                  baselines.KNESER_NEY: {"kneser_ney_top5": 0.4, "kneser_ney_top1": 0.25, "order": 4,
-                                        "description": "interpolated modified Kneser-Ney 4-gram + a cache of the "
-                                                       "window's words (0.10)",
-                                        "train_tokens": 12345, "sequences": 2, "eval_examples": 100}}
+                                        "description": "interpolated modified Kneser-Ney 4-gram at the word starts "
+                                                       "of the train text + a cache of the window's words (0.10)",
+                                        "train_tokens": 12345, "word_start_events": 3000, "sequences": 2,
+                                        "eval_examples": 100}}
     scores, extra = reference_scores(reference)
     assert scores == {"unigram": 0.2, "bigram": 0.3, "kneser_ney": 0.4}
     assert max(scores, key=lambda name: scores[name]) == "kneser_ney"
     lines = gate_summary.references_lines({"references": scores, "gate_reference": "kneser_ney", **extra}, LABEL, 0.5)
     assert "bigram 0.3000 [95% CI " in lines[0] and "kneser_ney 0.4000 [95% CI " in lines[0]
-    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 4-gram + a cache of the window's words (0.10) "
-                        "over every position of the train text (12,345 tokens; order and shares cross-fitted on train)")
+    assert lines[1] == ("  kneser_ney: interpolated modified Kneser-Ney 4-gram at the word starts of the train text + "
+                        "a cache of the window's words (0.10) (12,345 tokens, 3,000 word starts; order, counting and "
+                        "shares cross-fitted on train)")
 
 
 def _write(path, contexts: np.ndarray, targets: np.ndarray) -> str:

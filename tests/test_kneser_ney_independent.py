@@ -21,8 +21,10 @@ A, B, C, D = 3, 4, 5, 6
 OOV = V - 1
 
 
-def _project(stream: list[int], vocab_size: int, order: int, contexts: list[list[int]]) -> np.ndarray:
-    tables = kneser_ney.fit(np.asarray(stream, np.int64), vocab_size, max_order=order)
+def _project(stream: list[int], vocab_size: int, order: int, contexts: list[list[int]],
+             events: list[bool] | None = None) -> np.ndarray:
+    tables = kneser_ney.fit(np.asarray(stream, np.int64), vocab_size, max_order=order,
+                            events=None if events is None else np.asarray(events, bool))
     width = max(len(c) for c in contexts) + 1
     rows = np.array([c + [0] * (width - len(c)) for c in contexts], np.int64)
     return kneser_ney.KneserNey(tables).probabilities(tf.constant(rows)).numpy()
@@ -81,4 +83,34 @@ def test_the_project_matches_the_independent_estimator_on_random_texts(seed):
         expected = np.array([model.distribution(c) for c in contexts])
         got = _project(stream, vocab, order, contexts)
         np.testing.assert_allclose(got, expected, atol=2e-6)
+        assert got.sum(axis=1) == pytest.approx(np.ones(len(contexts)), abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_counted_at_word_starts_the_project_matches_the_independent_estimator(seed):
+    """Only the n-grams ending at a word's first token are counted (at every order): the model of the events
+    an eval window asks for. Words of one to three tokens, a word's later tokens drawn from other ids."""
+    rng = np.random.default_rng(seed)
+    vocab = 14
+    stream, events = [], []
+    for _ in range(400):
+        length = int(rng.choice([1, 1, 1, 2, 3]))
+        stream += [int(rng.integers(3, 9))] + [int(t) for t in rng.integers(8, vocab, length - 1)]
+        events += [True] + [False] * (length - 1)
+    cut = len(stream) // 2
+    stream.insert(cut, kneser_ney.BREAK)
+    events.insert(cut, False)
+    texts = _texts(np.asarray(stream))
+    flags = kn_independent.split_at(events, lambda index, _: stream[index] < 0)
+    assert [len(t) for t in texts] == [len(f) for f in flags]
+    contexts = [stream[i - n:i] for i, n in zip(rng.integers(8, cut, 30), rng.integers(0, 6, 30))]
+    contexts += [list(map(int, rng.integers(3, vocab, n))) for n in rng.integers(1, 6, 10)]
+    for order in (2, 3, 4, 5):
+        model = kn_independent.KneserNey(texts, order, vocab, vocab - 1, counted=flags)
+        expected = np.array([model.distribution(c) for c in contexts])
+        got = _project(stream, vocab, order, contexts, events)
+        np.testing.assert_allclose(got, expected, atol=2e-6)
+        # A token that never begins a word gets only the uniform floor's share after any context.
+        inside = [t for t in range(9, vocab) if t not in {stream[i] for i in range(len(stream)) if events[i]}]
+        assert inside and (got[:, inside] < 0.05).all()
         assert got.sum(axis=1) == pytest.approx(np.ones(len(contexts)), abs=1e-5)

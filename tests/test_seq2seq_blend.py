@@ -182,17 +182,24 @@ def test_the_reference_takes_the_order_and_shares_with_the_best_cross_fitted_top
     rng = np.random.RandomState(2)
     labels = rng.randint(3, V - 1, 400)
     noise = lambda: rng.dirichlet(np.ones(V), size=400)  # noqa: E731
-    choice = count_reference.choose({3: noise(), 4: _sharp(labels), 5: noise()}, noise(), labels)
-    assert (choice.order, choice.cache, choice.unknown) == (4, 0.0, 0.0), choice
+    choice = count_reference.choose({(3, 0.0): noise(), (4, 0.0): _sharp(labels), (5, 0.0): noise()}, noise(), labels)
+    assert (choice.order, choice.cache, choice.unknown, choice.word_starts) == (4, 0.0, 0.0, 0.0), choice
     assert choice.record["kneser_ney_alone"]["4"] == 1.0
     # The cache carries the labels: it gets a share; every order ties, so the lowest is taken.
     kn = noise()
-    choice = count_reference.choose({3: kn, 4: kn, 5: kn}, _sharp(labels), labels)
+    choice = count_reference.choose({(3, 0.0): kn, (4, 0.0): kn, (5, 0.0): kn}, _sharp(labels), labels)
     assert choice.order == 3 and choice.cache > 0 and choice.shares()["kneser_ney"] == pytest.approx(1 - choice.cache)
     # Next words unknown to the model (the OOV id, the last): the unknown word gets a share.
     oov = np.full(400, V - 1)
-    choice = count_reference.choose({3: kn, 4: kn, 5: kn}, noise(), oov)
+    choice = count_reference.choose({(3, 0.0): kn, (4, 0.0): kn, (5, 0.0): kn}, noise(), oov)
     assert choice.unknown > 0 and choice.record["top5"] == 1.0
+    # Counted at word starts, the model that knows the labels: word starts alone are chosen, and the record
+    # keeps the best of each way of counting; where they tie, every position (the simpler model) is kept.
+    choice = count_reference.choose({(4, 0.0): kn, (4, 0.5): noise(), (4, 1.0): _sharp(labels)}, noise(), labels)
+    assert choice.word_starts == 1.0 and choice.record["by_word_start_share"]["1"] == 1.0, choice
+    assert choice.describe().startswith("interpolated modified Kneser-Ney 4-gram at the word starts of the train")
+    choice = count_reference.choose({(4, 0.0): kn, (4, 1.0): kn}, noise(), labels)
+    assert choice.word_starts == 0.0
 
 
 def test_the_cache_counts_the_windows_own_context_tokens_plus_one_unigram_pseudo_token():

@@ -13,7 +13,7 @@ from models.common.inputs import make_dataset
 from models.seq2seq import evaluation, export, features
 from models.seq2seq.baselines import ngram_baselines
 from models.seq2seq.model import build_seq2seq, teacher_forcing
-from models.seq2seq.preprocessing import preprocessing_fn, tokenize
+from models.seq2seq.preprocessing import preprocessing_fn, tokenize, word_starts
 
 CONTEXT_TOKENS, TARGET_TOKENS, VOCAB_SIZE = 6, 4, 12
 # Exactly VOCAB_SIZE distinct tokens, each frequent; "the" the most frequent of all.
@@ -58,6 +58,13 @@ def test_tokenize_lowercases_and_splits_punctuation():
         ["ünïcode", "—", "ok"]]
 
 
+def test_word_starts_flag_the_first_token_of_each_whitespace_word():
+    text = ['Hello, World! "__init__()" -> x...', "Ünïcode  —  ok", "", "  a\tb\n"]
+    got = word_starts(tf.constant(text)).to_list()
+    assert got == [[1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0], [1, 1, 1], [], [1, 1]]
+    assert [len(row) for row in got] == [len(row) for row in tokenize(tf.constant(text)).to_list()]
+
+
 def test_vocabulary_reserved_tokens_top_k_and_oov(s2s_transform):
     tft_output, _, transformed = s2s_transform
     vocab, ids = _ids(tft_output)
@@ -90,6 +97,11 @@ def test_sequences_are_padded_truncated_and_shifted(s2s_transform):
     oov = len(ids)
     assert list(long_row[features.TARGET_XF]) == [oov, oov, ids["the"], ids["cat"]]
     assert list(long_row[features.DECODER_INPUT_XF]) == [features.START_ID, oov, oov, ids["the"]]
+    # Word starts (for the Trainer's count models): "zebra ," is one word of two tokens; END and PAD begin none.
+    assert list(short[features.CONTEXT_STARTS_XF]) == [1, 1, 0, 0, 0, 0]
+    assert list(short[features.TARGET_STARTS_XF]) == [1, 1, 0, 0]
+    assert list(long_row[features.CONTEXT_STARTS_XF]) == [1, 1, 1, 1, 1, 1]
+    assert list(long_row[features.TARGET_STARTS_XF]) == [1, 0, 1, 1]
     for row in transformed:
         assert row[features.NEXT_TOKEN_XF] == row[features.TARGET_XF][0]
         # Teacher forcing: the target shifted right behind START (END is never fed back).

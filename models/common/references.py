@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,14 +39,25 @@ def references_path(saved_model_dir: str) -> str:
 
 
 def write_references(saved_model_dir: str, metric: str, references: Mapping[str, float],
-                     gate_reference: str, margin: float, extra: Mapping[str, Any] | None = None) -> str:
-    """Write ``references.json`` into an exported SavedModel; returns its path."""
+                     gate_reference: str, margin: float, extra: Mapping[str, Any] | None = None,
+                     contained: Sequence[str] = ()) -> str:
+    """Write ``references.json`` into an exported SavedModel; returns its path.
+
+    ``contained``: references the model holds as a part of itself (the text family serves its Kneser-Ney
+    reference with the network mixed on top): a model cannot beat a part of itself by a margin, so the
+    gate asks it for at least that reference's score on the same examples, and the margin over the others
+    (``gate_demand``)."""
     import tensorflow as tf
 
     if gate_reference not in references:
         raise ValueError(f"gate reference {gate_reference!r} is not one of {sorted(references)}")
+    unknown = sorted(set(contained) - set(references))
+    if unknown:
+        raise ValueError(f"contained references {unknown} are not among {sorted(references)}")
     payload: dict[str, Any] = {"metric": metric, "gate_reference": gate_reference, "margin": float(margin),
                                "references": {k: float(v) for k, v in references.items()}}
+    if contained:
+        payload["contained"] = sorted(contained)
     payload.update(extra or {})
     path = references_path(saved_model_dir)
     tf.io.gfile.makedirs(os.path.dirname(path))
@@ -78,6 +89,8 @@ ERROR_SHARE = 0.5
 
 #: Why the gate's demand is what it is (``Demand.why``).
 BY_MARGIN, BY_SHARE, BY_INTERVAL = "margin", "share of the error", "interval"
+#: The reference is part of the model: at least its hits on the same examples (``contained_demand``).
+BY_CONTAINED = "contained reference"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +107,21 @@ class Demand:
     why: str
     reference_examples: int | None = None
     candidate_examples: int | None = None
+    #: Which reference set it (None: the payload's ``gate_reference``).
+    name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def gate_rule(margin: float) -> str:
-    """The gate's rule in one sentence (the summary, the report and the model card print it)."""
+def gate_rule(margin: float, contained: Sequence[str] = ()) -> str:
+    """The gate's rule in one sentence (the summary, the report and the model card print it); ``contained``:
+    the references the model holds as a part of itself (``write_references``)."""
+    if contained:
+        return (f"The model must reach every reference it does not contain plus the smaller of the margin "
+                f"{margin:g} and {ERROR_SHARE:.0%} of that reference's error (or, if lower, a score whose 95% "
+                f"interval on its eval examples lies wholly above it), score at least as many hits as the reference "
+                f"it contains ({', '.join(contained)}) on the same eval examples, and never less than the floor.")
     return (f"The model must reach the gate reference plus the smaller of the margin {margin:g} and "
             f"{ERROR_SHARE:.0%} of the reference's error, or, if lower, a score whose 95% interval on its eval "
             "examples lies wholly above the reference (a perfect reference counts as one error on the examples "
@@ -152,14 +173,33 @@ def demand(reference: float, margin: float, reference_examples: int | None = Non
                   int(candidate_examples) if candidate_examples else None)
 
 
+def contained_demand(reference: float, reference_examples: int | None) -> Demand:
+    """What a model must reach over a reference it contains: at least that reference's hits on the same
+    examples (non-inferiority; half a hit below its score, so the float a metric library computes for the
+    same count never falls under it)."""
+    slack = 0.5 / float(reference_examples) if reference_examples else 0.0
+    return Demand(float(reference), float(reference), max(0.0, float(reference) - slack), BY_CONTAINED,
+                  int(reference_examples) if reference_examples else None,
+                  int(reference_examples) if reference_examples else None)
+
+
 def gate_demand(payload: Mapping[str, Any] | None, candidate_examples: int | None = None) -> Demand | None:
-    """The demand over a model's gate reference (its references.json), or None without one."""
+    """The demand over a model's references (its references.json), or None without one: over its gate
+    reference, or, for a model that contains some of them (``write_references``), the highest of
+    ``contained_demand`` for those and ``demand`` for the rest."""
     if not payload:
         return None
     reference_examples = payload.get("eval_examples") or None
     candidates = candidate_examples or payload.get("eval_split_examples") or reference_examples
-    return demand(float(payload["references"][payload["gate_reference"]]), float(payload.get("margin", 0.0)),
-                  reference_examples, candidates)
+    margin = float(payload.get("margin", 0.0))
+    contained = set(payload.get("contained") or ())
+    if not contained:
+        return demand(float(payload["references"][payload["gate_reference"]]), margin, reference_examples, candidates)
+    demands = [dataclasses.replace(
+        contained_demand(float(value), reference_examples) if name in contained
+        else demand(float(value), margin, reference_examples, candidates), name=name)
+        for name, value in sorted(payload["references"].items())]
+    return max(demands, key=lambda wanted: wanted.threshold)
 
 
 def beside(fit: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:

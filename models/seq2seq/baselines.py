@@ -17,7 +17,6 @@ model's: a model that does not beat them has learned nothing a frequency table w
 Ties are broken by the smaller token id, so results are deterministic (Kneser-Ney's as TFMA
 counts the served model's: the label is in the top 5 when fewer than 5 ids score higher).
 """
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -87,11 +86,11 @@ def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_
 
 
 class KneserNeyFit(NamedTuple):
-    """``kneser_ney_reference``'s scores; the fitted tables and the choice (None when not fitted): the served
-    model's count part is the same model; and the train windows' ``kneser_ney.text_order`` (the Trainer's
-    held-out blocks are blocks of the text, models/seq2seq/holdout.py)."""
+    """``kneser_ney_reference``'s scores; the fitted count model and the choice (None when not fitted): the
+    served model's count part is the same model; and the train windows' ``kneser_ney.text_order`` (the
+    Trainer's held-out blocks are blocks of the text, models/seq2seq/holdout.py)."""
     scores: dict[str, Any]
-    tables: dict[str, np.ndarray] | None
+    counts: count_reference.CountModel | None
     choice: count_reference.Choice | None
     text_order: np.ndarray
 
@@ -100,27 +99,27 @@ def fit_kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vo
                              context_tokens: int, target_tokens: int, orders: tuple[int, ...] = count_reference.ORDERS
                              ) -> KneserNeyFit:
     """The Kneser-Ney reference, fitted and scored (:class:`KneserNeyFit`)."""
-    contexts, targets = kneser_ney.read_windows(train_pattern, context_tokens, target_tokens)
+    contexts, targets, starts = kneser_ney.read_windows_and_starts(train_pattern, context_tokens, target_tokens)
     order = kneser_ney.text_order(contexts, targets)
-    stream = kneser_ney.rebuild_sequences(contexts, targets, order)
-    choice = count_reference.cross_fit(contexts, targets, vocab_size, orders, text_order=order)
-    del contexts, targets
+    stream, _, events = kneser_ney.rebuild_with_owners(contexts, targets, order, starts)
+    choice = count_reference.cross_fit(contexts, targets, vocab_size, orders, text_order=order, starts=starts)
+    del contexts, targets, starts
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_pattern, context_tokens, target_tokens)
     try:
-        tables = kneser_ney.fit(stream, vocab_size, choice.order)
+        counts, choice = count_reference.fit_chosen(stream, events, vocab_size, choice)
     except kneser_ney.NotFitted as error:
         return KneserNeyFit({"not_fitted": str(error), "eval_examples": int(len(eval_targets))}, None, None, order)
-    choice = dataclasses.replace(choice, order=int(tables["order"]))  # a short text keeps the orders it has
     labels = eval_targets[:, 0] if len(eval_targets) else np.zeros([0], np.int64)
-    scored = count_reference.eval_hits(ngram.ServedCounts(tables), choice, eval_contexts, labels)
+    scored = count_reference.eval_hits(counts.served(), choice, eval_contexts, labels)
     mean = {k: float(v.mean()) if len(labels) else 0.0 for k, v in scored.items()}
     scores = {"kneser_ney_top5": mean["top5"], "kneser_ney_top1": mean["top1"],
-            "kneser_ney_alone_top5": mean["alone_top5"], "eval_examples": int(len(labels)),
-            "order": int(tables["order"]), "cache_share": choice.cache, "unknown_share": choice.unknown,
-            "description": choice.describe(), "cross_fitting": choice.record,
-            "train_tokens": int((stream != kneser_ney.BREAK).sum()),
-            "sequences": int((stream == kneser_ney.BREAK).sum())}
-    return KneserNeyFit(scores, tables, choice, order)
+              "kneser_ney_alone_top5": mean["alone_top5"], "eval_examples": int(len(labels)),
+              "order": choice.order, "cache_share": choice.cache, "unknown_share": choice.unknown,
+              "word_start_share": choice.word_starts, "description": choice.describe(),
+              "cross_fitting": choice.record, "train_tokens": int((stream != kneser_ney.BREAK).sum()),
+              "word_start_events": None if events is None else int(events.sum()),
+              "sequences": int((stream == kneser_ney.BREAK).sum())}
+    return KneserNeyFit(scores, counts, choice, order)
 
 
 def kneser_ney_hits(model: kneser_ney.KneserNey, contexts: np.ndarray, labels: np.ndarray,

@@ -2,8 +2,12 @@
 
 What a practitioner builds first: interpolated modified Kneser-Ney (models/seq2seq/kneser_ney.py) of order 3,
 4 or 5, mixed with a cache of the window's own context words (Kuhn and De Mori 1990) and an "unknown word"
-share on the OOV id, ``p = (1 - c - u) p_KN-k + c p_cache + u [w = OOV]``. The order ``k`` and the shares
-``c``, ``u`` are the ones with the best next-word top-5 (ties: log-likelihood, then the simpler model) on
+share on the OOV id, ``p = (1 - c - u) p_KN-k + c p_cache + u [w = OOV]``. The Kneser-Ney part is counted
+the way the pipeline scores, or not: over every position of the train text, only at word starts (the events
+an eval window asks for: a next word's first token, given the tokens before it; mid-word events dilute the
+counts that predict them), or the two mixed, ``p_KN-k = (1 - s) p_every + s p_starts`` with ``s`` in
+``WORD_START_SHARES``. The order ``k``, ``s`` and the shares ``c``, ``u`` are the ones with the best next-word
+top-5 (ties: log-likelihood, then the simpler model) on
 train windows scored by a Kneser-Ney model of the rest of the train text (``FOLDS`` contiguous folds of the
 text, in the order ``kneser_ney.text_order`` recovers: Transform writes a large corpus's windows out of order,
 and a fold of the file would leave each scored window's neighbours in its model; the text of the windows
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +35,8 @@ from models.seq2seq import features, holdout, kneser_ney, ngram
 
 ORDERS = (3, 4, 5)
 FOLDS = 5
+#: The word-start model's share of the Kneser-Ney part: every position alone, the two mixed, word starts alone.
+WORD_START_SHARES = (0.0, 0.5, 1.0)
 #: Shares tried: the unknown word's matters in hundredths (it enters the top 5 once it beats the fifth guess).
 CACHE_SHARES = tuple(step / 10 for step in range(10))
 UNKNOWN_SHARES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
@@ -43,18 +49,28 @@ _CHUNK = 256
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """The chosen model: Kneser-Ney ``order``, the ``cache`` and ``unknown`` shares, and how it was chosen."""
+    """The chosen model: Kneser-Ney ``order``, the ``cache`` and ``unknown`` shares, the ``word_starts`` share of
+    the Kneser-Ney part (``WORD_START_SHARES``), and how it was chosen."""
     order: int
     cache: float = 0.0
     unknown: float = 0.0
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    word_starts: float = 0.0
 
     def shares(self) -> dict[str, float]:
         """The count components' weights (models/seq2seq/blend.py COMPONENTS without the network)."""
         return {"kneser_ney": 1.0 - self.cache - self.unknown, "cache": self.cache, "unknown": self.unknown}
 
+    def counted(self) -> str:
+        """Where the Kneser-Ney part counts its events."""
+        if self.word_starts >= 1:
+            return "at the word starts of the train text"
+        if self.word_starts <= 0:
+            return "over every position of the train text"
+        return f"at word starts ({self.word_starts:.2f}) and over every position of the train text"
+
     def describe(self) -> str:
-        parts = [f"interpolated modified Kneser-Ney {self.order}-gram"]
+        parts = [f"interpolated modified Kneser-Ney {self.order}-gram {self.counted()}"]
         if self.cache:
             parts.append(f"a cache of the window's words ({self.cache:.2f})")
         if self.unknown:
@@ -89,62 +105,101 @@ def hits(probabilities: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
 
 
 class Tally:
-    """Every candidate (order, cache share, unknown share) scored on windows as they come: top-5 hits and
-    log-likelihood summed, so the windows scored are not bounded by holding ``[windows, vocabulary]`` per
-    component (the cross-fitted top-5 differences between shares are a few thousandths: 6,000 windows chose
-    no unknown share where 20,000 chose the one the eval split prefers, docs/benchmarks.md)."""
+    """Every candidate (order, word-start share, cache share, unknown share) scored on windows as they come:
+    top-5 hits and log-likelihood summed, so the windows scored are not bounded by holding ``[windows,
+    vocabulary]`` per component (the cross-fitted top-5 differences between shares are a few thousandths:
+    6,000 windows chose no unknown share where 20,000 chose the one the eval split prefers, docs/benchmarks.md)."""
 
-    def __init__(self, orders: tuple[int, ...]):
-        self.keys = [(order, c, u) for order, c, u in itertools.product(sorted(orders), CACHE_SHARES, UNKNOWN_SHARES)
+    def __init__(self, orders: tuple[int, ...], word_starts: tuple[float, ...] = (0.0,)):
+        self.keys = [(order, s, c, u) for order, s, c, u
+                     in itertools.product(sorted(orders), sorted(word_starts), CACHE_SHARES, UNKNOWN_SHARES)
                      if c + u < 1]
         self.top5 = np.zeros(len(self.keys))
         self.log_likelihood = np.zeros(len(self.keys))
         self.windows = 0
+        self.notes: list[str] = []
 
-    def add(self, kn_by_order: dict[int, np.ndarray], cache: np.ndarray, labels: np.ndarray) -> None:
+    def add(self, kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: np.ndarray) -> None:
+        """``kn``: the Kneser-Ney part's ``[n, V]`` probabilities per (order, word-start share)."""
         parts = {"cache": cache}
-        for i, (order, c, u) in enumerate(self.keys):
-            p = mixed(parts, kn_by_order[order], c, u)
+        rows = np.arange(len(labels))
+        for i, (order, s, c, u) in enumerate(self.keys):
+            if (order, s) not in kn:
+                continue
+            p = mixed(parts, kn[order, s], c, u)
             self.top5[i] += hits(p, labels)[1].sum()
-            self.log_likelihood[i] += np.log(np.maximum(p[np.arange(len(labels)), labels], 1e-12)).sum()
+            self.log_likelihood[i] += np.log(np.maximum(p[rows, labels], 1e-12)).sum()
         self.windows += len(labels)
 
+    def drop_word_starts(self, why: str) -> None:
+        """Leave the word-start candidates out (a fold could not fit them): every position alone."""
+        keep = [i for i, key in enumerate(self.keys) if key[1] == 0.0]
+        self.keys = [self.keys[i] for i in keep]
+        self.top5, self.log_likelihood = self.top5[keep], self.log_likelihood[keep]
+        self.notes.append(why)
+
     def choice(self) -> Choice:
-        """The best on top-5, then log-likelihood, then the lower order and the smaller shares."""
+        """The best on top-5, then log-likelihood, then the lower order, all positions, the smaller shares."""
         n = max(self.windows, 1)
         scores = {key: (self.top5[i] / n, self.log_likelihood[i] / n) for i, key in enumerate(self.keys)}
-        best = max(scores, key=lambda key: (scores[key], -key[0], -key[1], -key[2]))
+        best = max(scores, key=lambda key: (scores[key], -key[0], -key[1], -key[2], -key[3]))
         orders = sorted({key[0] for key in self.keys})
-        record = {"cross_fitted_windows": int(self.windows), "top5": scores[best][0],
-                  "log_likelihood": scores[best][1],
-                  "kneser_ney_alone": {str(order): scores[order, 0.0, 0.0][0] for order in orders}}
-        return Choice(best[0], best[1], best[2], record)
+        record: dict[str, Any] = {
+            "cross_fitted_windows": int(self.windows), "top5": scores[best][0], "log_likelihood": scores[best][1],
+            "kneser_ney_alone": {str(order): scores[order, 0.0, 0.0, 0.0][0] for order in orders},
+            # The best of each way of counting (its own order and shares): what the choice was between.
+            "by_word_start_share": {f"{s:g}": max(value[0] for key, value in scores.items() if key[1] == s)
+                                    for s in sorted({key[1] for key in self.keys})}}
+        if self.notes:
+            record["notes"] = list(self.notes)
+        return Choice(best[0], best[2], best[3], record, word_starts=best[1])
 
 
-def choose(kn_by_order: dict[int, np.ndarray], cache: np.ndarray, labels: np.ndarray) -> Choice:
-    """:class:`Tally`'s choice on one set of windows."""
-    tally = Tally(tuple(kn_by_order))
-    tally.add(kn_by_order, cache, labels)
+def choose(kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: np.ndarray) -> Choice:
+    """:class:`Tally`'s choice on one set of windows (``kn`` as :meth:`Tally.add` takes it)."""
+    tally = Tally(tuple(sorted({order for order, _ in kn})), tuple(sorted({s for _, s in kn})))
+    tally.add(kn, cache, labels)
     return tally.choice()
 
 
+def kneser_ney_parts(every: dict[int, Any], starts: dict[int, Any] | None, chunk: tf.Tensor,
+                     shares: tuple[float, ...]) -> dict[tuple[int, float], np.ndarray]:
+    """The Kneser-Ney part's probabilities of ``chunk`` per (order, word-start share), from the models of
+    every position and (None: not fitted) of word starts, per order."""
+    out: dict[tuple[int, float], np.ndarray] = {}
+    for order, model in every.items():
+        p_every = model.probabilities(chunk).numpy()
+        p_starts = starts[order].probabilities(chunk).numpy() if starts is not None else None
+        for s in shares:
+            if s == 0.0:
+                out[order, s] = p_every
+            elif p_starts is not None:
+                out[order, s] = p_starts if s >= 1.0 else (1.0 - s) * p_every + s * p_starts
+    return out
+
+
 def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders: tuple[int, ...] = ORDERS,
-              folds: int = FOLDS, text_order: np.ndarray | None = None) -> Choice:
+              folds: int = FOLDS, text_order: np.ndarray | None = None, starts: np.ndarray | None = None) -> Choice:
     """:func:`choose` on train windows (``contexts``, ``targets`` in file order; ``text_order``: their
-    ``kneser_ney.text_order`` when the caller has it) each scored by a Kneser-Ney model of the train text
-    without its fold. Too few windows to cross-fit, or a fold that cannot be fitted: the highest order alone
-    (the record says why)."""
+    ``kneser_ney.text_order`` when the caller has it) each scored by Kneser-Ney models of the train text
+    without its fold: of every position and, given the windows' word-start flags ``starts``
+    (``kneser_ney.read_windows_and_starts``), of word starts and of the two mixed. Too few windows to
+    cross-fit, or a fold that cannot be fitted: the highest order over every position alone (the record says
+    why); a fold whose word starts cannot be fitted leaves the word-start candidates out."""
     fallback = max(orders)
     if len(targets) < folds:
         return Choice(fallback, record={"note": f"{len(targets)} train windows: too few to cross-fit"})
     if text_order is None:
         text_order = kneser_ney.text_order(contexts, targets)
-    stream, owners = kneser_ney.rebuild_with_owners(contexts, targets, text_order)
+    stream, owners, events = kneser_ney.rebuild_with_owners(contexts, targets, text_order, starts)
     position = kneser_ney.positions(text_order)
     fold_of = position * folds // len(targets)
     limit = max(folds, min(MAX_SCORED_WINDOWS, MAX_CELLS // max(vocab_size, 1)))
     scored = references.subsample(len(targets), limit, seed=1)
-    tally = Tally(orders)
+    shares = WORD_START_SHARES if events is not None else (0.0,)
+    tally = Tally(orders, shares)
+    if events is None:
+        tally.notes.append("no word-start flags in the transformed windows: every position alone")
     for fold in range(folds):
         inside = position[fold_of == fold]
         left_out = (position >= inside.min() - holdout.GAP) & (position <= inside.max() + holdout.GAP)
@@ -153,17 +208,61 @@ def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders
             fitted = kneser_ney.fit_orders(without, vocab_size, orders)
         except kneser_ney.NotFitted as error:
             return Choice(fallback, record={"note": f"fold {fold} cannot be fitted: {error}"})
+        at_starts = None
+        if len(shares) > 1:
+            try:
+                at_starts = kneser_ney.fit_orders(without, vocab_size, orders, events)
+            except kneser_ney.NotFitted as error:
+                tally.drop_word_starts(f"fold {fold}: {error}; every position alone")
+                shares = (0.0,)
         seen = seen_ids(without, vocab_size)
         rows = scored[fold_of[scored] == fold]
         fold_contexts = ngram.unseen_as_oov(contexts[rows].astype(np.int64), seen)
         fold_labels = ngram.unseen_as_oov(targets[rows, 0].astype(np.int64), seen)
-        models = {order: kneser_ney.KneserNey(fitted[order]) for order in orders}
+        every = {order: kneser_ney.KneserNey(fitted[order]) for order in orders}
+        starts_models = ({order: kneser_ney.KneserNey(at_starts[order], name="kneser_ney_word_starts")
+                          for order in orders} if at_starts is not None else None)
         counts = ngram.ServedCounts(fitted[orders[0]])
         for start in range(0, len(rows), _CHUNK):
             chunk = tf.constant(fold_contexts[start:start + _CHUNK])
-            tally.add({order: models[order].probabilities(chunk).numpy() for order in orders},
+            tally.add(kneser_ney_parts(every, starts_models, chunk, shares),
                       counts.probabilities(chunk)["cache"].numpy(), fold_labels[start:start + _CHUNK])
     return tally.choice()
+
+
+class CountModel(NamedTuple):
+    """The chosen count model's tables, for ``ngram.ServedCounts``: ``tables``, the Kneser-Ney model the part
+    rests on (every position, or word starts alone), and ``word_starts`` mixed in with ``word_start_share``
+    (None, 0.0 when not mixed)."""
+    tables: dict[str, np.ndarray]
+    word_starts: dict[str, np.ndarray] | None = None
+    word_start_share: float = 0.0
+
+    def served(self) -> ngram.ServedCounts:
+        return ngram.ServedCounts(self.tables, self.word_starts, self.word_start_share)
+
+
+def fit_chosen(stream: np.ndarray, events: np.ndarray | None, vocab_size: int,
+               choice: Choice) -> tuple[CountModel, Choice]:
+    """The chosen model fitted on ``stream`` (word starts at ``events``), and the choice as fitted: its order
+    lowered to what the text holds, every position alone where the word starts cannot be fitted (the record
+    says so). Raises ``kneser_ney.NotFitted`` when every position cannot be fitted either."""
+    if choice.word_starts > 0:
+        try:
+            if events is None:
+                raise kneser_ney.NotFitted("the transformed windows carry no word-start flags")
+            starts = kneser_ney.fit(stream, vocab_size, choice.order, events)
+        except kneser_ney.NotFitted as error:
+            record = {**choice.record, "notes": [*choice.record.get("notes", []), f"word starts: {error}"]}
+            choice = dataclasses.replace(choice, word_starts=0.0, record=record)
+        else:
+            if choice.word_starts >= 1:
+                return CountModel(starts), dataclasses.replace(choice, order=int(starts["order"]))
+            every = kneser_ney.fit(stream, vocab_size, choice.order)
+            return (CountModel(every, starts, choice.word_starts),
+                    dataclasses.replace(choice, order=int(max(every["order"], starts["order"]))))
+    every = kneser_ney.fit(stream, vocab_size, choice.order)
+    return CountModel(every), dataclasses.replace(choice, order=int(every["order"]))
 
 
 def eval_hits(counts: ngram.ServedCounts, choice: Choice, contexts: np.ndarray, labels: np.ndarray,

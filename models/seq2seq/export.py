@@ -158,15 +158,18 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
         # The whole text so far (prompt window, then generated tokens), for the repetition rules.
         history = decoding.left_aligned(window, length)
         generated = tf.zeros([batch, 0], tf.int64)
+        given = tf.zeros([batch, 0], tf.float32)   # the served model's probability of each generated token
         for step in tf.range(steps):
             tf.autograph.experimental.set_loop_options(
                 shape_invariants=[(generated, tf.TensorShape([None, None])),
+                                  (given, tf.TensorShape([None, None])),
                                   (history, tf.TensorShape([None, None]))])
             if tf.reduce_all(done):
                 break
             # The sliding window: the model reads the last context tokens, generated ones included,
             # and predicts the first token after them (what it is trained and evaluated on).
-            log_probs = tf.math.log(next_token_probabilities(model, window) + 1e-12)
+            probabilities = next_token_probabilities(model, window)
+            log_probs = tf.math.log(probabilities + 1e-12)
             log_probs = decoding.penalise_repeats(log_probs, decoding.presence(history, vocab_size),
                                                   repetition_penalty) + bias
             log_probs = tf.where(decoding.repeated_ngram_ban(history, no_repeat_ngram, vocab_size),
@@ -177,11 +180,14 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
             hit = tf.reduce_any(tf.equal(tf.gather(names, token)[:, None], stops[None, :]), axis=1)
             done = tf.logical_or(done, hit)
             generated = tf.concat([generated, token[:, None]], axis=1)
+            given = tf.concat([given, tf.gather(probabilities, tf.maximum(token, 0), batch_dims=1)[:, None]], axis=1)
             history = tf.concat([history, token[:, None]], axis=1)
         keep = tf.not_equal(generated, features.PAD_ID)
         words = tf.ragged.boolean_mask(tf.gather(names, generated), keep)
         return {"continuations": tf.strings.reduce_join(words, axis=1, separator=" "),
-                "token_counts": tf.cast(words.row_lengths(), tf.int32)}
+                "token_counts": tf.cast(words.row_lengths(), tf.int32),
+                # Before the repetition rules and the draw: what the model itself gave each token (0 after the end).
+                "token_probabilities": tf.ragged.boolean_mask(given, keep).to_tensor(0.0)}
 
     return generate
 

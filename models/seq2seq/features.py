@@ -15,6 +15,11 @@ CONTEXT_XF = transformed_name(CONTEXT)                # [batch, context_tokens] 
 DECODER_INPUT_XF = transformed_name("decoder_input")  # [batch, target_tokens]: START, t1..
 TARGET_XF = transformed_name(TARGET)                  # [batch, target_tokens]: t1.., END
 NEXT_TOKEN_XF = transformed_name("next_token")        # [batch] int64: t1, TFMA's label
+# [batch, context_tokens] / [batch, target_tokens] int64: 1 where the token begins a whitespace word (the
+# events the eval windows ask for: a next word's first token), 0 elsewhere (inside a word, END, PAD). Only the
+# Trainer's count models read them (models/seq2seq/count_reference.py); the network never sees them.
+CONTEXT_STARTS_XF = transformed_name("context_word_starts")
+TARGET_STARTS_XF = transformed_name("target_word_starts")
 
 VOCABULARY = "tokens"      # TFT vocabulary file name
 PAD, START, END = "<pad>", "<s>", "</s>"

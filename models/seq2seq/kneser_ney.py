@@ -110,17 +110,20 @@ def rebuild_sequences(contexts: np.ndarray, targets: np.ndarray, order: np.ndarr
     return rebuild_with_owners(contexts, targets, order)[0]
 
 
-def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray,
-                        order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``rebuild_sequences``'s stream, and for each of its entries the index of the window it came from
-    (so the text of some windows can be left out: cross-fitting, models/seq2seq/count_reference.py)."""
+def rebuild_with_owners(contexts: np.ndarray, targets: np.ndarray, order: np.ndarray | None = None,
+                        starts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``rebuild_sequences``'s stream, for each of its entries the index of the window it came from (so the
+    text of some windows can be left out: cross-fitting, models/seq2seq/count_reference.py), and, given the
+    windows' word-start flags ``starts`` (``[n, context + target]``, :func:`read_windows`), which entries
+    begin a word (the events counted at word starts, :func:`fit_orders`), else None."""
     contexts, targets = np.asarray(contexts), np.asarray(targets)
     n = len(contexts)
     if not n:
-        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+        return np.zeros([0], np.int64), np.zeros([0], np.int64), None if starts is None else np.zeros([0], bool)
     order = text_order(contexts, targets) if order is None else order
-    stream, owners = _rebuild_in_order(contexts[order], targets[order])
-    return stream, order[owners]
+    stream, owners, events = _rebuild_in_order(contexts[order], targets[order],
+                                               None if starts is None else starts[order])
+    return stream, order[owners], events
 
 
 def positions(order: np.ndarray) -> np.ndarray:
@@ -253,7 +256,8 @@ def _inverse(odd: np.uint64) -> np.uint64:
     return x
 
 
-def _rebuild_in_order(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _rebuild_in_order(contexts: np.ndarray, targets: np.ndarray,
+                      word_starts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     n = len(contexts)
     shifts = window_shifts(contexts, targets)
     starts = np.r_[True, shifts == 0]                    # the window opens a sequence
@@ -267,18 +271,34 @@ def _rebuild_in_order(contexts: np.ndarray, targets: np.ndarray) -> tuple[np.nda
     rows = np.concatenate([contexts, targets, np.full([n, 1], BREAK, contexts.dtype)], axis=1)
     keep = np.concatenate([keep_context, keep_target, ends[:, None]], axis=1)
     owners = np.broadcast_to(np.arange(n)[:, None], keep.shape)
-    return rows[keep].astype(np.int64), owners[keep].astype(np.int64)
+    events = (None if word_starts is None
+              else np.concatenate([word_starts.astype(bool), np.zeros([n, 1], bool)], axis=1)[keep])
+    return rows[keep].astype(np.int64), owners[keep].astype(np.int64), events
 
 
 def read_windows(patterns: str | Sequence[str], context_tokens: int, target_tokens: int,
                  rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(contexts, targets) of the transformed examples in ``patterns`` (GZIP if .gz), in file order;
     only the (sorted) indices ``rows`` when given."""
+    contexts, targets, _ = read_windows_and_starts(patterns, context_tokens, target_tokens, rows, with_starts=False)
+    return contexts, targets
+
+
+def read_windows_and_starts(patterns: str | Sequence[str], context_tokens: int, target_tokens: int,
+                            rows: np.ndarray | None = None, with_starts: bool = True
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`read_windows` and the windows' word-start flags, ``[n, context_tokens + target_tokens]`` booleans
+    (models/seq2seq/features.py), or None where the records have none (a Transform output from before them)."""
     from data.tfrecords import list_files
 
     spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([context_tokens], tf.int64),
             features.TARGET_XF: tf.io.FixedLenFeature([target_tokens], tf.int64)}
+    if with_starts:
+        spec[features.CONTEXT_STARTS_XF] = tf.io.FixedLenFeature([context_tokens], tf.int64, [-1] * context_tokens)
+        spec[features.TARGET_STARTS_XF] = tf.io.FixedLenFeature([target_tokens], tf.int64, [-1] * target_tokens)
+    width = context_tokens + target_tokens
     contexts, targets = [np.zeros([0, context_tokens], np.int32)], [np.zeros([0, target_tokens], np.int32)]
+    starts: list[np.ndarray] | None = [np.zeros([0, width], bool)] if with_starts else None
     offset = 0
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
         for path in list_files(pattern):
@@ -288,13 +308,22 @@ def read_windows(patterns: str | Sequence[str], context_tokens: int, target_toke
                 # int32: a large corpus's windows are held in memory (ids stay far below 2**31).
                 context = parsed[features.CONTEXT_XF].numpy().astype(np.int32)
                 target = parsed[features.TARGET_XF].numpy().astype(np.int32)
+                flags = None
+                if starts is not None:
+                    flags = np.concatenate([parsed[features.CONTEXT_STARTS_XF].numpy(),
+                                            parsed[features.TARGET_STARTS_XF].numpy()], axis=1)
+                    if (flags < 0).any():   # the default: records written without the flags
+                        starts = None
                 if rows is not None:
                     wanted = rows[(rows >= offset) & (rows < offset + len(context))] - offset
                     offset += len(context)
                     context, target = context[wanted], target[wanted]
+                    flags = None if flags is None else flags[wanted]
                 contexts.append(context)
                 targets.append(target)
-    return np.concatenate(contexts), np.concatenate(targets)
+                if starts is not None and flags is not None:
+                    starts.append(flags > 0)
+    return np.concatenate(contexts), np.concatenate(targets), None if starts is None else np.concatenate(starts)
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -318,30 +347,36 @@ def _uniform_ids(vocab_size: int) -> np.ndarray:
     return ids if ids.any() else np.ones(vocab_size, bool)
 
 
-def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER) -> dict[str, np.ndarray]:
+def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER,
+        events: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The tables :class:`KneserNey` serves, from a token ``stream`` (``BREAK`` between sequences).
 
     Keys: ``order`` (the highest order fitted: lower than ``max_order`` when the text holds no longer
     n-gram), ``unigram`` ``[V]``; per order ``k >= 2``: ``keys_k`` (sorted ``suffix_id * V + first_token``
     of the (k-1)-grams, whose index is the history id; order 2's history ids are token ids), the CSR
     ``splits_k``/``cols_k``/``vals_k`` (history id -> next token, discounted share) and ``gamma_k``.
-    Raises :class:`NotFitted` for a stream with fewer than two distinct tokens.
+    ``events``: booleans over ``stream``, the positions whose n-grams are counted (at every order: occurrences
+    at the top, continuations below); None counts every position. Word starts (:func:`rebuild_with_owners`)
+    give the model of the events the eval windows ask for: a next word's first token, given the tokens before.
+    Raises :class:`NotFitted` for a stream with fewer than two distinct tokens (at the events).
     """
-    return fit_orders(stream, vocab_size, (max_order,))[max_order]
+    return fit_orders(stream, vocab_size, (max_order,), events)[max_order]
 
 
-def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> dict[int, dict[str, np.ndarray]]:
+def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int],
+               events: np.ndarray | None = None) -> dict[int, dict[str, np.ndarray]]:
     """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
     differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
     (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
     falls back to the highest it can."""
     V = int(vocab_size)
     stream = np.asarray(stream, np.int64)
-    tokens = stream[stream != BREAK]
-    distinct = np.unique(tokens)
+    counted = stream != BREAK if events is None else (stream != BREAK) & np.asarray(events, bool)
+    distinct = np.unique(stream[counted])
     if len(distinct) < 2:
-        raise NotFitted(f"the train text holds {len(distinct)} distinct token{'s' if len(distinct) != 1 else ''}: "
-                        "nothing to predict from counts")
+        where = "at the word starts of " if events is not None else ""
+        raise NotFitted(f"{where}the train text holds {len(distinct)} distinct token{'s' if len(distinct) != 1 else ''}"
+                        ": nothing to predict from counts")
     # gram[k][t]: id of the k-gram ending at t (BREAK where it would cross a sequence start); ids of
     # k-grams are the indices of their sorted keys ``id of the (k-1)-gram suffix * V + first token``.
     gram = {1: np.where(stream == BREAK, BREAK, stream)}
@@ -362,7 +397,7 @@ def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> di
 
     def level(k: int, occurrences: bool) -> dict[str, np.ndarray]:
         if (k, occurrences) not in levels:
-            levels[k, occurrences] = _level(k, occurrences, gram, keys, stream, V)
+            levels[k, occurrences] = _level(k, occurrences, gram, keys, stream, V, counted)
         return levels[k, occurrences]
 
     fitted: dict[int, dict[str, np.ndarray]] = {}
@@ -377,13 +412,15 @@ def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int]) -> di
 
 
 def _level(k: int, occurrences: bool, gram: dict[int, np.ndarray], keys: dict[int, np.ndarray], stream: np.ndarray,
-           V: int) -> dict[str, np.ndarray]:
-    """Order ``k``'s tables: from occurrence counts (the model's top order) or continuation counts (below it)."""
+           V: int, counted: np.ndarray) -> dict[str, np.ndarray]:
+    """Order ``k``'s tables: from occurrence counts (the model's top order) or continuation counts (below it),
+    of the n-grams ending at a ``counted`` position."""
     if occurrences:
-        present = gram[k] != BREAK
+        present = (gram[k] != BREAK) & counted
         grams, counts = np.unique(gram[k][present], return_counts=True)
     else:           # continuations: distinct (k+1)-grams whose suffix is the k-gram
-        grams, counts = np.unique(keys[k + 1] // V, return_counts=True)
+        above = np.unique(gram[k + 1][(gram[k + 1] != BREAK) & counted])
+        grams, counts = np.unique(keys[k + 1][above] // V, return_counts=True)
     # Each gram's history (the (k-1)-gram before its last token) and last token, from one occurrence.
     if k > 1:
         positions = np.flatnonzero(gram[k] != BREAK)

@@ -195,19 +195,25 @@ class NgramTables(tf.Module):
 class ServedCounts(tf.Module):
     """The count components the served model mixes (models/seq2seq/blend.py), ``[batch, V]`` each:
 
-    - ``kneser_ney``: the Kneser-Ney model of every train position (models/seq2seq/kneser_ney.py), the
-      same model as the gate's reference, so all the weight on it ranks exactly as the reference;
+    - ``kneser_ney``: the Kneser-Ney model of the train text (models/seq2seq/kneser_ney.py): ``tables``
+      (every position, or word starts alone), with the model of word starts ``word_starts`` mixed in by
+      ``word_start_share`` when given (models/seq2seq/count_reference.py); the same model as the gate's
+      reference, so all the weight on it ranks exactly as the reference;
     - ``cache``: the window's own context tokens (``_cache``), smoothed by Kneser-Ney's unigram level;
     - ``unknown``: all the mass on the OOV id, the chance that the next word is one the train text never
       held (the mix's share of it is fitted with words new to the tables read as OOV).
     """
 
-    def __init__(self, tables: dict[str, np.ndarray], name: str = "counts"):
+    def __init__(self, tables: dict[str, np.ndarray], word_starts: dict[str, np.ndarray] | None = None,
+                 word_start_share: float = 0.0, name: str = "counts"):
         from models.seq2seq import kneser_ney
 
         super().__init__(name=name)
         with self.name_scope:
             self.kneser_ney = kneser_ney.KneserNey(tables)
+            self.word_starts = (kneser_ney.KneserNey(word_starts, name="kneser_ney_word_starts")
+                                if word_starts is not None and word_start_share > 0 else None)
+        self.word_start_share = float(word_start_share) if self.word_starts is not None else 0.0
         self.vocab_size = self.kneser_ney.vocab_size
 
     def probabilities(self, context_ids: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -217,8 +223,11 @@ class ServedCounts(tf.Module):
         unigram = tf.broadcast_to(self.kneser_ney.tables["unigram"][None, :], tf.cast(shape, tf.int32))
         oov = tf.one_hot(tf.fill(tf.reshape(batch, [1]), tf.constant(self.vocab_size - features.NUM_OOV_BUCKETS,
                                                                      tf.int64)), self.vocab_size)
-        return {"kneser_ney": self.kneser_ney.probabilities(context_ids), "cache": _cache(context_ids, shape, unigram),
-                "unknown": oov}
+        counts = self.kneser_ney.probabilities(context_ids)
+        if self.word_starts is not None:
+            share = self.word_start_share
+            counts = (1.0 - share) * counts + share * self.word_starts.probabilities(context_ids)
+        return {"kneser_ney": counts, "cache": _cache(context_ids, shape, unigram), "unknown": oov}
 
 
 def _cache(context_ids: tf.Tensor, shape: tf.Tensor, unigram: tf.Tensor) -> tf.Tensor:

@@ -15,6 +15,8 @@ Sequences (ids from the vocabulary, see ``features``):
   END marks where the window's continuation stops, so generation learns to stop.
 - decoder input: the target shifted right behind START (teacher forcing).
 - next_token: t1, the label TFMA scores the next-token distribution against.
+- context/target word starts: 1 where a token begins a whitespace word (``word_starts``), for the
+  Trainer's count models, which count the events the eval windows ask for.
 
 At serving only ``context`` is fed; TFT prunes the target-derived outputs.
 """
@@ -34,6 +36,16 @@ def tokenize(text: tf.Tensor) -> tf.RaggedTensor:
     text = tf.reshape(text, [-1])
     text = tf.strings.lower(text, encoding="utf-8")
     return tf.strings.split(tf.strings.regex_replace(text, _TOKEN_RE, r" \1 "))
+
+
+def word_starts(text: tf.Tensor) -> tf.RaggedTensor:
+    """[batch] strings -> [batch, (tokens)] int64: 1 for the first token of each whitespace word, aligned with
+    ``tokenize`` (the same tokens: whitespace is split first, then each word as ``tokenize`` splits it)."""
+    text = tf.strings.lower(tf.reshape(text, [-1]), encoding="utf-8")
+    words = tf.strings.split(text)                                                  # [batch, (words)]
+    pieces = tf.strings.split(tf.strings.regex_replace(words.flat_values, _TOKEN_RE, r" \1 "))  # [words, (tokens)]
+    first = tf.cast(tf.equal(tf.ragged.range(pieces.row_lengths()), 0), tf.int64)
+    return words.with_flat_values(first).merge_dims(1, 2)
 
 
 def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any] | None = None):
@@ -63,11 +75,15 @@ def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any]
     target_seq = tf.concat([target_ids, end], axis=1)
     decoder_seq = tf.concat([start, target_ids], axis=1)
     padded_target = _pad(target_seq[:, :target_len], target_len)
+    not_a_word = tf.zeros([batch, 1], tf.int64)  # END begins no word
+    target_starts = tf.concat([word_starts(inputs[features.TARGET]), not_a_word], axis=1)
     return {
         features.CONTEXT_XF: _pad(context_ids[:, -context_len:], context_len),
         features.DECODER_INPUT_XF: _pad(decoder_seq[:, :target_len], target_len),
         features.TARGET_XF: padded_target,
         features.NEXT_TOKEN_XF: padded_target[:, 0],
+        features.CONTEXT_STARTS_XF: _pad(word_starts(inputs[features.CONTEXT])[:, -context_len:], context_len),
+        features.TARGET_STARTS_XF: _pad(target_starts[:, :target_len], target_len),
     }
 
 

@@ -75,11 +75,11 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
     if choice is None:
         return dict(blend.FALLBACK), {"note": "no Kneser-Ney model: the network alone"}
     held_contexts, held_targets = kneser_ney.read_windows(holdout_file, context_tokens, target_tokens)
-    contexts, targets = kneser_ney.read_windows(fit_file, context_tokens, target_tokens)
-    stream = kneser_ney.rebuild_sequences(contexts, targets)
-    del contexts, targets
+    contexts, targets, starts = kneser_ney.read_windows_and_starts(fit_file, context_tokens, target_tokens)
+    stream, _, events = kneser_ney.rebuild_with_owners(contexts, targets, starts=starts)
+    del contexts, targets, starts
     try:
-        counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size, choice.order))
+        counts = count_reference.fit_chosen(stream, events, vocab_size, choice)[0].served()
     except kneser_ney.NotFitted:
         held_targets = held_targets[:0]
     keep = references.subsample(len(held_targets), blend.MAX_FIT_WINDOWS, seed=0)
@@ -107,9 +107,9 @@ def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], di
     elif fitted:
         scores[baselines.KNESER_NEY] = float(fitted["kneser_ney_top5"])
         what = fitted.get("description") or f"interpolated modified Kneser-Ney {fitted['order']}-gram"
+        events = f", {fitted['word_start_events']:,} word starts" if fitted.get("word_start_events") else ""
         extra["descriptions"] = {baselines.KNESER_NEY: (
-            f"{what} over every position of the train text ({fitted['train_tokens']:,} tokens; order and shares "
-            "cross-fitted on train)")}
+            f"{what} ({fitted['train_tokens']:,} tokens{events}; order, counting and shares cross-fitted on train)")}
         extra["kneser_ney_top1"] = float(fitted["kneser_ney_top1"])
     return scores, extra
 
@@ -150,7 +150,7 @@ def run_fn(fn_args: FnArgs) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     tokens = _Tokens.of(transform_output)
-    reference, kneser_ney_tables, choice, text_order = _references(fn_args, tokens)
+    reference, count_model, choice, text_order = _references(fn_args, tokens)
     strategy = make_strategy(settings.strategy)
     scratch = tempfile.mkdtemp(prefix="seq2seq-holdout-")
     try:
@@ -169,7 +169,7 @@ def run_fn(fn_args: FnArgs) -> None:
     log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
              blend_record.get("mix"))
     # The served counts are the Kneser-Ney reference itself (every train window's text), when it was fitted.
-    model.ngram = ngram.ServedCounts(kneser_ney_tables) if kneser_ney_tables is not None else None
+    model.ngram = count_model.served() if count_model is not None else None
     model.blend_weights = tf.Variable([weights[name] for name in blend.COMPONENTS], trainable=False,
                                       name="blend_weights")
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
@@ -177,8 +177,14 @@ def run_fn(fn_args: FnArgs) -> None:
         # The n-gram scores travel with the model they were measured for (same split, same
         # tokens), in the format the blessing gate reads (models/common/references.py).
         scores, extra = reference_scores(reference)
-        references.write_references(target, GATE_METRIC, scores, max(scores, key=lambda name: scores[name]),
-                                    settings.gate_margin, extra=extra)
+        # The served model contains the Kneser-Ney reference (its count part): the gate asks it for at least
+        # that reference's hits, and the margin over the references it does not contain.
+        contained = [baselines.KNESER_NEY] if model.ngram is not None and baselines.KNESER_NEY in scores else []
+        strongest = max(scores, key=scores.__getitem__)
+        deciding = references.gate_demand({"references": scores, "gate_reference": strongest, "contained": contained,
+                                           "margin": settings.gate_margin, "eval_examples": extra["eval_examples"]})
+        references.write_references(target, GATE_METRIC, scores, (deciding and deciding.name) or strongest,
+                                    settings.gate_margin, extra=extra, contained=contained)
         write_record(target, tokens.identity(), warm.decision)
         record = {**trained, "hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
                   "holdout_examples": split["holdout"], "holdout": split, "blend": {**blend_record, "weights": weights}}
@@ -201,7 +207,7 @@ def _references(fn_args: FnArgs, tokens: _Tokens):
     the run's logs; the Kneser-Ney tables and choice the served model reuses, and the train windows' order in
     the text (the held-out blocks)."""
     reference: dict[str, Any] = dict(baselines.ngram_baselines(fn_args.train_files, fn_args.eval_files))
-    reference[baselines.KNESER_NEY], tables, choice, text_order = baselines.fit_kneser_ney_reference(
+    reference[baselines.KNESER_NEY], counts, choice, text_order = baselines.fit_kneser_ney_reference(
         fn_args.train_files, fn_args.eval_files, tokens.vocab_size, tokens.context, tokens.target)
     log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
              reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
@@ -209,7 +215,7 @@ def _references(fn_args: FnArgs, tokens: _Tokens):
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
         f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
-    return reference, tables, choice, text_order
+    return reference, counts, choice, text_order
 
 
 def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], tokens: _Tokens, spec: dict,

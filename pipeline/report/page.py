@@ -259,9 +259,10 @@ def _references_section(evaluation: Evaluation, overall: float | None, count: fl
     from models.common import references
 
     margin = float(extras["references"].get("margin", 0.0))
+    rule = references.gate_rule(margin, extras["references"].get("contained") or ())
     note = ('<p class="note">Fitted by the Trainer on the same transformed train split and scored on this '
             "eval split (the model's assets.extra/references.json).</p>"
-            f'<p id="gate-rule">{html.escape(references.gate_rule(margin))}</p>')
+            f'<p id="gate-rule">{html.escape(rule)}</p>')
     training = gate_summary.training_line(extras.get("training"))
     body = note + html_table(frame, "references", ["this-model" if m == "this model" else "" for m in frame["model"]],
                              text_columns=["model"])

@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from artifacts import tfma_results
-from components.reference_gate import bound_text, demand_text, read_gate
+from components.reference_gate import bound_text, demand_text, noise_free, read_gate
 from models.common import intervals, references
 from pipeline.results import advice
 
@@ -106,8 +106,13 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "
                                                 "`tensorboard` curves, or add data")
-        out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
-                   f"({ordered[-1][0]} {ordered[-1][1]:.4f}); {remedy}.")
+        best, value = ordered[-1]
+        if best in (payload.get("contained") or ()):  # a part of the model: served where the network adds nothing
+            out.append(f"  The model ({overall:.4f}) does not beat {best} ({value:.4f}), which it contains: the "
+                       f"network adds nothing to it here; {remedy}.")
+        else:
+            out.append(f"  WARNING: the model ({overall:.4f}) does not beat the best reference predictor "
+                       f"({best} {value:.4f}); {remedy}.")
     return out
 
 
@@ -117,6 +122,8 @@ def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str,
     then the gate's rule in one sentence."""
     if not gate or gate.get("threshold") is None:
         return []
+    if noise_free(gate):
+        count = None
     verdict = "" if overall is None else f" -> {outcome_words(overall, count, gate['threshold'])}"
     bound = bound_text(gate["threshold"])
     if gate.get("references"):
@@ -147,7 +154,7 @@ def outcome_words(overall: float, count: float | None, threshold: float) -> str:
 def inconclusive_advice(overall: float | None, count: float | None, evaluation_uri: str | None) -> list[str]:
     """What to do when the eval set cannot tell the model from the gate: more data, or push anyway."""
     gate = read_gate(evaluation_uri)
-    if overall is None or not gate or gate.get("threshold") is None:
+    if overall is None or not gate or gate.get("threshold") is None or noise_free(gate):
         return []
     if intervals.outcome(overall, count, gate["threshold"]) != intervals.INCONCLUSIVE:
         return []
