@@ -116,6 +116,12 @@ def per_family(value: Callable[[ModelFamily], object]) -> str:
     return ", ".join(f"{name} {text}" for name, text in values.items())
 
 
+def _epochs_default() -> str:
+    """``cnn 15 (a bound: ...), seq2seq 6 (...)``: the passes and what a run without --epochs does with them."""
+    return per_family(lambda f: f"{f.defaults.epochs}" + (f" ({f.defaults.epochs_note})" if f.defaults.epochs_note
+                                                          else ""))
+
+
 def _model_help() -> str:
     described = [f"{f.name} ({f.description})" for f in FAMILIES.values()]
     listed = described[0] if len(described) == 1 else f"{', '.join(described[:-1])} or {described[-1]}"
@@ -191,10 +197,11 @@ class PipelineConfig:
 
     # Training (None given: the model family's default, ModelFamily.defaults)
     epochs: int = resolved_setting(flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,
-                                 help="passes over the training split", default_text=lambda: per_family(
-                                     lambda f: f.defaults.epochs))
+                                 help="training length in passes over the training split, as each model family "
+                                 "reads them (see the default)", default_text=_epochs_default)
     train_steps: int | None = setting(None, flag="--train-steps", low=1, high=10**9, exclusive="steps",
-                                      help="total training steps (overrides --epochs)")
+                                      help="the step budget, as given and not scaled to the data (overrides "
+                                      "--epochs); a model may still stop early on held-out train")
     eval_steps: int | None = setting(None, flag="--eval-steps", low=1, high=10**9, help=(
         "validation steps during training"), default_text=lambda: "one pass over the eval split")
     batch_size: int = resolved_setting(flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
