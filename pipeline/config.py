@@ -21,7 +21,7 @@ BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # more than the parallelism gains (benchmarks/README.md, bench_beam).
 AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
 # On 2 cores multi_processing was slower than in_memory at 100k examples, and at 1M it was
-# faster but needed far more memory than a 2-core laptop tends to have (docs/benchmarks.md,
+# faster but needed far more memory than a 2-core laptop tends to have (docs/history/benchmarks-log.md,
 # "The whole pipeline at 1,000,000 images"), so auto only picks it on machines with more cores.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
 # Far above any batch that trains well here; what one batch needs in memory is checked on top of it.
@@ -246,7 +246,7 @@ class PipelineConfig:
     eval_batch: int = setting(256, flag="--eval-batch", low=1, high=8192, metavar="N", help=(
         "most eval examples per batch the Evaluator's model calls and TFMA hold at once; the Evaluator's memory "
         "grows with it times the model's output (a text model's probabilities over its vocabulary), twice with a "
-        "served model to compare (docs/benchmarks.md, \"The Evaluator's memory\")"))
+        "served model to compare (docs/history/benchmarks-log.md, \"The Evaluator's memory\")"))
     push_inconclusive: bool = setting(False, flag="--push-inconclusive", help=(
         "push a model below the gate when the eval set is too small to tell it from the threshold (the summary's "
         "NOT ENOUGH EVIDENCE, models/common/intervals.py); default: push only a model that passes"))
