@@ -30,7 +30,8 @@ fix: each file's reader yields blocks of 256 records (``.batch(256)`` inside the
 ``.unbatch()`` after), so the parallel interleave's per-element hand-over is paid per block.
 
 and, end to end, ``cnn-fit``: the real digits CNN (``build_cnn``) trained with ``fit`` for
-the default Trainer's 15 epochs x 23 steps on exactly the default train split size in one
+15 passes x 23 steps (the CNN's --epochs bound; a default run's step budget follows the data,
+docs/cli.md) on exactly the default train split size in one
 file, fed by ``trainer`` vs ``streaming`` vs ``naive`` input: does the input pipeline change
 training speed?
 
@@ -77,8 +78,8 @@ def parse_args(argv=None):
     p.add_argument("--copies", type=int, default=8, help="repeat the digits train split N times "
                    "(default %(default)s: ~11.6k examples)")
     p.add_argument("--shards", type=int, default=16)
-    p.add_argument("--epochs", type=int, default=15, help="passes per measurement (the Trainer's "
-                   "default CNN run is 15 epochs)")
+    p.add_argument("--epochs", type=int, default=15, help="passes per measurement (the CNN's "
+                   "--epochs bound; a default run's step budget follows the data: docs/cli.md)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--latency-ms", type=float, default=50.0, help="simulated per-file open latency")

@@ -10,7 +10,7 @@ as a local run), checks that the class and slice counts agree exactly, and print
     python benchmarks/bench_statistics.py EXAMPLES_URI            # e.g. <run>/tfx/cnn-pipeline/ImportExampleGen/examples/1
     python benchmarks/bench_statistics.py EXAMPLES_URI --rounds 3
 
-Results: docs/benchmarks.md ("Against TFX's own example").
+Results: docs/history/benchmarks-log.md ("Against TFX's own example").
 """
 from __future__ import annotations
 

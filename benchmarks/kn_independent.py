@@ -25,7 +25,7 @@ fewer than 5 ids score higher).
     .venv/bin/python benchmarks/kn_independent.py /usr/share/common-licenses/GPL-3
     .venv/bin/python benchmarks/kn_independent.py FOLDER --text rebuilt   # the project's rebuilt train text
 
-Results: docs/benchmarks.md ("An independent Kneser-Ney on the same splits").
+Results: docs/history/benchmarks-log.md ("An independent Kneser-Ney on the same splits").
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ on the eval windows.
     .venv/bin/python benchmarks/text_kneser_ney.py /usr/share/common-licenses --max-steps 300
     .venv/bin/python benchmarks/text_kneser_ney.py FOLDER --references-only # no training: the references
 
-Results: docs/benchmarks.md ("The text model against Kneser-Ney").
+Results: docs/history/benchmarks-log.md ("The text model against Kneser-Ney").
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ checkout (``--repo``, e.g. a worktree of an older commit), with a few training s
     .venv/bin/python benchmarks/debian_text_folder.py /tmp/docs-1m --documents 5000 --words 1100000
     .venv/bin/python benchmarks/text_scale.py /tmp/docs-1m --repo . --repo /tmp/worktree-at-older-commit
 
-Results: docs/benchmarks.md ("The text model against Kneser-Ney", at scale).
+Results: docs/history/benchmarks-log.md ("The text model against Kneser-Ney", at scale).
 """
 from __future__ import annotations
 

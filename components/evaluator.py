@@ -40,7 +40,7 @@ BASELINE_SERVING_DIR_KEY = "baseline_serving_dir"
 #: Most records per batch TFMA reads (``--eval-batch``). tfx_bsl batches by size, 20 MiB, so
 #: otherwise up to 8,192 records of ~100 bytes for a text window, whose model outputs (probabilities
 #: over the vocabulary) are a thousand times larger: that is what the Evaluator's memory grew with
-#: (docs/benchmarks.md, "The Evaluator's memory").
+#: (docs/history/benchmarks-log.md, "The Evaluator's memory").
 EVAL_BATCH_KEY = "eval_batch"
 EVAL_BATCH_RECORDS = 256  # when the graph sets none (a graph compiled before the setting)
 
@@ -118,7 +118,7 @@ class Executor(evaluator_executor.Executor):
 
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
-        # How TFMA is fed (docs/benchmarks.md, "At scale"): batches by size, not Beam's
+        # How TFMA is fed (docs/history/benchmarks-log.md, "At scale"): batches by size, not Beam's
         # small adaptive ones; tf_keras metric code run as written, not re-traced by AutoGraph
         # for every slice's combiner (as the Trainer does; on Kubeflow this is its own process).
         from models.common.autograph import convert_tf_keras

@@ -5,7 +5,7 @@ Why: Beam deflates each record as it is written, at zlib's default level 6, on t
 that also runs the step (Beam's in_memory runner has one): at 200,000 images an eighth of
 the ExampleGen's time and more of Transform's, whose standardised pixels barely compress.
 Level 1 writes files 1-5 % larger in half the time, and zlib deflates without Python's
-lock, so a second thread takes the rest off the step's path (docs/benchmarks.md, "Against
+lock, so a second thread takes the rest off the step's path (docs/history/benchmarks-log.md, "Against
 TFX's own example"). Readers see ordinary GZIP TFRecords.
 """
 from __future__ import annotations

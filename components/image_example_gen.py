@@ -21,7 +21,7 @@ TFRecords the class list (a label id is the class's index in it) comes from a la
 read of the records (``records.record_labels``): TensorFlow's parser skips the pixels, so
 it costs far less than the conversion, and it trusts nothing beside the records (a
 ``manifest.json`` may be older than them). What this costs and saves against the former
-two passes and TFX's ImportExampleGen: docs/benchmarks.md, "A single pass over the images".
+two passes and TFX's ImportExampleGen: docs/history/benchmarks-log.md, "A single pass over the images".
 
 Every unreadable file is listed, not just the first: the pass sets them aside and stages
 them, with the class list and shape, in the executor's scratch folder; once the Beam
@@ -116,7 +116,7 @@ def _examples_of(work, listing: Listing, files: int | None, bounds: list[float],
     """The examples of a task (its line), or of one image of a folder's sample (decoded by the
     sample's read: ``(pixels, label, id)``). A task's images are decoded a chunk at a time, then
     made into examples: alternating decode and example making image by image keeps neither
-    loop's code and data in the CPU's caches, and both ran slower (docs/benchmarks.md)."""
+    loop's code and data in the CPU's caches, and both ran slower (docs/history/benchmarks-log.md)."""
     label_ids = {name: i for i, name in enumerate(classes)}
     if not isinstance(work, str):
         progress.count(EXAMPLES_MADE, 1, total=files)

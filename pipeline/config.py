@@ -21,7 +21,7 @@ BEAM_MODES = ("auto", "in_memory", "multi_processing")
 # more than the parallelism gains (benchmarks/README.md, bench_beam).
 AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
 # On 2 cores multi_processing was slower than in_memory at 100k examples, and at 1M it was
-# faster but needed far more memory than a 2-core laptop tends to have (docs/benchmarks.md,
+# faster but needed far more memory than a 2-core laptop tends to have (docs/history/benchmarks-log.md,
 # "The whole pipeline at 1,000,000 images"), so auto only picks it on machines with more cores.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
 # Far above any batch that trains well here; what one batch needs in memory is checked on top of it.
@@ -116,6 +116,12 @@ def per_family(value: Callable[[ModelFamily], object]) -> str:
     return ", ".join(f"{name} {text}" for name, text in values.items())
 
 
+def _epochs_default() -> str:
+    """``cnn 15 (a bound: ...), seq2seq 6 (...)``: the passes and what a run without --epochs does with them."""
+    return per_family(lambda f: f"{f.defaults.epochs}" + (f" ({f.defaults.epochs_note})" if f.defaults.epochs_note
+                                                          else ""))
+
+
 def _model_help() -> str:
     described = [f"{f.name} ({f.description})" for f in FAMILIES.values()]
     listed = described[0] if len(described) == 1 else f"{', '.join(described[:-1])} or {described[-1]}"
@@ -191,10 +197,11 @@ class PipelineConfig:
 
     # Training (None given: the model family's default, ModelFamily.defaults)
     epochs: int = resolved_setting(flag="--epochs", low=1, high=100_000, exclusive="steps", runtime=True,
-                                 help="passes over the training split", default_text=lambda: per_family(
-                                     lambda f: f.defaults.epochs))
+                                 help="training length in passes over the training split, as each model family "
+                                 "reads them (see the default)", default_text=_epochs_default)
     train_steps: int | None = setting(None, flag="--train-steps", low=1, high=10**9, exclusive="steps",
-                                      help="total training steps (overrides --epochs)")
+                                      help="the step budget, as given and not scaled to the data (overrides "
+                                      "--epochs); a model may still stop early on held-out train")
     eval_steps: int | None = setting(None, flag="--eval-steps", low=1, high=10**9, help=(
         "validation steps during training"), default_text=lambda: "one pass over the eval split")
     batch_size: int = resolved_setting(flag="--batch-size", low=1, high=MAX_BATCH_SIZE,
@@ -239,7 +246,7 @@ class PipelineConfig:
     eval_batch: int = setting(256, flag="--eval-batch", low=1, high=8192, metavar="N", help=(
         "most eval examples per batch the Evaluator's model calls and TFMA hold at once; the Evaluator's memory "
         "grows with it times the model's output (a text model's probabilities over its vocabulary), twice with a "
-        "served model to compare (docs/benchmarks.md, \"The Evaluator's memory\")"))
+        "served model to compare (docs/history/benchmarks-log.md, \"The Evaluator's memory\")"))
     push_inconclusive: bool = setting(False, flag="--push-inconclusive", help=(
         "push a model below the gate when the eval set is too small to tell it from the threshold (the summary's "
         "NOT ENOUGH EVIDENCE, models/common/intervals.py); default: push only a model that passes"))

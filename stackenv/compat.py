@@ -221,7 +221,7 @@ def skip_tfx_sdist_for_local_beam() -> None:
     none names a dependency; that copies the installed ``tfx`` tree and runs ``setup.py
     sdist`` in a subprocess, so the workers of a remote runner (Dataflow) can install TFX.
     A local run (and a Kubeflow step, whose image has TFX) paid it in every Beam component:
-    seconds of fixed cost per step, the Evaluator's largest (docs/benchmarks.md, "The
+    seconds of fixed cost per step, the Evaluator's largest (docs/history/benchmarks-log.md, "The
     Evaluator"). Replaced by a check that keeps TFX's behaviour for any other runner.
     Idempotent; for the process's lifetime.
     """
@@ -256,7 +256,7 @@ def byte_size_batching(max_records: int | None = None) -> Iterator[None]:
     as at least 20 MiB / cap bytes). Why: the Evaluator's model calls and TFMA's per-batch work
     run on tiny batches otherwise; and the cap, because 20 MiB of small serialized records
     (a text window is ~100 bytes) is 8,192 records whose model outputs can be a thousand times
-    larger (docs/benchmarks.md, "The Evaluator's memory").
+    larger (docs/history/benchmarks-log.md, "The Evaluator's memory").
     """
     from absl import flags
     from tfx_bsl.coders import batch_util

@@ -92,7 +92,7 @@ def test_cnn_metrics_equal_scikit_learn_on_the_top_class_per_slice():
 def test_the_cnn_evaluation_walks_the_examples_twice_per_slice():
     # TFMA runs every combiner over every example of every slice in Python. The CNN's metrics and its confusion
     # matrix plot share ONE matrices combiner (the example count is the other); Keras metrics or a second set of
-    # matrices would each add a walk (docs/benchmarks.md, "Against TFX's own example").
+    # matrices would each add a walk (docs/history/benchmarks-log.md, "Against TFX's own example").
     from tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator import (
         _filter_and_separate_computations,
     )

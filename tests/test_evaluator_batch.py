@@ -1,5 +1,6 @@
 """The Evaluator reads its examples in batches of at most --eval-batch records (issue 45): the batch's
-model outputs, not the eval split, set the Evaluator's memory (docs/benchmarks.md, "The Evaluator's memory")."""
+model outputs, not the eval split, set the Evaluator's memory (docs/history/benchmarks-log.md, "The Evaluator's
+memory")."""
 import contextlib
 
 from components import evaluator

@@ -25,7 +25,7 @@ def default_shape(files: Sequence[str], image_size: int | None, channels: int | 
 
     Judged from the headers of up to ``SHAPE_SAMPLE`` files spread over the folder (nothing is
     decoded), by both ingestion paths alike. Why: 28x28 grayscale digits trained as a 32x32 RGB
-    copy cost about four times the pixels for nothing (docs/benchmarks.md, "Against TFX's own
+    copy cost about four times the pixels for nothing (docs/history/benchmarks-log.md, "Against TFX's own
     example"); a side larger than 32 stays 32, the size the CNN's defaults were measured at.
     """
     if image_size and channels:

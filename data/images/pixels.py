@@ -65,7 +65,7 @@ def load_image_file(path: Path | str, shape: tuple[int, int, int], remedy: str =
     try:
         # Bytes first, then decode from memory: PIL reading through a GFile makes several small
         # reads and seeks per file, each through TF's Python wrappers (more than the decode of a
-        # small image costs: docs/benchmarks.md, "At scale"), and a GFile raises OutOfRangeError
+        # small image costs: docs/history/benchmarks-log.md, "At scale"), and a GFile raises OutOfRangeError
         # at the end of the file where Pillow's WebP reader expects read() to return b"".
         with open_binary(str(path)) as handle:
             data = handle.read()

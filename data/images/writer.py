@@ -82,7 +82,7 @@ def example_bytes(pixels: np.ndarray, label: str, label_id: int, brightness: str
     writes it (features by name), written straight in protobuf's wire format.
 
     Why not build the message and serialize it: handing 784 Python ints to ``Int64List`` and
-    serializing took a third of the image ExampleGen's time (docs/benchmarks.md, "Against TFX's
+    serializing took a third of the image ExampleGen's time (docs/history/benchmarks-log.md, "Against TFX's
     own example"); here the pixels' varints are written by numpy in one pass.
     """
     values = {

@@ -21,7 +21,7 @@ Each is a derived computation over TFMA's multi-class confusion matrices at
 de-duplicates computations with the same keys and combiner (``metrics_plots_and_validations_
 evaluator._filter_and_separate_computations``, TFMA 0.47), so the plot and the four metrics are
 one combiner. Why: TFMA walks every example once per combiner and slice in Python; Keras metrics
-and a matrix per threshold were four walks, most of the Evaluator's time (docs/benchmarks.md,
+and a matrix per threshold were four walks, most of the Evaluator's time (docs/history/benchmarks-log.md,
 "Against TFX's own example").
 """
 import collections

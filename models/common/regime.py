@@ -14,7 +14,7 @@ Every decision of the in-memory regime is made here, in :func:`schedule` and :fu
   with the defaults at most ``STEPS_PER_SQRT_EXAMPLE * sqrt(fit examples)``: a bigger set gives
   more distinct examples per step, so fewer passes reach the same held-out accuracy, and a budget
   linear in the data (15 passes) made the Trainer the slowest step of a large run while its
-  held-out accuracy had long flattened (docs/benchmarks.md, "Against TFX's own example").
+  held-out accuracy had long flattened (docs/history/benchmarks-log.md, "Against TFX's own example").
   Small sets still get ``min_steps`` optimizer steps before stopping is allowed; ``--train-steps``
   trains exactly that budget (``scale_budget=False``).
 - **Checks.** The held-out part is checked once per pass over the data, but (with the defaults)

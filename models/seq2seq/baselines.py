@@ -36,7 +36,7 @@ def ngram_baselines(train_pattern: Patterns, eval_pattern: Patterns) -> dict[str
 
     A pattern may be a list of globs, as TFX's ``fn_args.train_files``. Counted with numpy on
     batch-parsed windows: a Python loop over each parsed ``tf.train.Example`` was the Trainer's
-    largest fixed cost on a large corpus (docs/benchmarks.md, "The whole pipeline on 10M words").
+    largest fixed cost on a large corpus (docs/history/benchmarks-log.md, "The whole pipeline on 10M words").
     """
     train_last, train_next = _pairs(train_pattern)
     eval_last, eval_next = _pairs(eval_pattern)

@@ -55,7 +55,7 @@ def split_files(patterns: str | Sequence[str], out_dir: str,
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     # Read in batches: tf.data hands over one record per Python step at ~100 µs each (``reduce``,
     # ``as_numpy_iterator``), minutes of the Trainer's start on millions of windows
-    # (docs/benchmarks.md, "The whole pipeline on 10M words"); a batch of records costs about the same.
+    # (docs/history/benchmarks-log.md, "The whole pipeline on 10M words"); a batch of records costs about the same.
     if text_order is None:
         count = sum(len(batch) for batch in records.batch(_BATCH).as_numpy_iterator())
         label = labels(count)

@@ -24,7 +24,7 @@ from models.seq2seq import features
 # Why: TFMA's Keras-metric wrapper converts every example's label and prediction once per
 # metric and slice and runs each metric's TF update per batch; with a vocabulary-wide
 # prediction that was half of the seq2seq Evaluator's per-example time
-# (docs/benchmarks.md, "The Evaluator").
+# (docs/history/benchmarks-log.md, "The Evaluator").
 #
 # Same values as the Keras metrics they replace (tf_keras 2.16), per example:
 # - top-1: ``argmax(prediction) == label`` (first index on ties, as tf.argmax);

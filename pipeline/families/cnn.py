@@ -135,8 +135,13 @@ FAMILY = register(ModelFamily(
     data_help=("a folder with one sub-folder of PNG/JPEG images per class, a CIFAR-10 'python version' "
                "folder, or TFRecords in this project's feature spec (default: scikit-learn's bundled 8x8 "
                "digits)"),
+    # The step budget follows the data (models/common/regime.py schedule, models/cnn/trainer.py): --epochs bounds it.
     defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.0,
-                              min_accuracy_note="gated on its reference predictors"),
+                              min_accuracy_note="gated on its reference predictors",
+                              epochs_note=("while the parsed train split fits in 1 GiB: a step budget of "
+                                           "min(these passes, 8 x sqrt(examples it fits on)) steps but at least 1000, "
+                                           "stopped early on held-out train; a larger split: exactly these passes, "
+                                           "streamed")),
     # The name of the accuracy in models/cnn/evaluation.py (ArgmaxAccuracy, named after the Keras metric).
     gate_metric="sparse_categorical_accuracy",
     gate_metric_label="Accuracy",

@@ -92,6 +92,10 @@ class TrainingDefaults:
     learning_rate: float
     min_accuracy: float                  # floor of the gate metric on the overall slice
     min_accuracy_note: str = ""          # why that floor, shown in --min-accuracy's help
+    #: What a run does with ``epochs`` when neither --epochs nor --train-steps is typed (the family's
+    #: trainer may stop early or bound the steps by the data), shown in --epochs' help;
+    #: tests/test_step_budget_doc.py checks the CLI reference's statement against the trainer.
+    epochs_note: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

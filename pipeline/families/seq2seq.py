@@ -128,7 +128,9 @@ FAMILY = register(ModelFamily(
     # No fixed floor: what top-5 a text allows depends on the text, so the gate is its own strongest n-gram
     # reference + --gate-margin (a floor of the default corpus's bigram, 0.36, refused every small text).
     defaults=TrainingDefaults(epochs=6, batch_size=64, learning_rate=3e-3, min_accuracy=0.0,
-                              min_accuracy_note="gated on its strongest n-gram reference"),
+                              min_accuracy_note="gated on its strongest n-gram reference",
+                              epochs_note=("at most: stopped early after 2 passes without a better held-out "
+                                           "top-5, the best pass kept")),
     # TFMA's name of the top-5 SparseTopKCategoricalAccuracy (models/seq2seq/evaluation.py: GATE_METRIC).
     gate_metric="sparse_top_k_categorical_accuracy",
     gate_metric_label="Top-5 next-word accuracy",

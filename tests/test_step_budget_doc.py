@@ -1,0 +1,184 @@
+"""What the CLI reference says a run does with ``--epochs`` is what a run does.
+
+docs/cli.md (generated from the parser) states each family's default passes and how its trainer reads them
+when neither --epochs nor --train-steps is typed. These tests read that statement back from the page, build
+the settings a run gets from ``pipeline run --model FAMILY`` with no other flag, and drive the trainers' own
+decisions (the CNN's step schedule, its in-memory limit and streaming, the text model's early stopping) for a
+small and a large training split: a change to the behaviour that leaves the page as it was fails here, and
+so does a change to the page that the behaviour does not follow.
+"""
+import math
+import re
+import types
+
+import numpy as np
+import pytest
+from conftest import PROJECT_ROOT
+
+from components.data_facts import pending_manifest
+from components.data_facts import steps as facts_steps
+from models.common.training import TrainingSettings
+from pipeline.arguments import build_parser, config_from_args
+from pipeline.families import get_family
+
+#: Training split sizes: the bundled digits' train split, and 200,000 images' (4:1).
+SMALL, LARGE = 1_437, 160_000
+
+
+class _Reached(Exception):
+    """Raised by a stand-in once the decision under test has been made: nothing trains."""
+
+
+def _epochs_row() -> str:
+    page = (PROJECT_ROOT / "docs" / "cli.md").read_text()
+    run = page.split("\n## run\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in run.splitlines() if line.startswith("| `--epochs EPOCHS` |")]
+    assert len(rows) == 1, "docs/cli.md's run section has no single --epochs row"
+    return " ".join(rows[0].split())
+
+
+def _stated(pattern: str) -> re.Match:
+    found = re.search(pattern, _epochs_row())
+    assert found, f"docs/cli.md's --epochs row no longer says {pattern!r}: update this test with the page"
+    return found
+
+
+def _cnn_statement() -> dict[str, int]:
+    found = _stated(r"cnn (\d+) \(while the parsed train split fits in (\d+) GiB: a step budget of "
+                    r"min\(these passes, (\d+) x sqrt\(examples it fits on\)\) steps but at least (\d+), stopped "
+                    r"early on held-out train; a larger split: exactly these passes, streamed\)")
+    passes, gib, per_sqrt, at_least = (int(value) for value in found.groups())
+    return {"passes": passes, "memory_bytes": gib << 30, "per_sqrt": per_sqrt, "at_least": at_least}
+
+
+def _seq2seq_statement() -> dict[str, int]:
+    found = _stated(r"seq2seq (\d+) \(at most: stopped early after (\d+) passes without a better held-out top-5, "
+                    r"the best pass kept\)")
+    passes, patience = (int(value) for value in found.groups())
+    return {"passes": passes, "patience": patience}
+
+
+def _run_without_flags(family: str) -> tuple[TrainingSettings, dict]:
+    """The Trainer's settings, as the run_fn reads them back, for ``pipeline run --model FAMILY``."""
+    from pipeline.graph import _training_settings
+
+    config = config_from_args(build_parser().parse_args(["run", "--model", family]))
+    assert config.train_steps is None
+    custom_config = _training_settings(config, get_family(family), pending_manifest(config.data)).to_custom_config()
+    return TrainingSettings.from_custom_config(custom_config), custom_config
+
+
+def _train_args_steps(custom_config: dict, train_examples: int) -> int:
+    """The TrainArgs steps of a run that reads --data itself: its executor fills them from the data's facts
+    (components/facts_steps.py FactsTrainerExecutor)."""
+    training = custom_config["training"]
+    return facts_steps(0, train_examples, int(training["batch_size"]), int(training["epochs"]))
+
+
+def test_the_reference_states_each_familys_default_passes_as_the_parser_sets_them():
+    for family, statement in (("cnn", _cnn_statement()), ("seq2seq", _seq2seq_statement())):
+        config = config_from_args(build_parser().parse_args(["run", "--model", family]))
+        assert config.epochs == statement["passes"] == get_family(family).defaults.epochs, family
+        settings, _ = _run_without_flags(family)
+        assert (settings.epochs, settings.explicit_steps) == (statement["passes"], False), family
+
+
+@pytest.mark.parametrize("train_examples", [SMALL, LARGE])
+def test_the_cnn_step_budget_is_the_one_the_reference_states(monkeypatch, tmp_path, train_examples):
+    from models.cnn import trainer
+    from models.cnn.hparams import CnnHyperparameters
+    from models.common import regime
+
+    stated = _cnn_statement()
+    settings, custom_config = _run_without_flags("cnn")
+    hparams = CnnHyperparameters.from_family(settings.family)
+    train_steps = _train_args_steps(custom_config, train_examples)
+    assert train_steps == stated["passes"] * math.ceil(train_examples / settings.batch_size)  # "these passes"
+
+    planned = {}
+    real_schedule = regime.schedule
+
+    def schedule(fit_examples, batch_size, **kwargs):
+        planned.update(fit_examples=fit_examples, plan=real_schedule(fit_examples, batch_size, **kwargs))
+        raise _Reached
+
+    monkeypatch.setattr(regime, "schedule", schedule)
+    labels = np.arange(train_examples) % 10
+    train = {trainer.features.IMAGE_XF: np.zeros((train_examples, 1), np.float32),
+             trainer.features.LABEL_XF: labels.reshape(-1, 1)}
+    data = trainer._Data(image_shape=[28, 28, 1], class_names=[str(i) for i in range(10)], spec={})
+    fn_args = types.SimpleNamespace(train_steps=train_steps, model_run_dir=str(tmp_path))
+    strategy = types.SimpleNamespace(num_replicas_in_sync=1)
+    with pytest.raises(_Reached):
+        trainer._train_in_memory(fn_args, settings, hparams, data, None, strategy, lambda: None, train)
+
+    fit_examples, plan = planned["fit_examples"], planned["plan"]
+    assert 0 < fit_examples < train_examples  # "examples it fits on": train less its held-out part
+    stated_budget = max(stated["at_least"], min(train_steps, math.ceil(stated["per_sqrt"] * math.sqrt(fit_examples))))
+    assert plan.budget == stated_budget
+    assert plan.epochs * plan.steps_per_check >= plan.budget  # the whole budget can be trained
+    assert plan.min_epochs * plan.steps_per_check >= stated["at_least"]  # no stop before "at least"
+    if train_examples == LARGE:
+        assert plan.budget < train_steps  # the square root bounds it, not the passes
+        assert plan.patience < plan.epochs - plan.min_epochs  # early stopping can end it
+    else:
+        assert plan.budget == stated["at_least"] > train_steps  # at least, even past the passes
+
+
+def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(monkeypatch, tmp_path):
+    from models.cnn import trainer
+    from models.common import regime
+
+    stated = _cnn_statement()
+    settings, custom_config = _run_without_flags("cnn")
+    assert regime.IN_MEMORY_BYTES == stated["memory_bytes"]
+    budgets = []
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget: budgets.append(budget))
+    fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"])
+    assert trainer._load_splits(fn_args, settings, {}, False) == (None, None)
+    assert budgets == [stated["memory_bytes"]] * 2  # a split over it is not held: it streams
+
+    # A train split too large for memory (a million 32x32x3 images): exactly the passes, no early stopping.
+    train_steps = _train_args_steps(custom_config, 800_000)
+    fitted = {}
+    monkeypatch.setattr(trainer, "make_dataset", lambda *args, **kwargs: None)
+    monkeypatch.setattr(trainer, "fit", lambda settings, model, train, held, fn_args, log, **kwargs: fitted.update(
+        settings=settings, fn_args=fn_args, kwargs=kwargs))
+    fn_args = types.SimpleNamespace(train_steps=train_steps, train_files=["train"], eval_files=["eval"])
+    data = trainer._Data(image_shape=[32, 32, 3], class_names=["a", "b"], spec={})
+    _, training = trainer._train_streaming(fn_args, settings, data, types.SimpleNamespace(num_replicas_in_sync=1),
+                                           lambda: None)
+    assert training["regime"] == "fixed_steps" and training["steps"] == train_steps
+    assert train_steps == stated["passes"] * math.ceil(800_000 / settings.batch_size)
+    assert fitted["fn_args"].train_steps == train_steps and not fitted["kwargs"].get("callbacks")
+    assert settings.epochs * settings.steps_per_epoch(train_steps) >= train_steps  # fit reaches every step
+
+
+@pytest.mark.parametrize("train_windows", [2_000, 4_000_000])
+def test_the_text_model_trains_the_stated_passes_and_stops_as_stated(monkeypatch, tmp_path, train_windows):
+    from models.seq2seq import trainer
+
+    stated = _seq2seq_statement()
+    settings, custom_config = _run_without_flags("seq2seq")
+    train_steps = _train_args_steps(custom_config, train_windows)
+    per_pass = math.ceil(train_windows / settings.batch_size)
+    assert train_steps == stated["passes"] * per_pass
+
+    built = {}
+
+    def best_weights(**kwargs):
+        built.update(kwargs)
+        raise _Reached
+
+    monkeypatch.setattr(trainer, "make_dataset", lambda *args, **kwargs: None)
+    monkeypatch.setattr(trainer, "teacher_forcing", lambda dataset: dataset)
+    monkeypatch.setattr(trainer, "BestWeights", best_weights)
+    warm = types.SimpleNamespace(build=lambda build: None)
+    tokens = types.SimpleNamespace(vocab_size=100, context=8, target=1)
+    fn_args = types.SimpleNamespace(train_steps=train_steps)
+    with pytest.raises(_Reached):
+        trainer._train(fn_args, settings, {}, tokens, {}, types.SimpleNamespace(num_replicas_in_sync=1), warm,
+                       "fit", "holdout", {"holdout": 100})
+    assert settings.epochs == stated["passes"] and settings.steps_per_epoch(train_steps) == per_pass  # one pass each
+    assert built["patience"] == stated["patience"] < stated["passes"]  # it can stop early
+    assert built["monitor"] == "val_next_token_top5"  # "a better held-out top-5"
