@@ -240,8 +240,9 @@ class PipelineConfig:
         "bless only if the key metric is at most this much below the served model's (absolute)"))
     gate_margin: float = setting(0.01, flag="--gate-margin", low=-1.0, high=1.0, runtime=True, help=(
         "bless only if the key metric beats the family's reference predictor (cnn: logistic regression, seq2seq: the "
-        "strongest n-gram count model, Kneser-Ney where fitted) by this much (absolute; near 1.0 at most half the "
-        "reference's error, and a score whose 95% interval clears the reference is enough; negative: may trail it)"
+        "n-gram count models it does not contain; it must match the Kneser-Ney model it serves inside it) by this much "
+        "(absolute; near 1.0 at most half the reference's error, and a score whose 95% interval clears the reference "
+        "is enough; negative: may trail it)"
     ))  # references.json
     eval_batch: int = setting(256, flag="--eval-batch", low=1, high=8192, metavar="N", help=(
         "most eval examples per batch the Evaluator's model calls and TFMA hold at once; the Evaluator's memory "

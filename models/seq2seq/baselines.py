@@ -8,9 +8,9 @@ model's: a model that does not beat them has learned nothing a frequency table w
   token in train (a window boundary always falls between two words, so the counts are
   taken at the same kind of boundary), backing off to the unigram guess for a last token
   never seen in train.
-- kneser_ney: interpolated modified Kneser-Ney of order 3, 4 or 5, counted over every position
-  of the train text rebuilt from its windows (models/seq2seq/kneser_ney.py), with a cache of
-  the window's words and an unknown-word share, the order and shares cross-fitted on train
+- kneser_ney: interpolated modified Kneser-Ney of order 3, 4 or 5, counted at the word starts or
+  every position of the train text rebuilt from its windows, or both mixed (models/seq2seq/kneser_ney.py),
+  with a cache of the window's words and an unknown-word share, all cross-fitted on train
   (models/seq2seq/count_reference.py): the model a practitioner would build first, and the
   strongest of the three (the gate's reference).
 
@@ -77,9 +77,9 @@ def kneser_ney_reference(train_pattern: Patterns, eval_pattern: Patterns, vocab_
     "train_tokens", "sequences", "cross_fitting"}``, or ``{"not_fitted": why, "eval_examples"}`` when the
     train text cannot give the model (fewer than two distinct tokens).
 
-    Its order and shares are cross-fitted on the train windows (``count_reference.cross_fit``), then it is
-    fitted on every position of the train text (``kneser_ney.rebuild_sequences``) and scored at each eval
-    window's boundary on its own context, as the unigram and bigram references are.
+    Its order, counting (word starts, every position, both) and shares are cross-fitted on the train windows
+    (``count_reference.cross_fit``), then it is fitted on the train text (``kneser_ney.rebuild_with_owners``)
+    and scored at each eval window's boundary on its own context, as the unigram and bigram references are.
     """
     return fit_kneser_ney_reference(train_pattern, eval_pattern, vocab_size, context_tokens, target_tokens,
                                     orders).scores

@@ -108,7 +108,8 @@ class Tally:
     """Every candidate (order, word-start share, cache share, unknown share) scored on windows as they come:
     top-5 hits and log-likelihood summed, so the windows scored are not bounded by holding ``[windows,
     vocabulary]`` per component (the cross-fitted top-5 differences between shares are a few thousandths:
-    6,000 windows chose no unknown share where 20,000 chose the one the eval split prefers, docs/history/benchmarks-log.md)."""
+    6,000 windows chose no unknown share where 20,000 chose the one the eval split prefers,
+    docs/history/benchmarks-log.md)."""
 
     def __init__(self, orders: tuple[int, ...], word_starts: tuple[float, ...] = (0.0,)):
         self.keys = [(order, s, c, u) for order, s, c, u

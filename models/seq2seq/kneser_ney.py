@@ -1,4 +1,4 @@
-"""Interpolated modified Kneser-Ney n-grams over every position of the train text (Chen and Goodman 1999).
+"""Interpolated modified Kneser-Ney n-grams of the train text, at every position or word starts (Chen, Goodman 1999).
 
 The text family's strongest classical reference, and the count component of the served model
 (models/seq2seq/blend.py): one fit (numpy, :func:`fit`), one scorer (TF ops, :class:`KneserNey`), so

@@ -212,6 +212,10 @@ def _references(fn_args: FnArgs, tokens: _Tokens):
     log.info("Reference next-token top-5 accuracy on %d eval windows: unigram %.4f, bigram %.4f, %s",
              reference["eval_examples"], reference["unigram_top5"], reference["bigram_top5"],
              _kneser_ney_text(reference[baselines.KNESER_NEY]))
+    record = choice.record if choice else {}
+    for note in [*record.get("notes", []), *([record["note"]] if "note" in record else [])]:
+        # e.g. too few word starts: every position alone
+        log.info("Kneser-Ney's choice: %s", note)
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, BASELINES_FILE), "w") as f:
         f.write(json.dumps(reference, indent=2, sort_keys=True) + "\n")
