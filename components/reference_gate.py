@@ -83,7 +83,7 @@ def apply_reference_gate(eval_config_json: str, candidate_dir: str,
                     assert wanted is not None  # None only without a payload
                     margin = float(payload.get("margin", 0.0))
                     contained = list(payload.get("contained") or ())
-                    record.update(references=payload["references"],
+                    record.update(references=payload["references"], paired=payload.get("paired") or {},
                                   gate_reference=wanted.name or payload["gate_reference"], contained=contained,
                                   margin=margin, reference_threshold=wanted.threshold, demand=wanted.to_dict(),
                                   rule=references.gate_rule(margin, contained), threshold=max(floor, wanted.threshold))
@@ -147,9 +147,13 @@ def demand_text(gate: dict[str, Any], label: str) -> str:
     if counted < value:
         shown += f", counted as one error on {wanted['reference_examples']:,}: {bound_text(counted)}"
     if why == references.BY_CONTAINED:
+        if not wanted.get("reference_examples"):
+            return f"{name} {value:.4f}, which the model contains: at least its score"
+        discordant = ((gate.get("paired") or {}).get(name) or {}).get("discordant")
+        noise = (f", less the noise of the {discordant:,.0f} where the two disagree"
+                 if discordant and wanted["threshold"] < value - 0.5 / wanted["reference_examples"] - 1e-12 else "")
         return (f"{name} {value:.4f}, which the model contains: at least its hits on the same "
-                f"{wanted['reference_examples']:,} eval examples" if wanted.get("reference_examples") else
-                f"{name} {value:.4f}, which the model contains: at least its score")
+                f"{wanted['reference_examples']:,} eval examples{noise}")
     if why == references.BY_INTERVAL:
         return (f"{shown}: the lowest {label.lower()} whose 95% interval on {wanted['candidate_examples']:,} eval "
                 "examples lies above it")

@@ -69,6 +69,9 @@ def test_pushed_model_carries_its_reference_scores(one_file_run):
     # Its order (3-5) and its cache and unknown-word shares cross-fitted on train (count_reference.py).
     fitted = measured["kneser_ney"]
     assert fitted["order"] in (3, 4, 5) and fitted["train_tokens"] >= 2000
+    # Transform marked where each word starts: most tokens of prose, not the punctuation inside words.
+    assert 0.6 * fitted["train_tokens"] < fitted["word_start_events"] < fitted["train_tokens"], fitted
+    assert fitted["word_start_share"] in (0.0, 0.5, 1.0)
     assert fitted["description"].startswith(f"interpolated modified Kneser-Ney {fitted['order']}-gram")
     # The served model is that reference with the network mixed on top: its count shares are the reference's.
     with open(os.path.join(latest_version_dir(config.serving_model_dir), "assets.extra", "training.json")) as handle:

@@ -18,6 +18,7 @@ how many the eval split holds, when the Trainer knew (a subsample says so in the
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -173,11 +174,18 @@ def demand(reference: float, margin: float, reference_examples: int | None = Non
                   int(candidate_examples) if candidate_examples else None)
 
 
-def contained_demand(reference: float, reference_examples: int | None) -> Demand:
+#: One-sided 5% normal quantile: how far below a contained reference a model may fall on the same examples.
+NON_INFERIORITY_Z = 1.645
+
+
+def contained_demand(reference: float, reference_examples: int | None, discordant: float | None = None) -> Demand:
     """What a model must reach over a reference it contains: at least that reference's hits on the same
-    examples (non-inferiority; half a hit below its score, so the float a metric library computes for the
-    same count never falls under it)."""
-    slack = 0.5 / float(reference_examples) if reference_examples else 0.0
+    examples, less the noise of the ``discordant`` examples where one of the two hits and the other does not
+    (non-inferiority by McNemar's paired test, one-sided 5%: a model whose extra part helped on held-out data
+    but ties on these is not refused for chance). Never less than half a hit below: the float a metric
+    library computes for the same count must not fall under it."""
+    hits = max(0.5, NON_INFERIORITY_Z * math.sqrt(discordant)) if discordant else 0.5
+    slack = hits / float(reference_examples) if reference_examples else 0.0
     return Demand(float(reference), float(reference), max(0.0, float(reference) - slack), BY_CONTAINED,
                   int(reference_examples) if reference_examples else None,
                   int(reference_examples) if reference_examples else None)
@@ -195,11 +203,15 @@ def gate_demand(payload: Mapping[str, Any] | None, candidate_examples: int | Non
     contained = set(payload.get("contained") or ())
     if not contained:
         return demand(float(payload["references"][payload["gate_reference"]]), margin, reference_examples, candidates)
+    paired = payload.get("paired") or {}
     demands = [dataclasses.replace(
-        contained_demand(float(value), reference_examples) if name in contained
+        contained_demand(float(value), reference_examples, (paired.get(name) or {}).get("discordant"))
+        if name in contained
         else demand(float(value), margin, reference_examples, candidates), name=name)
         for name, value in sorted(payload["references"].items())]
-    return max(demands, key=lambda wanted: wanted.threshold)
+    # On a tie (a perfect reference and a perfect contained one) the reference the model does not contain
+    # decides: its rule says how it counts a perfect score.
+    return max(demands, key=lambda wanted: (round(wanted.threshold, 12), wanted.name not in contained))
 
 
 def beside(fit: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:

@@ -48,6 +48,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant",
     "label_smoothing": 0.0}
 BASELINES_FILE = "baselines.json"
+#: Eval windows the served model and its count part are compared on at most (``_disagreements``).
+MAX_PAIRED_WINDOWS = 20_000
 #: Epochs without a better held-out top-5 before training stops (when --train-steps is not given).
 EARLY_STOP_PATIENCE = 2
 TRAINING_FILE = "training.json"
@@ -93,6 +95,26 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
         parts = {name: value.numpy() for name, value in counts.probabilities(chunk).items()}
         mixed.append(count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown))
     return blend.fit_network_share(np.concatenate(network), np.concatenate(mixed), labels, choice.shares())
+
+
+def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference.Choice) -> dict[str, float]:
+    """On the eval windows, how many the served model and the count model it contains (the Kneser-Ney
+    reference, ``choice``) do not both hit or both miss, estimated on at most ``MAX_PAIRED_WINDOWS`` of them
+    (seeded) and scaled to the split: the noise of the gate's paired comparison of the two
+    (``references.contained_demand``). Nothing is chosen on them: they size the test, the Evaluator decides."""
+    contexts, targets = kneser_ney.read_windows(eval_files, tokens.context, tokens.target)
+    keep = references.subsample(len(targets), MAX_PAIRED_WINDOWS, seed=2)
+    discordant = 0.0
+    for start in range(0, len(keep), 256):
+        rows = keep[start:start + 256]
+        chunk = tf.constant(contexts[rows].astype(np.int64))
+        labels = targets[rows, 0].astype(np.int64)
+        parts = {name: value.numpy() for name, value in model.ngram.probabilities(chunk).items()}
+        counts = count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown)
+        served = export.next_token_probabilities(model, chunk).numpy()
+        discordant += float((count_reference.hits(served, labels)[1] != count_reference.hits(counts, labels)[1]).sum())
+    scale = len(targets) / max(len(keep), 1)
+    return {"discordant": discordant * scale, "windows": int(len(targets)), "scored": int(len(keep))}
 
 
 def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
@@ -180,6 +202,8 @@ def run_fn(fn_args: FnArgs) -> None:
         # The served model contains the Kneser-Ney reference (its count part): the gate asks it for at least
         # that reference's hits, and the margin over the references it does not contain.
         contained = [baselines.KNESER_NEY] if model.ngram is not None and baselines.KNESER_NEY in scores else []
+        if contained and weights["network"] > 0:  # with no share the two rank alike: nothing to weigh
+            extra["paired"] = {baselines.KNESER_NEY: _disagreements(model, fn_args.eval_files, tokens, choice)}
         strongest = max(scores, key=scores.__getitem__)
         deciding = references.gate_demand({"references": scores, "gate_reference": strongest, "contained": contained,
                                            "margin": settings.gate_margin, "eval_examples": extra["eval_examples"]})
