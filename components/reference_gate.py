@@ -114,7 +114,9 @@ def noise_free(gate: dict[str, Any] | None) -> bool:
     """The deciding reference is a part of the model, scored on the same eval examples: fewer hits than it is
     a fact about these examples, not noise to weigh with an interval (no NOT ENOUGH EVIDENCE, no
     --push-inconclusive)."""
-    return bool(gate) and (gate.get("demand") or {}).get("why") == references.BY_CONTAINED  # type: ignore[union-attr]
+    if not gate or (gate.get("demand") or {}).get("why") != references.BY_CONTAINED:
+        return False
+    return gate["threshold"] <= gate["reference_threshold"] + 1e-12   # not the floor: that one is a point
 
 
 def bound_text(value: float) -> str:

@@ -131,13 +131,14 @@ def test_push_info_holds_the_evaluations_overall_metrics(counting_run):
     assert info["metrics"]["example_count"] == _number(r"on (\d+) eval examples", out)
 
 
-def test_seq2seq_that_only_matches_the_bigram_is_not_pushed_on_too_little_evidence(tmp_path):
+def test_seq2seq_short_of_a_margin_over_the_bigram_is_not_pushed_on_too_little_evidence(tmp_path):
     """A text of 3000 words drawn from a bigram chain (each of 30 words followed by one of 8 others, at
     random): the bigram counts are all there is to learn, so the served model can only match them
     (real prose lets its trigram, cache and unknown-word parts beat the bigram: benchmarks/text_corpora.py).
-    The gate asks for the bigram reference + 0.01 (the served model contains Kneser-Ney, which can learn no
-    more from a bigram chain, and must only match it), and 300-odd eval windows cannot tell the two apart: the
-    outcome is NOT ENOUGH EVIDENCE, with what to do, and nothing is pushed."""
+    The served model contains its Kneser-Ney reference and matches it; asked for --gate-margin 0.05 over the
+    bigram (which it does not contain), it falls short by less than the noise of 300-odd eval windows: the
+    outcome is NOT ENOUGH EVIDENCE, with what to do, and nothing is pushed (the only flag: with the default
+    margin the served model clears the bigram by its Kneser-Ney part and is pushed)."""
     import random
     from pydoc_data.topics import topics
 
@@ -150,18 +151,19 @@ def test_seq2seq_that_only_matches_the_bigram_is_not_pushed_on_too_little_eviden
     book = tmp_path / "book.txt"
     book.write_text(" ".join(words), encoding="utf-8")
     config = PipelineConfig(model="seq2seq", output_dir=str(tmp_path / "out"))
-    out = _run("--model", "seq2seq", "--data", book, "--output", tmp_path / "out", "--train-steps", "1")
+    out = _run("--model", "seq2seq", "--data", book, "--output", tmp_path / "out", "--train-steps", "1",
+               "--gate-margin", "0.05")
     line = re.search(r"Reference predictors \(top-5 next-word accuracy on the same eval split\): (.*)", out).group(1)
     scores = {name: float(value) for name, value in re.findall(r"(\w+) (\d\.\d+) \[95% CI", line)}
     assert set(scores) == {"unigram", "bigram", "kneser_ney"}, line
-    strongest = "bigram"  # the reference the model does not contain; Kneser-Ney is no stronger on a bigram chain
-    assert scores["kneser_ney"] < scores["bigram"] + 0.01, line
+    strongest = "bigram"  # the reference the model does not contain; Kneser-Ney learns little more on a chain
+    assert scores["kneser_ney"] < scores["bigram"] + 0.05, line
     overall = _number(r"Top-5 next-word accuracy \(overall\): (\d\.\d+)", out)
     gate = re.search(rf"Gate: top-5 next-word accuracy >= (\d\.\d+) \({strongest} {scores[strongest]:.4f} \+ margin "
-                     rf"0\.0100; floor [0-9.]+\) -> NOT ENOUGH EVIDENCE \({overall:.4f}, 95% interval", out)
+                     rf"0\.0500; floor [0-9.]+\) -> NOT ENOUGH EVIDENCE \({overall:.4f}, 95% interval", out)
     assert gate, out[-3000:]
     threshold = float(gate.group(1))
-    assert threshold == pytest.approx(scores[strongest] + 0.01, abs=1.5e-4) and overall < threshold
+    assert threshold == pytest.approx(scores[strongest] + 0.05, abs=1.5e-4) and overall < threshold
     assert f"Blessed: NO (top-5 next-word accuracy >= {gate.group(1)}; no model was served before" in out
     assert "  - not enough evidence: " in out and "--push-inconclusive" in out
     assert f"Pushed: nothing (serving dir {config.serving_model_dir} unchanged)" in out
