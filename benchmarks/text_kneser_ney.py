@@ -38,7 +38,7 @@ from seq2seq_quality import split_raw_records, transform  # noqa: E402
 from data.text import prepare_text_dataset  # noqa: E402
 from models.common import intervals  # noqa: E402
 from models.common.training import TrainingSettings  # noqa: E402
-from models.seq2seq import baselines, count_reference, features, kneser_ney, ngram  # noqa: E402
+from models.seq2seq import baselines, count_reference, features, kneser_ney  # noqa: E402
 
 CONFIG = {"vocab_size": 4000, "context_tokens": 32, "target_tokens": 8}
 
@@ -84,19 +84,19 @@ def run(source: str | None, args) -> dict:
                   + features.NUM_OOV_BUCKETS)
     started = time.monotonic()
     reference = baselines.ngram_baselines(train_glob, eval_glob)
-    fitted, tables, choice, _ = baselines.fit_kneser_ney_reference(
+    fitted, counts, choice, _ = baselines.fit_kneser_ney_reference(
         train_glob, eval_glob, vocab_size, CONFIG["context_tokens"], CONFIG["target_tokens"],
         tuple(order for order in count_reference.ORDERS if order <= args.order) or (args.order,))
     reference_seconds = time.monotonic() - started
-    assert tables is not None and choice is not None, fitted
+    assert counts is not None and choice is not None, fitted
     row = {"source": source or "bundled (pydoc topics)", "words": manifest.extra["num_words"],
            "documents": manifest.extra["num_documents"], "train_windows": len(splits["train"]),
            "eval_windows": len(splits["eval"]), "train_tokens": fitted["train_tokens"],
-           "order": int(tables["order"]), "reference": fitted["description"], "unigram": reference["unigram_top5"],
+           "order": choice.order, "reference": fitted["description"], "unigram": reference["unigram_top5"],
            "bigram": reference["bigram_top5"], "reference_seconds": reference_seconds,
            "cross_fitting": fitted["cross_fitting"]}
     eval_contexts, eval_targets = kneser_ney.read_windows(eval_glob, CONFIG["context_tokens"], CONFIG["target_tokens"])
-    scored = count_reference.eval_hits(ngram.ServedCounts(tables), choice, eval_contexts, eval_targets[:, 0])
+    scored = count_reference.eval_hits(counts.served(), choice, eval_contexts, eval_targets[:, 0])
     kn_top1, kn_top5 = scored["top1"], scored["top5"]
     known = eval_targets[:, 0] < vocab_size - features.NUM_OOV_BUCKETS
     row.update(kneser_ney=float(kn_top5.mean()), kneser_ney_top1=float(kn_top1.mean()),

@@ -152,10 +152,12 @@ def demand_text(gate: dict[str, Any], label: str) -> str:
         if not wanted.get("reference_examples"):
             return f"{name} {value:.4f}, which the model contains: at least its score"
         discordant = ((gate.get("paired") or {}).get(name) or {}).get("discordant")
+        trail = min(float(gate.get("margin", 0.0)), 0.0)
         noise = (f", less the noise of the {discordant:,.0f} where the two disagree"
-                 if discordant and wanted["threshold"] < value - 0.5 / wanted["reference_examples"] - 1e-12 else "")
+                 if discordant and wanted["threshold"] < value - 0.5 / wanted["reference_examples"] + trail - 1e-12
+                 else "")
         return (f"{name} {value:.4f}, which the model contains: at least its hits on the same "
-                f"{wanted['reference_examples']:,} eval examples{noise}")
+                f"{wanted['reference_examples']:,} eval examples{noise}" + (f", margin {trail:.4f}" if trail else ""))
     if why == references.BY_INTERVAL:
         return (f"{shown}: the lowest {label.lower()} whose 95% interval on {wanted['candidate_examples']:,} eval "
                 "examples lies above it")

@@ -65,8 +65,8 @@ def test_pushed_model_carries_its_reference_scores(one_file_run):
                                         "kneser_ney": measured["kneser_ney"]["kneser_ney_top5"]}
     assert references["contained"] == ["kneser_ney"]   # the served model's count part
     assert references["margin"] == 0.01  # the default --gate-margin
-    # Counted over every position of the train text (~2,400 of the 3,000 words), not one event per window.
-    # Its order (3-5) and its cache and unknown-word shares cross-fitted on train (count_reference.py).
+    # Counted over the whole train text (~2,400 of the 3,000 words), not one event per window: its order (3-5),
+    # where it counts (word starts, every position, both) and its shares cross-fitted on train (count_reference.py).
     fitted = measured["kneser_ney"]
     assert fitted["order"] in (3, 4, 5) and fitted["train_tokens"] >= 2000
     # Transform marked where each word starts: most tokens of prose, not the punctuation inside words.

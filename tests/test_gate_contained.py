@@ -85,6 +85,18 @@ def test_a_reference_the_model_does_not_contain_still_asks_for_the_margin(tmp_pa
     assert _tfma_blesses(config, 0.4801)
 
 
+def test_a_negative_margin_lets_the_model_trail_the_reference_it_contains_too(tmp_path):
+    """``--gate-margin -0.99`` (a Kubeflow run's runtime parameter in the contract test): no bar from any
+    reference, so the floor decides; -0.05 lowers the contained demand by 0.05 and no more."""
+    gate, config = _gate(tmp_path, {"unigram": 0.20, "bigram": 0.40, "kneser_ney": 0.4756}, margin=-0.99, floor=0.05)
+    assert gate["threshold"] == pytest.approx(0.05) and _tfma_blesses(config, 0.06)
+    gate, config = _gate(tmp_path, {"unigram": 0.20, "bigram": 0.40, "kneser_ney": 253 / WINDOWS}, margin=-0.05)
+    assert gate["demand"]["why"] == references.BY_CONTAINED
+    assert gate["threshold"] == pytest.approx((253 - 0.5) / WINDOWS - 0.05)
+    [line, _] = gate_summary.gate_lines(gate, 0.43, "Top-5 accuracy", WINDOWS)
+    assert "which the model contains: at least its hits on the same 532 eval examples, margin -0.0500;" in line
+
+
 def test_the_floor_still_applies_over_a_contained_reference(tmp_path):
     gate, config = _gate(tmp_path, {"unigram": 0.20, "bigram": 0.40, "kneser_ney": 0.4756}, floor=0.5)
     assert gate["threshold"] == pytest.approx(0.5)

@@ -73,11 +73,17 @@ HELD_RUN = [sys.executable, str(PROJECT_ROOT / "tests" / "support" / "pod_hold.p
 HELD_AT = "pod_hold: reached 5 training steps"
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT as a terminal's foreground command gets it: a suite started in the background of a shell (``make
+    test &``, ``nohup``) runs with SIGINT ignored, a child inherits that, and its Ctrl-C would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_and_kill_in_training(output, sig, args, env=None):
     log_path = output.parent / f"run-{sig.name}.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([*HELD_RUN, "--output", str(output), *args], cwd=PROJECT_ROOT, stdout=log,
-                                   stderr=subprocess.STDOUT, text=True,
+                                   stderr=subprocess.STDOUT, text=True, preexec_fn=_as_from_a_terminal,
                                    env={**(env or os.environ), pod_hold.HOLD_ENV: "training steps=5"})
     try:
         _wait_for_line(process, log_path, HELD_AT)

@@ -122,7 +122,8 @@ def gate_rule(margin: float, contained: Sequence[str] = ()) -> str:
         return (f"The model must reach every reference it does not contain plus the smaller of the margin "
                 f"{margin:g} and {ERROR_SHARE:.0%} of that reference's error (or, if lower, a score whose 95% "
                 f"interval on its eval examples lies wholly above it), score at least as many hits as the reference "
-                f"it contains ({', '.join(contained)}) on the same eval examples, and never less than the floor.")
+                f"it contains ({', '.join(contained)}) on the same eval examples, less the noise of the examples where "
+                "the two disagree (and a negative margin), and never less than the floor.")
     return (f"The model must reach the gate reference plus the smaller of the margin {margin:g} and "
             f"{ERROR_SHARE:.0%} of the reference's error, or, if lower, a score whose 95% interval on its eval "
             "examples lies wholly above the reference (a perfect reference counts as one error on the examples "
@@ -178,15 +179,18 @@ def demand(reference: float, margin: float, reference_examples: int | None = Non
 NON_INFERIORITY_Z = 1.645
 
 
-def contained_demand(reference: float, reference_examples: int | None, discordant: float | None = None) -> Demand:
+def contained_demand(reference: float, reference_examples: int | None, discordant: float | None = None,
+                     margin: float = 0.0) -> Demand:
     """What a model must reach over a reference it contains: at least that reference's hits on the same
     examples, less the noise of the ``discordant`` examples where one of the two hits and the other does not
     (non-inferiority by McNemar's paired test, one-sided 5%: a model whose extra part helped on held-out data
     but ties on these is not refused for chance). Never less than half a hit below: the float a metric
-    library computes for the same count must not fall under it."""
+    library computes for the same count must not fall under it. A negative ``margin`` (the model may trail
+    its references) lowers it by as much; a positive one does not raise it (no model beats a part of itself)."""
     hits = max(0.5, NON_INFERIORITY_Z * math.sqrt(discordant)) if discordant else 0.5
     slack = hits / float(reference_examples) if reference_examples else 0.0
-    return Demand(float(reference), float(reference), max(0.0, float(reference) - slack), BY_CONTAINED,
+    threshold = max(0.0, float(reference) - slack + min(float(margin), 0.0))
+    return Demand(float(reference), float(reference), threshold, BY_CONTAINED,
                   int(reference_examples) if reference_examples else None,
                   int(reference_examples) if reference_examples else None)
 
@@ -205,7 +209,7 @@ def gate_demand(payload: Mapping[str, Any] | None, candidate_examples: int | Non
         return demand(float(payload["references"][payload["gate_reference"]]), margin, reference_examples, candidates)
     paired = payload.get("paired") or {}
     demands = [dataclasses.replace(
-        contained_demand(float(value), reference_examples, (paired.get(name) or {}).get("discordant"))
+        contained_demand(float(value), reference_examples, (paired.get(name) or {}).get("discordant"), margin)
         if name in contained
         else demand(float(value), margin, reference_examples, candidates), name=name)
         for name, value in sorted(payload["references"].items())]
