@@ -19,7 +19,7 @@ from typing import Any
 import tensorflow as tf
 
 from artifacts.serving_dir import MODEL_CARD_FILES
-from components.reference_gate import bound_text, demand_text
+from components.reference_gate import bound_text, demand_text, set_by_reference
 
 Block = tuple  # ("h1"|"h2"|"p", text) | ("ul", [items]) | ("table", [headers], [[cells]])
 MAX_SLICES = 40  # rows of the per-slice table, worst first
@@ -107,7 +107,7 @@ def _gate_blocks(card: dict[str, Any], evaluation_uri: str) -> list[Block]:
     if gate.get("threshold") is None:
         check = f"{label} >= the floor {card.get('min_accuracy')}"
     elif gate.get("references"):
-        source = (demand_text(gate, label) if gate["threshold"] <= gate["reference_threshold"] + 1e-12
+        source = (demand_text(gate, label) if set_by_reference(gate)
                   else f"the floor; {gate.get('gate_reference')} asks for {bound_text(gate['reference_threshold'])}")
         check = f"{label} >= {bound_text(gate['threshold'])} ({source}; floor {gate.get('floor')})"
     else:

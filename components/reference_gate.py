@@ -110,13 +110,18 @@ def read_gate(evaluation_uri: str | None) -> dict[str, Any] | None:
         return json.loads(f.read())
 
 
+def set_by_reference(gate: dict[str, Any]) -> bool:
+    """The references set the gate's threshold, not the floor (``--min-accuracy``)."""
+    return gate["threshold"] <= gate["reference_threshold"] + 1e-12
+
+
 def noise_free(gate: dict[str, Any] | None) -> bool:
     """The deciding reference is a part of the model, scored on the same eval examples: fewer hits than it is
     a fact about these examples, not noise to weigh with an interval (no NOT ENOUGH EVIDENCE, no
-    --push-inconclusive)."""
+    --push-inconclusive). Not where the floor decides: that one is a point."""
     if not gate or (gate.get("demand") or {}).get("why") != references.BY_CONTAINED:
         return False
-    return gate["threshold"] <= gate["reference_threshold"] + 1e-12   # not the floor: that one is a point
+    return set_by_reference(gate)
 
 
 def bound_text(value: float) -> str:

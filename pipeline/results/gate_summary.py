@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from artifacts import tfma_results
-from components.reference_gate import bound_text, demand_text, noise_free, read_gate
+from components.reference_gate import bound_text, demand_text, noise_free, read_gate, set_by_reference
 from models.common import intervals, references
 from pipeline.results import advice
 
@@ -128,7 +128,7 @@ def gate_lines(gate: dict[str, Any] | None, overall: float | None, label: str,
     bound = bound_text(gate["threshold"])
     if gate.get("references"):
         name = gate["gate_reference"]
-        source = (demand_text(gate, label) if gate["threshold"] <= gate["reference_threshold"] + 1e-12 else
+        source = (demand_text(gate, label) if set_by_reference(gate) else
                   f"the floor --min-accuracy; {name} asks for {bound_text(gate['reference_threshold'])}")
         rule = [f"  Rule: {gate['rule']}"] if gate.get("rule") else []
         return [f"Gate: {label.lower()} >= {bound} ({source}; floor {gate['floor']}){verdict}"] + rule
