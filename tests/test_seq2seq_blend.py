@@ -273,3 +273,35 @@ def test_the_served_counts_are_the_kneser_ney_reference_with_a_cache_and_an_unkn
     np.testing.assert_allclose(served, kneser_ney.KneserNey(tables).probabilities(contexts).numpy(), atol=1e-7)
     # After 3 4 the text went on with 5 twice and 6 once.
     assert served[0].argmax() == 5
+
+
+def test_the_paired_noise_counts_the_eval_windows_where_the_served_model_and_its_counts_disagree(tmp_path):
+    """``trainer._disagreements`` (the gate's paired noise, models/common/references.py ``contained_demand``):
+    counts trained on tokens 3-8 only rank a label of 30 below six others (a miss), and a network sure of it
+    lifts it into the top 5 (a hit) on the 3 windows where it is the label and is uniform elsewhere, which
+    leaves the counts' ranking unchanged there. So the two disagree on exactly those 3 windows of 20."""
+    from test_kneser_ney import _write
+
+    from models.seq2seq import trainer
+
+    vocab = 40
+    stream = np.array([3, 4, 5, 6, 7, 8] * 20, np.int64)
+    counts = ngram.ServedCounts(kneser_ney.fit(stream, vocab, 3))
+    labels = np.array([30, 30, 30] + [4, 5, 6, 7, 8] * 3 + [3, 4], np.int64)
+    contexts = np.tile(np.array([[3, 4, 5, 0]], np.int64), (len(labels), 1))
+    targets = np.stack([labels, np.full(len(labels), features.END_ID)], axis=1)
+    eval_file = _write(tmp_path / "eval.gz", contexts, targets)
+
+    class Network:
+        """Logits sure of token 30 for the first 3 rows of each call, uniform for the rest."""
+        ngram = counts
+        blend_weights = tf.Variable([0.9, 0.1, 0.0, 0.0])
+
+        def next_token_logits(self, chunk):
+            rows = tf.shape(chunk)[0]
+            sure = tf.one_hot(tf.fill([rows], 30), vocab) * 50.0
+            return tf.where((tf.range(rows) < 3)[:, None], sure, tf.zeros([rows, vocab]))
+
+    tokens = trainer._Tokens(vocab, 4, 2, [])
+    found = trainer._disagreements(Network(), [eval_file], tokens, count_reference.Choice(3))
+    assert found == {"discordant": 3.0, "windows": 20, "scored": 20}
