@@ -225,3 +225,22 @@ def test_the_orders_fitted_together_are_each_order_fitted_alone():
         for key, value in alone.items():
             np.testing.assert_array_equal(together[order][key], value, err_msg=f"order {order}, {key}")
     assert int(together[9]["order"]) == 8  # the longer sequence holds 8 tokens: the order falls back to 8
+
+
+def test_the_cross_fitting_scorer_gives_the_served_probabilities_with_one_trace_per_order():
+    # Cross-fitting scores many fits of one order (folds x ways of counting) through kneser_ney.scorer, one
+    # traced graph; the served model scores with KneserNey's variables. Both must give the same numbers, and
+    # a second fit of the order (other table sizes) must not trace again.
+    rng = np.random.default_rng(3)
+    texts = [rng.integers(A, D + 1, size=n) for n in (40, 90)]
+    rows = tf.constant(np.concatenate([rng.integers(A, D + 1, size=(5, 4)), np.zeros((5, 2), np.int64)], axis=1))
+    kneser_ney._traced_scorer.cache_clear()
+    sizes = set()
+    for text in texts:
+        tables = kneser_ney.fit(text, V, max_order=4)
+        sizes.add(len(tables["cols_4"]))
+        np.testing.assert_array_equal(kneser_ney.scorer(tables)(rows).numpy(),
+                                      kneser_ney.KneserNey(tables).probabilities(rows).numpy())
+    assert len(sizes) == 2  # the two fits' tables differ in size...
+    calls = kneser_ney._traced_scorer.cache_info()
+    assert (calls.misses, calls.hits) == (1, 1)  # ...and share one graph (its input signature: traced once)

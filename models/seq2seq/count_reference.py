@@ -122,14 +122,25 @@ class Tally:
 
     def add(self, kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: np.ndarray) -> None:
         """``kn``: the Kneser-Ney part's ``[n, V]`` probabilities per (order, word-start share)."""
-        parts = {"cache": cache}
+        # mixed() and hits() as written out below, in place: the same float32 values and comparisons, with no
+        # [n, V] array made per candidate (hundreds of candidates per chunk made this most of cross-fitting).
         rows = np.arange(len(labels))
+        shares = {c: np.float32(c) * cache for c in {key[2] for key in self.keys} if c}
+        p = np.empty_like(cache)
+        higher = np.empty(cache.shape, bool)
+        unknown_id = cache.shape[1] - features.NUM_OOV_BUCKETS
         for i, (order, s, c, u) in enumerate(self.keys):
             if (order, s) not in kn:
                 continue
-            p = mixed(parts, kn[order, s], c, u)
-            self.top5[i] += hits(p, labels)[1].sum()
-            self.log_likelihood[i] += np.log(np.maximum(p[rows, labels], 1e-12)).sum()
+            np.multiply(kn[order, s], 1.0 - c - u, out=p)
+            if c:
+                p += shares[c]
+            if u:
+                p[:, unknown_id] += u
+            label_p = p[rows, labels]
+            np.greater(p, label_p[:, None], out=higher)
+            self.top5[i] += np.count_nonzero(np.count_nonzero(higher, axis=1) < TOP_K)
+            self.log_likelihood[i] += np.log(np.maximum(label_p, 1e-12)).sum()
         self.windows += len(labels)
 
     def drop_word_starts(self, why: str) -> None:
@@ -163,14 +174,14 @@ def choose(kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: n
     return tally.choice()
 
 
-def kneser_ney_parts(every: dict[int, Any], starts: dict[int, Any] | None, chunk: tf.Tensor,
+def kneser_ney_parts(every: dict[int, kneser_ney.Scorer], starts: dict[int, kneser_ney.Scorer] | None, chunk: tf.Tensor,
                      shares: tuple[float, ...]) -> dict[tuple[int, float], np.ndarray]:
-    """The Kneser-Ney part's probabilities of ``chunk`` per (order, word-start share), from the models of
-    every position and (None: not fitted) of word starts, per order."""
+    """The Kneser-Ney part's probabilities of ``chunk`` per (order, word-start share), from the scorers
+    (``kneser_ney.scorer``) of every position and (None: not fitted) of word starts, per order."""
     out: dict[tuple[int, float], np.ndarray] = {}
-    for order, model in every.items():
-        p_every = model.probabilities(chunk).numpy()
-        p_starts = starts[order].probabilities(chunk).numpy() if starts is not None else None
+    for order, score in every.items():
+        p_every = score(chunk).numpy()
+        p_starts = starts[order](chunk).numpy() if starts is not None else None
         for s in shares:
             if s == 0.0:
                 out[order, s] = p_every
@@ -220,15 +231,20 @@ def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders
         rows = scored[fold_of[scored] == fold]
         fold_contexts = ngram.unseen_as_oov(contexts[rows].astype(np.int64), seen)
         fold_labels = ngram.unseen_as_oov(targets[rows, 0].astype(np.int64), seen)
-        every = {order: kneser_ney.KneserNey(fitted[order]) for order in orders}
-        starts_models = ({order: kneser_ney.KneserNey(at_starts[order], name="kneser_ney_word_starts")
-                          for order in orders} if at_starts is not None else None)
-        counts = ngram.ServedCounts(fitted[orders[0]])
+        every = {order: kneser_ney.scorer(fitted[order]) for order in orders}
+        starts_models = ({order: kneser_ney.scorer(at_starts[order]) for order in orders}
+                         if at_starts is not None else None)
+        unigram = tf.constant(fitted[orders[0]]["unigram"])
         for start in range(0, len(rows), _CHUNK):
             chunk = tf.constant(fold_contexts[start:start + _CHUNK])
             tally.add(kneser_ney_parts(every, starts_models, chunk, shares),
-                      counts.probabilities(chunk)["cache"].numpy(), fold_labels[start:start + _CHUNK])
+                      _cache(chunk, unigram).numpy(), fold_labels[start:start + _CHUNK])
     return tally.choice()
+
+
+#: ``ngram.cache`` in one traced graph: cross-fitting calls it per chunk of every fold.
+_cache = tf.function(ngram.cache, input_signature=(tf.TensorSpec([None, None], tf.int64),
+                                                   tf.TensorSpec([None], tf.float32)))
 
 
 class CountModel(NamedTuple):

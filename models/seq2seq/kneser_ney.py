@@ -31,7 +31,8 @@ is named in the summary and left out of the gate).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -50,6 +51,8 @@ MIN_OVERLAP = 8
 #: Windows of one hash tried per head (text_order, ``_link_by_key``).
 LINK_ROUNDS = 8
 _CHUNK = 65536
+#: ``context_ids -> [batch, V]`` next-token probabilities (:func:`scorer`).
+Scorer = Callable[[tf.Tensor], tf.Tensor]
 
 
 class NotFitted(ValueError):
@@ -468,28 +471,54 @@ class KneserNey(tf.Module):
 
     def probabilities(self, context_ids: tf.Tensor) -> tf.Tensor:
         """Right-padded ``[batch, Lc]`` ids -> ``[batch, V]`` next-token probabilities (rows sum to 1)."""
-        t = self.tables
-        context_ids = tf.cast(context_ids, tf.int64)
-        lengths = tf.reduce_sum(tf.cast(tf.not_equal(context_ids, features.PAD_ID), tf.int64), axis=1)
-        batch = tf.shape(context_ids, out_type=tf.int64)[0]
-        shape = tf.stack([batch, tf.constant(self.vocab_size, tf.int64)])
-        p = tf.broadcast_to(t["unigram"][None, :], tf.cast(shape, tf.int32))
-        history = _last(context_ids, lengths, 1)          # the 1-gram before the next token: its own id
-        found = lengths >= 1
-        for k in range(2, self.order + 1):
-            if k >= 3:  # extend the history one token to the left
-                keys = t[f"keys_{k - 1}"]
-                query = history * self.vocab_size + _last(context_ids, lengths, k - 1)
-                count = tf.size(keys, out_type=tf.int64)
-                position = tf.minimum(tf.searchsorted(keys, query, out_type=tf.int64), tf.maximum(count - 1, 0))
-                found = found & (lengths >= k - 1) & (count > 0) & tf.equal(tf.gather(keys, position), query)
-                history = tf.where(found, position, 0)
-            row = tf.where(found, history, 0)
-            start = tf.where(found, tf.gather(t[f"splits_{k}"], row), 0)
-            end = tf.where(found, tf.gather(t[f"splits_{k}"], row + 1), 0)
-            gamma = tf.where(found, tf.gather(t[f"gamma_{k}"], row), 1.0)
-            p = gamma[:, None] * p + _scatter_rows(start, end, t[f"cols_{k}"], t[f"vals_{k}"], shape)
-        return p
+        return _probabilities(self.tables, self.order, self.vocab_size, context_ids)
+
+
+def scorer(tables: dict[str, np.ndarray]) -> Scorer:
+    """``context_ids -> [batch, V]`` probabilities of fitted ``tables``, as :meth:`KneserNey.probabilities`
+    computes them, in one traced graph shared by every fit of the same order and vocabulary.
+
+    For scoring many fits (cross-fitting: folds x orders x ways of counting) rather than serving one: run
+    eagerly, the scorer's few dozen ops cost more in dispatch than in arithmetic on a small vocabulary, and
+    a :class:`KneserNey` per fit would make variables (and a trace) per fit."""
+    order, vocab_size = int(tables["order"]), int(len(tables["unigram"]))
+    values = {key: tf.constant(np.asarray(value)) for key, value in tables.items() if key != "order"}
+    traced = _traced_scorer(order, vocab_size, tuple(sorted((key, value.dtype.name, value.shape.rank)
+                                                            for key, value in values.items())))
+    return lambda context_ids: traced(tf.cast(context_ids, tf.int64), values)
+
+
+@functools.cache
+def _traced_scorer(order: int, vocab_size: int, layout: tuple[tuple[str, str, int], ...]):
+    signature = (tf.TensorSpec([None, None], tf.int64),
+                 {key: tf.TensorSpec([None] * rank, tf.as_dtype(dtype)) for key, dtype, rank in layout})
+    return tf.function(lambda context_ids, tables: _probabilities(tables, order, vocab_size, context_ids),
+                       input_signature=signature)
+
+
+def _probabilities(t, order: int, vocab_size: int, context_ids: tf.Tensor) -> tf.Tensor:
+    """:meth:`KneserNey.probabilities` on tables ``t`` (variables or tensors, keyed as :func:`fit` writes them)."""
+    context_ids = tf.cast(context_ids, tf.int64)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(context_ids, features.PAD_ID), tf.int64), axis=1)
+    batch = tf.shape(context_ids, out_type=tf.int64)[0]
+    shape = tf.stack([batch, tf.constant(vocab_size, tf.int64)])
+    p = tf.broadcast_to(t["unigram"][None, :], tf.cast(shape, tf.int32))
+    history = _last(context_ids, lengths, 1)          # the 1-gram before the next token: its own id
+    found = lengths >= 1
+    for k in range(2, order + 1):
+        if k >= 3:  # extend the history one token to the left
+            keys = t[f"keys_{k - 1}"]
+            query = history * vocab_size + _last(context_ids, lengths, k - 1)
+            count = tf.size(keys, out_type=tf.int64)
+            position = tf.minimum(tf.searchsorted(keys, query, out_type=tf.int64), tf.maximum(count - 1, 0))
+            found = found & (lengths >= k - 1) & (count > 0) & tf.equal(tf.gather(keys, position), query)
+            history = tf.where(found, position, 0)
+        row = tf.where(found, history, 0)
+        start = tf.where(found, tf.gather(t[f"splits_{k}"], row), 0)
+        end = tf.where(found, tf.gather(t[f"splits_{k}"], row + 1), 0)
+        gamma = tf.where(found, tf.gather(t[f"gamma_{k}"], row), 1.0)
+        p = gamma[:, None] * p + _scatter_rows(start, end, t[f"cols_{k}"], t[f"vals_{k}"], shape)
+    return p
 
 
 def _last(context_ids: tf.Tensor, lengths: tf.Tensor, back: int) -> tf.Tensor:
@@ -498,7 +527,7 @@ def _last(context_ids: tf.Tensor, lengths: tf.Tensor, back: int) -> tf.Tensor:
     return tf.where(lengths >= back, values, tf.constant(features.PAD_ID, tf.int64))
 
 
-def _scatter_rows(starts: tf.Tensor, ends: tf.Tensor, cols: tf.Variable, vals: tf.Variable,
+def _scatter_rows(starts: tf.Tensor, ends: tf.Tensor, cols: tf.Tensor, vals: tf.Tensor,
                   shape: tf.Tensor) -> tf.Tensor:
     """Dense ``[batch, V]`` holding row ``[starts[b], ends[b])`` of a CSR table in row ``b``."""
     positions = tf.ragged.range(starts, ends)

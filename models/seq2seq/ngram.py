@@ -219,15 +219,21 @@ class ServedCounts(tf.Module):
     def probabilities(self, context_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         context_ids = tf.cast(context_ids, tf.int64)
         batch = tf.shape(context_ids, out_type=tf.int64)[0]
-        shape = tf.stack([batch, tf.constant(self.vocab_size, tf.int64)])
-        unigram = tf.broadcast_to(self.kneser_ney.tables["unigram"][None, :], tf.cast(shape, tf.int32))
         oov = tf.one_hot(tf.fill(tf.reshape(batch, [1]), tf.constant(self.vocab_size - features.NUM_OOV_BUCKETS,
                                                                      tf.int64)), self.vocab_size)
         counts = self.kneser_ney.probabilities(context_ids)
         if self.word_starts is not None:
             share = self.word_start_share
             counts = (1.0 - share) * counts + share * self.word_starts.probabilities(context_ids)
-        return {"kneser_ney": counts, "cache": _cache(context_ids, shape, unigram), "unknown": oov}
+        return {"kneser_ney": counts, "cache": cache(context_ids, self.kneser_ney.tables["unigram"]), "unknown": oov}
+
+
+def cache(context_ids: tf.Tensor, unigram: tf.Tensor) -> tf.Tensor:
+    """:class:`ServedCounts`' ``cache`` part of ``[batch, Lc]`` contexts, smoothed by Kneser-Ney's unigram
+    level ``[V]``."""
+    context_ids = tf.cast(context_ids, tf.int64)
+    shape = tf.stack([tf.shape(context_ids, out_type=tf.int64)[0], tf.size(unigram, out_type=tf.int64)])
+    return _cache(context_ids, shape, tf.broadcast_to(unigram[None, :], tf.cast(shape, tf.int32)))
 
 
 def _cache(context_ids: tf.Tensor, shape: tf.Tensor, unigram: tf.Tensor) -> tf.Tensor:
