@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -66,6 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--project-args", action="append", default=None,
                    help="extra flags for the project's run; repeat for one run per set (default: one run, "
                         "the defaults; '' names it)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of the whole plan per size, interleaved (example, project, example, ...): each "
+                        "ratio is taken within its round, and the spread over rounds is printed")
     p.add_argument("--timeout", type=float, default=3 * 3600, help="seconds per run")
     p.add_argument("--work-dir", default="/tmp/tfx-bench/tfx-example")
     p.add_argument("--run-example", nargs=4, metavar=("DATA", "ROOT", "MODE", "_"), default=None,
@@ -260,7 +264,10 @@ def print_size(results: list[dict], count: int) -> dict[str, Any]:
     projects = [r for r in runs if r["kind"] == "project"]
     examples = [r for r in runs if r["kind"] == "example"]
     names = list(COMPONENTS) + sorted({c for r in runs for c in by_component(r)} - set(COMPONENTS))
-    headers = ["component"] + [f"{r['kind']} ({r['label']})" for r in runs]
+    rounds = sorted({r.get("round", 1) for r in runs})
+    named = (lambda r: f"{r['kind']} ({r['label']})") if len(rounds) == 1 else \
+        (lambda r: f"{r['kind']} ({r['label']}) #{r.get('round', 1)}")
+    headers = ["component"] + [named(r) for r in runs]
     rows: list[list[Any]] = [[n] + [by_component(r).get(n) for r in runs] for n in names]
     rows.append(["whole process (wall)"] + [r["wall_s"] for r in runs])
     rows.append(["peak RSS GiB"] + [r["peak_rss_gib"] for r in runs])
@@ -270,12 +277,22 @@ def print_size(results: list[dict], count: int) -> dict[str, Any]:
     ratios: dict[str, Any] = {}
     for project in projects:
         for ex in examples:
+            if project.get("round", 1) != ex.get("round", 1):  # a ratio is taken within one round
+                continue
             key = ex["mode"] if project["label"] == "default" else f"{project['label']} / {ex['mode']}"
-            ratios[key] = {"wall": round(C.ratio(project["wall_s"], ex["wall_s"]), 3),
-                           "peak_rss": round(C.ratio(project["peak_rss_gib"], ex["peak_rss_gib"]), 3)}
-            print(f"project ({project['label']}) / example ({ex['mode']}): wall {ratios[key]['wall']:.2f}x, "
-                  f"peak RSS {ratios[key]['peak_rss']:.2f}x, accuracy "
-                  f"{project.get('accuracy')} vs {ex.get('accuracy')}", flush=True)
+            ratio = {"wall": round(C.ratio(project["wall_s"], ex["wall_s"]), 3),
+                     "peak_rss": round(C.ratio(project["peak_rss_gib"], ex["peak_rss_gib"]), 3)}
+            ratios.setdefault(key, []).append(ratio)
+            within = "" if len(rounds) == 1 else f", round {project.get('round', 1)}"
+            print(f"project ({project['label']}) / example ({ex['mode']}){within}: wall {ratio['wall']:.2f}x, "
+                  f"peak RSS {ratio['peak_rss']:.2f}x, accuracy {project.get('accuracy')} vs {ex.get('accuracy')}",
+                  flush=True)
+    for key, values in ratios.items():
+        walls = sorted(v["wall"] for v in values)
+        if len(walls) > 1:
+            print(f"project / example ({key}) over {len(walls)} rounds: wall median {statistics.median(walls):.2f}x, "
+                  f"spread {walls[0]:.2f}-{walls[-1]:.2f}x", flush=True)
+    ratios = {key: values[0] if len(values) == 1 else values for key, values in ratios.items()}
     return ratios
 
 
@@ -301,8 +318,9 @@ def main(argv=None) -> int:
         started = time.monotonic()
         png, records = write_data(work / f"digits-{count}", count)
         C.log(f"{count:,} images ready in {time.monotonic() - started:.0f} s")
-        for kind, mode in plan:
-            results.append(run_one(kind, mode, png, records, count, work, args))
+        for round_ in range(1, max(args.repeat, 1) + 1):
+            for kind, mode in plan:
+                results.append({**run_one(kind, mode, png, records, count, work, args), "round": round_})
         ratios[str(count)] = print_size(results, count)
     C.write_json(NAME, {"results": results, "ratios": ratios}, args, machine, contention)
     return 0 if all(r["returncode"] == 0 for r in results) else 1
