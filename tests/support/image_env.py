@@ -9,14 +9,18 @@ Dockerfile itself so that the two cannot drift:
   .dockerignore keeps out of the build context;
 - a fresh venv of this interpreter's Python (the base image's ``python``: Python 3.10, like
   ``tensorflow/tfx:1.16.0``) with nothing of the development venv;
-- every ``RUN`` line, in order, by ``bash`` in ``<dir>/src`` with the venv first on ``PATH``,
-  the ``ENV`` lines set, and the image's ``/opt/tfx-data`` at ``<dir>/tfx-data``.
+- every ``RUN`` line of the final stage (after the last ``FROM``), in order, by ``bash`` in
+  ``<dir>/src`` with the venv first on ``PATH``, the ``ENV`` lines set, the ``ARG`` values in the
+  environment as ``docker build`` gives them to ``RUN`` (``STACK``: the stack installed here, as
+  ``make image IMAGE_STACK=...`` would pass it; the others their defaults), and the image's
+  ``/opt/tfx-data`` at ``<dir>/tfx-data``.
 
-Deviation, because there is no Docker here: the base image's own packages (TFX's image ships
-TFX and its dependencies preinstalled) are not there first, so the ``pip install`` line must
-bring everything itself; that is stricter, not kinder. The build takes minutes (hundreds of
-packages): a ``build.sha256`` of the Dockerfile and the files it copies lets a later call on the
-same folder reuse it.
+Deviations, because there is no Docker here: the base image is not reproduced, neither its own
+packages (TFX's image ships TFX and its dependencies preinstalled), so the ``pip install`` line
+must bring everything itself (stricter, not kinder), nor the ``RUN`` lines of the base stages
+(``apt-get install g++`` for tfx-1.21's Python image: this machine's own compiler stands in).
+The build takes minutes (hundreds of packages): a ``build.sha256`` of the Dockerfile, the build
+arguments and the files it copies lets a later call on the same folder reuse it.
 """
 from __future__ import annotations
 
@@ -52,6 +56,34 @@ def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
     return lines
 
 
+def final_stage(lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The instructions after the last ``FROM``: the stage ``docker build`` makes the image of (the
+    earlier ones are the bases it may start from)."""
+    starts = [i for i, (word, _) in enumerate(lines) if word == "FROM"]
+    return lines[starts[-1] + 1:] if starts else lines
+
+
+def build_args(path: Path = DOCKERFILE) -> dict[str, str]:
+    """The ``ARG`` values ``RUN`` lines see: each ``ARG``'s default (global or redeclared in the final
+    stage, ``ARG NAME`` taking the global default), ``STACK`` set to the stack installed here."""
+    import stackenv
+
+    lines = instructions(path)
+    starts = [i for i, (word, _) in enumerate(lines) if word == "FROM"]
+    global_args, args = {}, {}
+    for index, (word, rest) in enumerate(lines):
+        if word != "ARG":
+            continue
+        name, _, default = rest.partition("=")
+        if starts and index < starts[0]:
+            global_args[name] = default
+        elif not starts or index > starts[-1]:
+            args[name] = default or global_args.get(name, "")
+    if "STACK" in args:
+        args["STACK"] = stackenv.stack()
+    return args
+
+
 def _ignored(relative: str, patterns: list[str]) -> bool:
     """.dockerignore's rule, as far as this repository's patterns need: a path is out when it or a
     folder above it matches a pattern (``**/`` matching at any depth)."""
@@ -68,7 +100,7 @@ def _context_files(path: Path = DOCKERFILE) -> list[Path]:
     patterns = [p.strip() for p in ignore_file.read_text().splitlines()
                 if p.strip() and not p.startswith("#")] if ignore_file.exists() else []
     files = []
-    for word, rest in instructions(path):
+    for word, rest in final_stage(instructions(path)):
         if word != "COPY":
             continue
         *sources, _ = shlex.split(rest)
@@ -81,7 +113,7 @@ def _context_files(path: Path = DOCKERFILE) -> list[Path]:
 
 
 def _fingerprint(path: Path = DOCKERFILE) -> str:
-    digest = hashlib.sha256(path.read_bytes())
+    digest = hashlib.sha256(path.read_bytes() + repr(sorted(build_args(path).items())).encode())
     for file in _context_files(path):
         digest.update(os.path.relpath(file, REPO).encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()
@@ -100,7 +132,7 @@ def build(directory: str | os.PathLike, log=print, timeout_s: int = 3600) -> tup
         shutil.rmtree(stale, ignore_errors=True)
     marker.unlink(missing_ok=True)
     src.mkdir(parents=True)
-    for word, rest in instructions():
+    for word, rest in final_stage(instructions()):
         if word == "COPY":
             *sources, dest = shlex.split(rest)
             for source in sources:
@@ -117,8 +149,8 @@ def build(directory: str | os.PathLike, log=print, timeout_s: int = 3600) -> tup
     subprocess.run([base_python, "-m", "venv", str(venv)], check=True, timeout=600)
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not key.startswith(("AWS_", "S3_"))}
-    env.update(dockerfile_env(), PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
-    for word, rest in instructions():
+    env.update(build_args(), **dockerfile_env(), PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+    for word, rest in final_stage(instructions()):
         if word != "RUN":
             continue
         line = rest.replace(IMAGE_DATA, str(data))
