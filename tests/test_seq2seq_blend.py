@@ -198,6 +198,14 @@ def test_the_reference_takes_the_order_and_shares_with_the_best_cross_fitted_top
     choice = count_reference.choose({(4, 0.0): kn, (4, 0.5): noise(), (4, 1.0): _sharp(labels)}, noise(), labels)
     assert choice.word_starts == 1.0 and choice.record["by_word_start_share"]["1"] == 1.0, choice
     assert choice.describe().startswith("interpolated modified Kneser-Ney 4-gram at the word starts of the train")
+    # Only some (order, way of counting) pairs given, and no candidate ever ranks the label in its top 5: the
+    # choice is still one of those given (a pair scored on no window once won on its log-likelihood of 0).
+    blind = noise()
+    blind[np.arange(400), labels] = 0.0
+    choice = count_reference.choose({(3, 0.0): blind, (4, 0.5): blind}, blind, labels)
+    assert (choice.order, choice.word_starts) in {(3, 0.0), (4, 0.5)} and choice.record["top5"] == 0.0, choice
+    with pytest.raises(ValueError, match=r"\(3, 0.5\)"):
+        count_reference.Tally((3,), (0.0, 0.5)).add({(3, 0.0): blind}, blind, labels)
     choice = count_reference.choose({(4, 0.0): kn, (4, 1.0): kn}, noise(), labels)
     assert choice.word_starts == 0.0
 

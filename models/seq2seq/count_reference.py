@@ -111,10 +111,12 @@ class Tally:
     6,000 windows chose no unknown share where 20,000 chose the one the eval split prefers,
     docs/history/benchmarks-log.md)."""
 
-    def __init__(self, orders: tuple[int, ...], word_starts: tuple[float, ...] = (0.0,)):
+    def __init__(self, orders: tuple[int, ...], word_starts: tuple[float, ...] = (0.0,),
+                 parts: set[tuple[int, float]] | None = None):
+        """``parts``: the (order, word-start share) pairs to score, when not every pair of the two."""
         self.keys = [(order, s, c, u) for order, s, c, u
                      in itertools.product(sorted(orders), sorted(word_starts), CACHE_SHARES, UNKNOWN_SHARES)
-                     if c + u < 1]
+                     if c + u < 1 and (parts is None or (order, s) in parts)]
         self.top5 = np.zeros(len(self.keys))
         self.log_likelihood = np.zeros(len(self.keys))
         self.windows = 0
@@ -122,6 +124,9 @@ class Tally:
 
     def add(self, kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: np.ndarray) -> None:
         """``kn``: the Kneser-Ney part's ``[n, V]`` probabilities per (order, word-start share)."""
+        missing = sorted({key[:2] for key in self.keys} - set(kn))
+        if missing:  # scored on no window, a candidate would win every tie on log-likelihood (0)
+            raise ValueError(f"no Kneser-Ney probabilities for (order, word-start share) {missing}")
         # mixed() and hits() as written out below, in place: the same float32 values and comparisons, with no
         # [n, V] array made per candidate (hundreds of candidates per chunk made this most of cross-fitting).
         rows = np.arange(len(labels))
@@ -130,8 +135,6 @@ class Tally:
         higher = np.empty(cache.shape, bool)
         unknown_id = cache.shape[1] - features.NUM_OOV_BUCKETS
         for i, (order, s, c, u) in enumerate(self.keys):
-            if (order, s) not in kn:
-                continue
             np.multiply(kn[order, s], 1.0 - c - u, out=p)
             if c:
                 p += shares[c]
@@ -158,7 +161,8 @@ class Tally:
         orders = sorted({key[0] for key in self.keys})
         record: dict[str, Any] = {
             "cross_fitted_windows": int(self.windows), "top5": scores[best][0], "log_likelihood": scores[best][1],
-            "kneser_ney_alone": {str(order): scores[order, 0.0, 0.0, 0.0][0] for order in orders},
+            "kneser_ney_alone": {str(order): scores[order, 0.0, 0.0, 0.0][0] for order in orders
+                                 if (order, 0.0, 0.0, 0.0) in scores},
             # The best of each way of counting (its own order and shares): what the choice was between.
             "by_word_start_share": {f"{s:g}": max(value[0] for key, value in scores.items() if key[1] == s)
                                     for s in sorted({key[1] for key in self.keys})}}
@@ -169,7 +173,7 @@ class Tally:
 
 def choose(kn: dict[tuple[int, float], np.ndarray], cache: np.ndarray, labels: np.ndarray) -> Choice:
     """:class:`Tally`'s choice on one set of windows (``kn`` as :meth:`Tally.add` takes it)."""
-    tally = Tally(tuple(sorted({order for order, _ in kn})), tuple(sorted({s for _, s in kn})))
+    tally = Tally(tuple(sorted({order for order, _ in kn})), tuple(sorted({s for _, s in kn})), parts=set(kn))
     tally.add(kn, cache, labels)
     return tally.choice()
 
