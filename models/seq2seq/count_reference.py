@@ -127,23 +127,12 @@ class Tally:
         missing = sorted({key[:2] for key in self.keys} - set(kn))
         if missing:  # scored on no window, a candidate would win every tie on log-likelihood (0)
             raise ValueError(f"no Kneser-Ney probabilities for (order, word-start share) {missing}")
-        # mixed() and hits() as written out below, in place: the same float32 values and comparisons, with no
-        # [n, V] array made per candidate (hundreds of candidates per chunk made this most of cross-fitting).
+        parts = {"cache": cache}
         rows = np.arange(len(labels))
-        shares = {c: np.float32(c) * cache for c in {key[2] for key in self.keys} if c}
-        p = np.empty_like(cache)
-        higher = np.empty(cache.shape, bool)
-        unknown_id = cache.shape[1] - features.NUM_OOV_BUCKETS
         for i, (order, s, c, u) in enumerate(self.keys):
-            np.multiply(kn[order, s], 1.0 - c - u, out=p)
-            if c:
-                p += shares[c]
-            if u:
-                p[:, unknown_id] += u
-            label_p = p[rows, labels]
-            np.greater(p, label_p[:, None], out=higher)
-            self.top5[i] += np.count_nonzero(np.count_nonzero(higher, axis=1) < TOP_K)
-            self.log_likelihood[i] += np.log(np.maximum(label_p, 1e-12)).sum()
+            p = mixed(parts, kn[order, s], c, u)
+            self.top5[i] += hits(p, labels)[1].sum()
+            self.log_likelihood[i] += np.log(np.maximum(p[rows, labels], 1e-12)).sum()
         self.windows += len(labels)
 
     def drop_word_starts(self, why: str) -> None:
