@@ -274,7 +274,7 @@ def print_size(results: list[dict], count: int) -> dict[str, Any]:
     rows.append(["eval accuracy"] + ["-" if r.get("accuracy") is None else f"{r['accuracy']:.4f}" for r in runs])
     rows.append(["exit code"] + [r["returncode"] for r in runs])
     C.print_table(headers, rows, title=f"{count:,} images: seconds per component (MLMD)")
-    ratios: dict[str, Any] = {}
+    ratios: dict[str, list[dict[str, float]]] = {}
     for project in projects:
         for ex in examples:
             if project.get("round", 1) != ex.get("round", 1):  # a ratio is taken within one round
@@ -287,13 +287,18 @@ def print_size(results: list[dict], count: int) -> dict[str, Any]:
             print(f"project ({project['label']}) / example ({ex['mode']}){within}: wall {ratio['wall']:.2f}x, "
                   f"peak RSS {ratio['peak_rss']:.2f}x, accuracy {project.get('accuracy')} vs {ex.get('accuracy')}",
                   flush=True)
+    # One ratio per key, as a single round gives it (run_all.py reads "wall"); over rounds the median, with
+    # each round's ratio beside it.
+    summary: dict[str, Any] = {}
     for key, values in ratios.items():
         walls = sorted(v["wall"] for v in values)
-        if len(walls) > 1:
-            print(f"project / example ({key}) over {len(walls)} rounds: wall median {statistics.median(walls):.2f}x, "
+        summary[key] = {"wall": statistics.median(walls),
+                        "peak_rss": statistics.median(v["peak_rss"] for v in values)}
+        if len(values) > 1:
+            summary[key]["rounds"] = values
+            print(f"project / example ({key}) over {len(walls)} rounds: wall median {summary[key]['wall']:.2f}x, "
                   f"spread {walls[0]:.2f}-{walls[-1]:.2f}x", flush=True)
-    ratios = {key: values[0] if len(values) == 1 else values for key, values in ratios.items()}
-    return ratios
+    return summary
 
 
 def main(argv=None) -> int:
