@@ -56,10 +56,15 @@ def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
     return lines
 
 
+def _stage_starts(lines: list[tuple[str, str]]) -> list[int]:
+    """The indices of the ``FROM`` lines: where each build stage begins."""
+    return [i for i, (word, _) in enumerate(lines) if word == "FROM"]
+
+
 def final_stage(lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The instructions after the last ``FROM``: the stage ``docker build`` makes the image of (the
     earlier ones are the bases it may start from)."""
-    starts = [i for i, (word, _) in enumerate(lines) if word == "FROM"]
+    starts = _stage_starts(lines)
     return lines[starts[-1] + 1:] if starts else lines
 
 
@@ -69,7 +74,7 @@ def build_args(path: Path = DOCKERFILE) -> dict[str, str]:
     import stackenv
 
     lines = instructions(path)
-    starts = [i for i, (word, _) in enumerate(lines) if word == "FROM"]
+    starts = _stage_starts(lines)
     global_args, args = {}, {}
     for index, (word, rest) in enumerate(lines):
         if word != "ARG":
