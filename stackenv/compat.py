@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,6 +32,8 @@ PUSHER_MARK = "tfx Pusher Executor._MarkPushed / _MarkNotPushed"
 EXECUTOR_CONTEXT = "tfx BaseExecutor._context / _log_startup"
 KFP_REST_CLIENT = "kfp Client._pipelines_api.api_client.rest_client"
 MULTI_WORKER_HEALTH = "tensorflow CollectiveAllReduceExtended._check_health_* class attributes"
+DEVICE_DATASETS = ("tensorflow multi_device_iterator_ops._create_device_dataset (the per-device datasets a "
+                   "distributed dataset's iterator builds, with default options)")
 HUB_ESTIMATOR_STUB = "tensorflow_hub 0.15 imports tf.compat.v1.estimator (gone in TF 2.16)"
 TFXIO_BATCHING = ("tfx_bsl absl flag tfxio_use_byte_size_batching and _BATCH_SIZE_CAP_WITH_BYTE_TARGET "
                   "(read by coders/batch_util.py)")
@@ -373,17 +376,26 @@ def pipeline_run_id(executor: Any) -> str | None:
 
 # --------------------------------------------------------------------------- kfp client
 
-def bound_kfp_client_io(client: Any, connect_timeout: float, read_timeout: float) -> bool:
-    """Give a ``kfp.Client``'s HTTP calls timeouts and few retries; kfp 2.5 exposes neither.
+def bound_kfp_client_io(client: Any, connect_timeout: float, read_timeout: float,
+                        read_body: Callable[[Any], bytes] | None = None) -> bool:
+    """Give a ``kfp.Client``'s HTTP calls timeouts, few retries and (``read_body``) a bounded body read;
+    kfp 2.5-2.16 (kfp_server_api 2.0.5-2.17) expose none of them.
 
     Hook KFP_REST_CLIENT: ``kfp.Client._pipelines_api.api_client.rest_client`` (a
     ``kfp_server_api.rest.RESTClientObject``; the client's APIs share one ``api_client``),
-    its ``pool_manager`` (urllib3) and ``request(..., _request_timeout=None)``, which
+    its ``pool_manager`` (urllib3 1.26 or 2.x) and ``request(..., _request_timeout=None)``, which
     ``GET``/``POST``/... call through ``self.request``. kfp_server_api waits forever unless
     a call passes ``_request_timeout``, which kfp.Client never forwards; so ``request`` gets
-    that default here. Returns False (leaving the client alone) when the client has no such
-    layout, e.g. a test double; the test of this hook catches a kfp that changed it.
+    that default here. ``request`` calls ``pool_manager.request(method, url, ...,
+    preload_content=True)`` and wraps the answer in ``RESTResponse`` (``status``, ``reason``,
+    ``data``, ``getheaders()``), which reads the whole body however long it is; with ``read_body``
+    the pool is asked for the body unread and gets it from ``read_body(response)`` (which may
+    stop and raise), handed back as an already-read urllib3 response. Returns False (leaving
+    the client alone) when the client has no such layout, e.g. a test double; the test of this
+    hook catches a kfp that changed it.
     """
+    import io
+
     import urllib3
 
     try:
@@ -400,7 +412,55 @@ def bound_kfp_client_io(client: Any, connect_timeout: float, read_timeout: float
         return request(*args, _request_timeout=_request_timeout or (connect_timeout, read_timeout), **kwargs)
 
     rest.request = request_with_timeout
+    if read_body is not None:
+        unbounded = pool.request
+
+        def request_bounded_body(method: str, url: str, *args: Any, preload_content: bool = True,
+                                 **kwargs: Any) -> Any:
+            response = unbounded(method, url, *args, preload_content=False, **kwargs)
+            if not preload_content:
+                return response
+            body = read_body(response)  # decoded already: the copy must not decode it again
+            return urllib3.HTTPResponse(body=io.BytesIO(body), headers=response.headers, status=response.status,
+                                        reason=response.reason, preload_content=True, decode_content=False)
+
+        pool.request = request_bounded_body
     return True
+
+
+# --------------------------------------------------------------------------- distributed datasets
+
+def device_datasets_without_autotune() -> None:
+    """Turn tf.data autotuning off in the per-device datasets a distributed dataset's iterator builds.
+
+    Why: ``strategy.experimental_distribute_dataset`` (what Keras' ``fit`` calls under every
+    strategy but the default one) iterates through a ``MultiDeviceIterator``, which builds one
+    dataset per device (a generator and a fixed prefetch) with default options, whatever the
+    input's say. Autotuning is on there, so each per-device iterator runs a model thread that
+    sleeps through an optimisation period growing towards a minute, and deleting the iterator,
+    which ``fit`` does as it returns and after every validation, waits for that sleep to end:
+    seconds to tens of seconds at the end of a fit, on TF 2.16 and 2.21 alike (benchmarks/README.md).
+    Nothing there is tunable (the prefetch depth is fixed), so turning it off changes no batch.
+
+    Hook DEVICE_DATASETS: ``tensorflow.python.data.ops.multi_device_iterator_ops._create_device_dataset``
+    (TF 2.16-2.21), a module function that ``MultiDeviceIterator`` and ``OwnedMultiDeviceIterator``
+    look up when they build their per-device iterators; wrapped once, the result gets the option.
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.ops import multi_device_iterator_ops
+
+    create = multi_device_iterator_ops._create_device_dataset
+    if getattr(create, "_without_autotune", False):
+        return
+
+    @functools.wraps(create)
+    def create_without_autotune(*args: Any, **kwargs: Any) -> Any:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return create(*args, **kwargs).with_options(options)
+
+    create_without_autotune._without_autotune = True  # type: ignore[attr-defined]
+    multi_device_iterator_ops._create_device_dataset = create_without_autotune
 
 
 # --------------------------------------------------------------------------- multi-worker health

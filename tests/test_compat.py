@@ -189,6 +189,36 @@ def test_multi_worker_health_hook_sets_the_strategy_waits():
             setattr(extended, name, value)
 
 
+
+def test_device_datasets_hook_turns_autotuning_off_in_a_distributed_datasets_iterators(monkeypatch):
+    import tensorflow as tf
+    from tensorflow.python.data.ops import multi_device_iterator_ops
+
+    compat.device_datasets_without_autotune()
+    hooked = multi_device_iterator_ops._create_device_dataset
+    compat.device_datasets_without_autotune()  # a second call leaves the one wrapper
+    assert multi_device_iterator_ops._create_device_dataset is hooked
+    built = {"hooked": [], "tensorflow's": []}
+
+    def spy(*args, **kwargs):
+        built["hooked"].append(hooked(*args, **kwargs))
+        built["tensorflow's"].append(hooked.__wrapped__(*args, **kwargs))
+        return built["hooked"][-1]
+
+    monkeypatch.setattr(multi_device_iterator_ops, "_create_device_dataset", spy)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    options = tf.data.Options()
+    options.autotune.enabled = False  # as models/common/regime.py builds its datasets
+    iterator = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(2).with_options(options)))
+    assert int(next(iterator)[0]) == 0
+    assert built["hooked"], _broken(compat.DEVICE_DATASETS, "a distributed dataset's iterator no longer builds "
+                                                            "its per-device datasets through _create_device_dataset")
+    assert [ds.options().autotune.enabled for ds in built["hooked"]] == [False] * len(built["hooked"])
+    # Why the hook exists: TensorFlow's own per-device datasets leave autotuning at its default, on, whatever
+    # the input's options say (unset reads None).
+    assert [ds.options().autotune.enabled for ds in built["tensorflow's"]] == [None] * len(built["hooked"]), _broken(
+        compat.DEVICE_DATASETS, "the per-device datasets now take the input's options: the hook may go")
+
 def test_tensorflow_hub_imports_and_loads_a_module_as_a_keras_layer(tmp_path):
     import tensorflow as tf
 

@@ -254,7 +254,7 @@ def _slow_server(slow_health: bool, endless: bool = False):
                 while not stop.is_set():
                     self.wfile.write(b" " * (65536 if endless else 1))
                     self.wfile.flush()
-                    stop.wait(0 if endless else 0.2)
+                    stop.wait(0.001 if endless else 0.2)
             except OSError:
                 pass
 
@@ -311,6 +311,103 @@ def test_api_timeout_is_a_deploy_flag():
     deploy_parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[
         "deploy"]
     assert "--api-timeout" in {o for a in deploy_parser._actions for o in a.option_strings}
+
+
+def test_an_api_answer_without_end_is_cut_at_its_cap(tmp_path, monkeypatch):
+    import kfp
+
+    from pipeline.kubeflow import connection
+    from pipeline.kubeflow.connection import DeployError
+    from pipeline.kubeflow.deploy import deploy
+
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    monkeypatch.setattr(connection, "API_BODY_BYTES", 1 << 20)  # the real cap, 64 MiB, would only take longer
+    package = tmp_path / "p.yaml"
+    package.write_text(PACKAGE)
+    with _slow_server(slow_health=False, endless=True) as url:
+        with pytest.raises(DeployError) as raised:
+            deploy(url, str(package), api_timeout=20, cluster_checks=False)
+    assert "answered a Kubeflow Pipelines API call with more than 1 MiB" in str(raised.value), raised.value
+
+
+def _in_a_thread(call, join_s: float = 60):
+    """``call()`` in a thread other than the main one: what it returned or raised, and its seconds."""
+    outcome = {}
+
+    def target():
+        started = time.monotonic()
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the test as it came
+            outcome["value"] = error
+        outcome["took"] = time.monotonic() - started
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(join_s)
+    assert not thread.is_alive(), f"still running after {join_s} s"
+    return outcome["value"], outcome["took"]
+
+
+def test_an_api_call_that_never_ends_is_cut_off_in_a_thread_other_than_the_main_one(tmp_path, monkeypatch):
+    import kfp
+
+    from pipeline.kubeflow.connection import DeployError
+    from pipeline.kubeflow.deploy import deploy
+
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    package = tmp_path / "p.yaml"
+    package.write_text(PACKAGE)
+    with _slow_server(slow_health=False) as url:
+        raised, took = _in_a_thread(lambda: deploy(url, str(package), api_timeout=2, cluster_checks=False))
+    assert isinstance(raised, DeployError), raised
+    assert "its whole answer did not arrive within 2 s" in str(raised), raised
+    assert took < 30, took
+
+
+def test_a_deadline_in_another_thread_cuts_a_read_that_keeps_receiving_and_never_fires_late():
+    import socket
+
+    from pipeline.kubeflow.http_limits import deadline
+
+    class Late(Exception):
+        pass
+
+    left, right = socket.socketpair()
+    dripping = threading.Event()
+
+    def drip():  # a server that sends one byte every 0.05 s, for ever
+        while not dripping.wait(0.05):
+            right.send(b"x")
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+
+    def read_for_ever(seconds, outer=None):
+        with contextlib.ExitStack() as stack:
+            if outer is not None:
+                stack.enter_context(deadline(outer, lambda: Late("outer")))
+            with deadline(seconds, lambda: Late("inner")):
+                while True:
+                    left.recv(1)
+
+    def ends_in_time():
+        with deadline(0.2, lambda: Late("fired after its block ended")):
+            left.recv(1)
+        time.sleep(0.6)  # past the deadline: nothing may arrive now
+        return "done"
+
+    try:
+        raised, took = _in_a_thread(lambda: read_for_ever(0.3))
+        assert isinstance(raised, Late) and str(raised) == "inner" and took < 5, (raised, took)
+        raised, took = _in_a_thread(lambda: read_for_ever(30, outer=0.3))  # the sooner, outer one stays in force
+        assert isinstance(raised, Late) and str(raised) == "outer" and took < 5, (raised, took)
+        assert _in_a_thread(ends_in_time)[0] == "done"
+    finally:
+        dripping.set()
+        dripper.join(5)
+        left.close()
+        right.close()
 
 
 # ---- 7. Folder flags for different purposes never hold one another ----------------------------------------------

@@ -5,6 +5,8 @@ by ``num_replicas_in_sync``; which strategy is used is configuration, not code.
 """
 import logging
 
+from stackenv.compat import device_datasets_without_autotune
+
 import tensorflow as tf
 
 STRATEGIES = ("mirrored", "multi_worker", "default")
@@ -20,6 +22,7 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
     else the single CPU. ``multi_worker`` reads the cluster from ``TF_CONFIG``
     (models/common/multi_worker.py: checked first, waits for peers bounded).
     """
+    device_datasets_without_autotune()  # else every fit ends waiting on an autotuning thread (stackenv/compat.py)
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         cpus = tf.config.list_logical_devices("CPU")

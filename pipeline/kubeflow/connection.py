@@ -20,7 +20,7 @@ import certifi
 import kfp_server_api
 import urllib3
 
-from pipeline.kubeflow.http_limits import SMALL_BODY_BYTES, deadline, read_capped
+from pipeline.kubeflow.http_limits import API_BODY_BYTES, SMALL_BODY_BYTES, deadline, read_capped
 
 HEALTHZ_PATH = "/apis/v2beta1/healthz"
 #: kfp reads a ServiceAccount token from this file in-cluster; we honour it for any host.
@@ -256,6 +256,13 @@ def api_errors(host: str, doing: str, api_timeout: float = API_TIMEOUT_S) -> Ite
         raise DeployError(f"Cannot deploy to {host} while {doing}: {error}. {hint}") from error
 
 
-def bound_client_io(client: Any, connect_timeout: float, read_timeout: float) -> None:
-    """Timeouts and few retries for the kfp client's HTTP calls (stackenv/compat.py: KFP_REST_CLIENT)."""
-    bound_kfp_client_io(client, connect_timeout, read_timeout)
+def bound_client_io(client: Any, connect_timeout: float, read_timeout: float, host: str = "the server") -> None:
+    """Timeouts, few retries and a cap on each answer's body for the kfp client's HTTP calls
+    (stackenv/compat.py: KFP_REST_CLIENT; the cap: pipeline/kubeflow/http_limits.py)."""
+    def too_large(limit: int) -> DeployError:
+        return DeployError(f"{host} answered a Kubeflow Pipelines API call with more than {limit >> 20} MiB, more than "
+                           "any KFP answer holds: the server (or a proxy in front of it) sends a body without end. "
+                           f"Check that --host is the KFP UI or API URL and what answers there. {PORT_FORWARD_HINT}")
+
+    bound_kfp_client_io(client, connect_timeout, read_timeout,
+                        read_body=lambda response: read_capped(response, API_BODY_BYTES, too_large))

@@ -104,7 +104,7 @@ def connect(host: str, *, namespace: str | None = None, token: str | None = None
     with api_errors(host, "connecting the kfp client", api_timeout), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2+"
         client = client_factory(**kwargs)
-    bound_client_io(client, timeout, api_timeout)
+    bound_client_io(client, timeout, api_timeout, host)
     return client
 
 

@@ -3,13 +3,20 @@
 Why: urllib3's and requests' timeouts bound each *read*, not the exchange. A server that sends its
 headers and then one byte a second never trips a 10 s read timeout, and ``deploy`` sat silent for
 minutes; one that streams an endless body fills memory. So each call runs under :func:`deadline`
-(a ``SIGALRM`` timer: it interrupts a blocking read wherever it is, in kfp's client as in ours; in a
-thread other than the main one, where no signal can be delivered, the per-read timeouts alone bound
-it) and the calls this project makes itself read their body through :func:`read_capped`.
+and every body, ours and the kfp client's (pipeline/kubeflow/connection.py: bound_client_io), is read
+through :func:`read_capped`.
+
+The deadline is a ``SIGALRM`` timer in the main thread: it interrupts a blocking read wherever it
+is. No signal reaches another thread (deploy called from a notebook's or a service's worker thread),
+so there a timer thread raises the same exception in the caller asynchronously; CPython delivers it
+between two bytecodes, i.e. when the blocked read returns: a server that drips bytes is cut at the
+deadline, one that sends nothing at the deadline plus at most one read timeout, which every call
+here sets.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import threading
 import time
@@ -18,6 +25,8 @@ from typing import Any
 
 #: The most a KFP health, dashboard or login answer may hold: each is a small JSON or HTML page.
 SMALL_BODY_BYTES = 1 << 20
+#: The most a KFP API answer may hold: a page of pipeline versions, each with its whole spec.
+API_BODY_BYTES = 64 << 20
 _CHUNK = 64 * 1024
 
 
@@ -28,9 +37,10 @@ class _Expired(BaseException):
 @contextlib.contextmanager
 def deadline(seconds: float, expired: Callable[[], BaseException]) -> Iterator[None]:
     """Run the block for at most ``seconds``, then raise ``expired()``. An outer deadline that comes
-    first stays in force (nested calls never extend it)."""
+    first stays in force (nested calls never extend it); any thread (see the module's docstring)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
+        with _deadline_by_timer_thread(seconds, expired):
+            yield
         return
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
     if outer_left and outer_left <= seconds:
@@ -52,6 +62,52 @@ def deadline(seconds: float, expired: Callable[[], BaseException]) -> Iterator[N
         signal.signal(signal.SIGALRM, outer_handler)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 0.001))
+
+
+#: The deadline each thread's innermost timer-thread deadline ends at (time.monotonic()).
+_thread_deadlines = threading.local()
+
+
+def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:
+    """CPython's PyThreadState_SetAsyncExc: ``exception`` is raised in that thread at its next bytecode
+    (None takes back one not yet raised)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exception) if exception else None)
+
+
+@contextlib.contextmanager
+def _deadline_by_timer_thread(seconds: float, expired: Callable[[], BaseException]) -> Iterator[None]:
+    ends = time.monotonic() + seconds
+    outer_ends = getattr(_thread_deadlines, "ends", None)
+    if outer_ends is not None and outer_ends <= ends:
+        yield
+        return
+    caller, lock, state = threading.get_ident(), threading.Lock(), {"done": False, "fired": False}
+    mine: type[_Expired] = type("_Expired", (_Expired,), {})  # an outer deadline's own passes through this one
+
+    def fire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                _raise_in(caller, mine)
+
+    timer = threading.Timer(max(seconds, 0.001), fire)
+    timer.daemon = True
+    _thread_deadlines.ends = ends
+    try:
+        try:
+            timer.start()
+            yield
+        finally:  # ``mine`` may still arrive in here: the except below turns it into expired() too
+            with lock:
+                state["done"] = True
+            timer.cancel()
+            if state["fired"]:
+                _raise_in(caller, None)
+    except mine:
+        raise expired() from None
+    finally:
+        _thread_deadlines.ends = outer_ends
 
 
 def read_capped(response: Any, max_bytes: int, too_large: Callable[[int], BaseException]) -> bytes:
