@@ -273,10 +273,19 @@ def _slow_server(slow_health: bool, endless: bool = False):
         server.server_close()
 
 
+@pytest.fixture
+def package(tmp_path, monkeypatch) -> Path:
+    """A minimal compiled package to deploy in process, with kfp's context file kept in ``tmp_path``."""
+    import kfp
+
+    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    path = tmp_path / "p.yaml"
+    path.write_text(PACKAGE)
+    return path
+
+
 @pytest.mark.parametrize("endless", [False, True])
-def test_a_health_check_that_never_ends_is_cut_off_within_its_timeout(tmp_path, endless):
-    package = tmp_path / "p.yaml"
-    package.write_text(PACKAGE)
+def test_a_health_check_that_never_ends_is_cut_off_within_its_timeout(package, endless):
     with _slow_server(slow_health=True, endless=endless) as url:
         started = time.monotonic()
         result = run_cli("deploy", "--host", url, "--package", package, timeout=120)
@@ -286,15 +295,10 @@ def test_a_health_check_that_never_ends_is_cut_off_within_its_timeout(tmp_path, 
     assert took < 60, took  # the timeout (10 s) and the interpreter's start, not the server's pace
 
 
-def test_an_api_call_that_never_ends_is_cut_off_naming_api_timeout(tmp_path, monkeypatch):
-    import kfp
-
+def test_an_api_call_that_never_ends_is_cut_off_naming_api_timeout(package):
     from pipeline.kubeflow.connection import DeployError
     from pipeline.kubeflow.deploy import deploy
 
-    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    package = tmp_path / "p.yaml"
-    package.write_text(PACKAGE)
     with _slow_server(slow_health=False) as url:
         started = time.monotonic()
         with pytest.raises(DeployError) as raised:
@@ -313,17 +317,12 @@ def test_api_timeout_is_a_deploy_flag():
     assert "--api-timeout" in {o for a in deploy_parser._actions for o in a.option_strings}
 
 
-def test_an_api_answer_without_end_is_cut_at_its_cap(tmp_path, monkeypatch):
-    import kfp
-
+def test_an_api_answer_without_end_is_cut_at_its_cap(package, monkeypatch):
     from pipeline.kubeflow import connection
     from pipeline.kubeflow.connection import DeployError
     from pipeline.kubeflow.deploy import deploy
 
-    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
     monkeypatch.setattr(connection, "API_BODY_BYTES", 1 << 20)  # the real cap, 64 MiB, would only take longer
-    package = tmp_path / "p.yaml"
-    package.write_text(PACKAGE)
     with _slow_server(slow_health=False, endless=True) as url:
         with pytest.raises(DeployError) as raised:
             deploy(url, str(package), api_timeout=20, cluster_checks=False)
@@ -349,15 +348,10 @@ def _in_a_thread(call, join_s: float = 60):
     return outcome["value"], outcome["took"]
 
 
-def test_an_api_call_that_never_ends_is_cut_off_in_a_thread_other_than_the_main_one(tmp_path, monkeypatch):
-    import kfp
-
+def test_an_api_call_that_never_ends_is_cut_off_in_a_thread_other_than_the_main_one(package):
     from pipeline.kubeflow.connection import DeployError
     from pipeline.kubeflow.deploy import deploy
 
-    monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    package = tmp_path / "p.yaml"
-    package.write_text(PACKAGE)
     with _slow_server(slow_health=False) as url:
         raised, took = _in_a_thread(lambda: deploy(url, str(package), api_timeout=2, cluster_checks=False))
     assert isinstance(raised, DeployError), raised

@@ -256,7 +256,7 @@ def api_errors(host: str, doing: str, api_timeout: float = API_TIMEOUT_S) -> Ite
         raise DeployError(f"Cannot deploy to {host} while {doing}: {error}. {hint}") from error
 
 
-def bound_client_io(client: Any, connect_timeout: float, read_timeout: float, host: str = "the server") -> None:
+def bound_client_io(client: Any, connect_timeout: float, read_timeout: float, host: str) -> None:
     """Timeouts, few retries and a cap on each answer's body for the kfp client's HTTP calls
     (stackenv/compat.py: KFP_REST_CLIENT; the cap: pipeline/kubeflow/http_limits.py)."""
     def too_large(limit: int) -> DeployError:
