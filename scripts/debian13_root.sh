@@ -6,7 +6,7 @@
 #
 # Builds ROOT once with mmdebstrap from Debian's archive (the packages a Debian 13 user has after
 # `apt-get install` of what the README asks for, plus what the tests use), copies the machine's CA
-# bundle in, copies this project's working tree (the files git tracks or would track: no .venv, no
+# bundle and /etc/hosts in, copies this project's working tree (the files git tracks or would track: no .venv, no
 # output) to ROOT/project, keeping the .venv a previous call made there, bind-mounts /proc, /sys and
 # /dev, runs the command in ROOT/project as root with a clean environment, and unmounts whatever
 # happens. Needs root (or sudo).
@@ -33,6 +33,9 @@ for bundle in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.cr
   [ -f "$bundle" ] && { $SUDO cp "$bundle" "$root/etc/ssl/certs/ca-certificates.crt"; break; }
 done
 $SUDO cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# The machine's names: in a chroot gethostname() is still the machine's, which only its /etc/hosts resolves
+# (Beam tells a worker pool's workers to connect back by that name; without it they retry forever).
+$SUDO cp /etc/hosts "$root/etc/hosts" 2>/dev/null || true
 
 mounted=()
 unmount_all() {

@@ -16,13 +16,13 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # `make test` runs the whole suite on the stack installed. CI runs it on both stacks within its time
 # (.ci/run, docs/development.md "Two stacks"): with `--stack-share`, each stack runs the files both
 # must (the families end to end with the default gate, the Kubeflow contract, the browser checks, the
-# compat hooks) and its own share of the rest, so every test runs on at least one stack.
+# compat hooks, the worker pool) and its own share of the rest, so every test runs on at least one stack.
 OLDER_STACK, NEWER_STACK = "tfx-1.16", "tfx-1.21"
 BOTH_STACKS = frozenset({
     "test_e2e_cnn.py", "test_e2e_seq2seq.py", "test_e2e_default_gate.py", "test_e2e_text_one_file.py",
     "test_kubeflow_contract.py", "test_kubeflow_image.py",
     "test_report.py", "test_notebook_browser.py", "test_notebook_classic.py", "test_interactive.py",
-    "test_compat.py", "test_setup_stack.py",
+    "test_compat.py", "test_setup_stack.py", "test_portable.py",
 })
 #: The rest of the suite that CI runs on the newer stack; every other file runs on the older one.
 NEWER_SHARE = frozenset({

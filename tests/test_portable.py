@@ -41,12 +41,6 @@ def _wait_until_listening(pool: subprocess.Popen, port: int, timeout: float = 12
 @pytest.fixture
 def project_pool():
     """`python -m pipeline beam-pool` with a PATH that has no virtualenv on it."""
-    import stackenv
-
-    if stackenv.stack() == "tfx-1.21":
-        pytest.skip("tfx-1.21 (Beam 2.77): the workers an external pool starts never reach the job's control "
-                    "server, a gap not yet closed (docs/development.md, 'Two stacks'); `run` refuses such a pool "
-                    "within its start-up bound (the fail-fast tests below run here); works on tfx-1.16")
     [port] = free_ports()
     env = dict(os.environ, PATH="/usr/bin:/bin", PYTHONPATH=str(PROJECT_ROOT))
     pool = subprocess.Popen([sys.executable, "-m", "pipeline", "beam-pool", "--port", str(port)], cwd=PROJECT_ROOT,
@@ -145,3 +139,30 @@ def test_portable_pool_environment_puts_this_interpreter_first():
     assert beam_pool.external_pool_address(beam_args) == "localhost:5"
     assert beam_pool.external_pool_address(["--runner=FlinkRunner", "--environment_type=EXTERNAL",
                                             "--environment_config=pool:5"]) is None  # the cluster's sidecar
+
+
+def test_workers_are_told_the_name_the_pool_check_resolves():
+    """Beam's runner hands every worker of an EXTERNAL pool its control server by this machine's name;
+    the check must resolve the same name, on each Beam the stacks pin."""
+    from apache_beam.runners.portability.fn_api_runner.worker_handlers import ExternalWorkerHandler
+
+    from pipeline.local import beam_pool
+
+    assert ExternalWorkerHandler.host_from_worker(None) == beam_pool.worker_host()
+
+
+def test_a_machine_whose_name_does_not_resolve_is_named_before_the_pool_waits(project_pool, monkeypatch):
+    """A chroot or container without the host's /etc/hosts: the pool starts workers that retry this
+    machine's name forever (the Debian 13 root of CI once did, and the pool looked broken on Beam 2.77).
+    The check names the host and the fix at once instead of waiting out the worker's start-up bound."""
+    from stackenv.errors import ConfigError
+
+    from pipeline.local import beam_pool
+
+    monkeypatch.setattr(beam_pool, "worker_host", lambda: "tfx-project-test.invalid")  # RFC 6761: never resolves
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as raised:
+        beam_pool.check_pool(f"localhost:{project_pool}", start_timeout=30)
+    assert time.monotonic() - started < 30  # not the worker's start-up bound
+    message = str(raised.value)
+    assert "'tfx-project-test.invalid'" in message and "/etc/hosts" in message and "--environment_config" in message

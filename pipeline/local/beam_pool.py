@@ -16,6 +16,10 @@ worker_handlers.py``):
   worker before the run and waits, bounded, for it to connect to a control server of
   ours; a pool that cannot start a working Python worker fails the run in seconds with
   one paragraph.
+- The runner gives workers its control server as ``socket.getfqdn():PORT``
+  (``ExternalWorkerHandler.host_from_worker``, Beam 2.59 to 2.77). Where this machine's own
+  name does not resolve (a chroot or container without the host's ``/etc/hosts``), a worker
+  of a pool on this machine retries that name forever: :func:`check_pool` says so at once.
 """
 from __future__ import annotations
 
@@ -81,6 +85,8 @@ def check_pool(address: str, connect_timeout: float = CONNECT_TIMEOUT_S,
 
     if not address or ":" not in address:
         raise _error(address, "is not a host:port address")
+    if _on_this_machine(address.rsplit(":", 1)[0].strip("[]")):
+        _check_worker_host(address)
     channel = grpc.insecure_channel(address)
     try:
         try:
@@ -133,9 +139,32 @@ def _probe_control_server(connected: queue.Queue):
     beam_fn_api_pb2_grpc.add_BeamFnControlServicer_to_server(Control(), server)
     port = server.add_insecure_port("[::]:0")
     server.start()
-    # The host name Beam's own runner gives workers (ExternalWorkerHandler.host_from_worker).
-    host = "localhost" if sys.platform in ("win32", "darwin") else socket.getfqdn()
-    return server, f"{host}:{port}"
+    return server, f"{worker_host()}:{port}"
+
+
+def _on_this_machine(host: str) -> bool:
+    """A pool here runs its workers here, so they must resolve this machine's name themselves."""
+    return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0", socket.gethostname())
+
+
+def worker_host() -> str:
+    """The host name Beam's own runner gives workers for its control server
+    (ExternalWorkerHandler.host_from_worker, Beam 2.59 to 2.77)."""
+    return "localhost" if sys.platform in ("win32", "darwin") else socket.getfqdn()
+
+
+def _check_worker_host(address: str) -> None:
+    host = worker_host()
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError as error:
+        raise ConfigError(
+            SETTING, f"the Beam worker pool at {address!r} could not reach this run: Beam tells every worker "
+                     f"to connect back to this machine by its name, {host!r}, which does not resolve here "
+                     f"({error.strerror or error}), so the workers would retry it forever. The run stops before any "
+                     f"component starts. Add the name to /etc/hosts (e.g. `127.0.1.1 {host}`; in a chroot or "
+                     "container, copy the host's /etc/hosts in), or drop the --beam-arg=--environment_type=EXTERNAL "
+                     "option to run on the DirectRunner.") from None
 
 
 def _error(address: str, problem: str) -> ConfigError:
