@@ -7,8 +7,10 @@ only the ``compile()`` flags differ between variants:
 - ``eager``    compile(run_eagerly=True)
 - ``graph``    compile() as the builders do (a tf.function train step) - the pipeline default
 - ``xla``      compile(jit_compile=True)                                - ``--xla``
-- ``graph_mirrored``  graph, built and run under MirroredStrategy (the pipeline's default
-               ``--strategy mirrored``; on a CPU-only machine it has 1 replica)
+- ``graph_mirrored``  graph, built and run under MirroredStrategy over the one device (what
+               ``--strategy mirrored``, the default, gave on a CPU-only machine until 2026-11-29)
+- ``graph_one_device``  graph under ``make_strategy("mirrored")`` as the pipeline builds it: on one
+               device, ``OneDeviceStrategy``
 
 Batches are synthetic but shaped like the Transform output (CNN: ``image_xf`` float[64] for
 the 8x8x1 digits, plus a 32x32x3 CNN as for image folders/CIFAR; seq2seq: 32 context and 8
@@ -35,13 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _common as C  # noqa: E402
 
 NAME = "bench_train_step"
-MODES = ("eager", "graph", "xla", "graph_mirrored")
+MODES = ("eager", "graph", "xla", "graph_mirrored", "graph_one_device")
+DISTRIBUTED = ("graph_mirrored", "graph_one_device")
 
 
 def parse_args(argv=None):
     p = C.base_parser(__doc__)
     p.add_argument("--models", default="cnn,cnn32,seq2seq",
-                   help="comma list of cnn (8x8x1 digits), cnn32 (32x32x3), seq2seq")
+                   help="comma list of cnn (8x8x1 digits), cnn28 (28x28x1, the TFX example's digits), "
+                        "cnn32 (32x32x3), seq2seq")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--vocab", type=int, default=3170, help="seq2seq output size (the default "
@@ -155,11 +159,11 @@ def make_model_and_batch(kind: str, args, tf):
 
     rng = np.random.default_rng(0)
     b = args.batch_size
-    if kind in ("cnn", "cnn32"):
+    if kind in ("cnn", "cnn28", "cnn32"):
         from models.cnn import features
         from models.cnn.model import build_cnn
 
-        shape = (8, 8, 1) if kind == "cnn" else (32, 32, 3)
+        shape = {"cnn": (8, 8, 1), "cnn28": (28, 28, 1), "cnn32": (32, 32, 3)}[kind]
         x = {features.IMAGE_XF: tf.constant(rng.random((b, int(np.prod(shape))), dtype=np.float32))}
         y = tf.constant(rng.integers(0, 10, (b, 1)), tf.int64)
         return (lambda: build_cnn(shape, 10, 1e-3)), (x, y, None)
@@ -189,6 +193,10 @@ def make_model_and_batch(kind: str, args, tf):
     return build, (x, y, w)
 
 
+def _devices(tf) -> list[str]:
+    return [d.name for d in tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")]
+
+
 class Variant:
     """One compiled model; ``run(steps)`` runs that many train steps and returns the seconds.
 
@@ -202,8 +210,9 @@ class Variant:
 
         self.kind, self.mode, self.tf = kind, mode, tf
         overrides = {"eager": {"run_eagerly": True}, "graph": {}, "xla": {"jit_compile": True},
-                     "graph_mirrored": {}}[mode]
-        strategy = make_strategy("mirrored") if mode == "graph_mirrored" else tf.distribute.get_strategy()
+                     "graph_mirrored": {}, "graph_one_device": {}}[mode]
+        strategy = {"graph_mirrored": lambda: tf.distribute.MirroredStrategy(devices=_devices(tf)[:1]),
+                    "graph_one_device": lambda: make_strategy("mirrored")}.get(mode, tf.distribute.get_strategy)()
         tf.keras.utils.set_random_seed(42)
         started = time.perf_counter()
         with compile_overrides(tf, **overrides), strategy.scope():
@@ -211,7 +220,7 @@ class Variant:
         x, y, w = batch
         data = (x, y) if w is None else (x, y, w)
         dataset = tf.data.Dataset.from_tensors(data).repeat()
-        if mode == "graph_mirrored":
+        if mode in DISTRIBUTED:
             dataset = strategy.experimental_distribute_dataset(dataset)
         self.iterator = iter(dataset)
         self.train_function = self.model.make_train_function()
