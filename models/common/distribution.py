@@ -18,8 +18,8 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
     """Return the strategy for ``name``.
 
     ``mirrored`` uses every GPU; on a CPU-only host it mirrors over all *logical* CPU
-    devices when more than one is configured (tests use that to get real replicas);
-    with one device it is that device's ``OneDeviceStrategy``. ``multi_worker`` reads the cluster from ``TF_CONFIG``
+    devices when more than one is configured (tests use that to get real replicas),
+    else the single CPU. ``multi_worker`` reads the cluster from ``TF_CONFIG``
     (models/common/multi_worker.py: checked first, waits for peers bounded).
     """
     device_datasets_without_autotune()  # else every fit ends waiting on an autotuning thread (stackenv/compat.py)
@@ -27,10 +27,7 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
         gpus = tf.config.list_logical_devices("GPU")
         cpus = tf.config.list_logical_devices("CPU")
         devices = [d.name for d in gpus] if gpus else [d.name for d in cpus]
-        # One device (a CPU-only machine, one GPU): the same single replica without MirroredStrategy's per-device
-        # iterator and per-replica values, which cost a small CNN's step about a tenth (benchmarks/README.md).
-        strategy = (tf.distribute.OneDeviceStrategy(devices[0]) if len(devices) == 1
-                    else tf.distribute.MirroredStrategy(devices=devices))
+        strategy = tf.distribute.MirroredStrategy(devices=devices)
     elif name == "multi_worker":
         from models.common.multi_worker import make_multi_worker_strategy
 
