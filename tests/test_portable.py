@@ -160,9 +160,7 @@ def test_a_machine_whose_name_does_not_resolve_is_named_before_the_pool_waits(pr
     from pipeline.local import beam_pool
 
     monkeypatch.setattr(beam_pool, "worker_host", lambda: "tfx-project-test.invalid")  # RFC 6761: never resolves
-    started = time.monotonic()
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(ConfigError) as raised:  # without the check: "did not connect within 30 s", after them
         beam_pool.check_pool(f"localhost:{project_pool}", start_timeout=30)
-    assert time.monotonic() - started < 30  # not the worker's start-up bound
     message = str(raised.value)
     assert "'tfx-project-test.invalid'" in message and "/etc/hosts" in message and "--environment_config" in message
