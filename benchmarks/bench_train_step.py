@@ -193,10 +193,6 @@ def make_model_and_batch(kind: str, args, tf):
     return build, (x, y, w)
 
 
-def _devices(tf) -> list[str]:
-    return [d.name for d in tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")]
-
-
 class Variant:
     """One compiled model; ``run(steps)`` runs that many train steps and returns the seconds.
 
@@ -206,13 +202,13 @@ class Variant:
     """
 
     def __init__(self, kind, mode, build, batch, tf):
-        from models.common.distribution import make_strategy
+        from models.common.distribution import make_strategy, mirrored_devices
 
         self.kind, self.mode, self.tf = kind, mode, tf
         overrides = {"eager": {"run_eagerly": True}, "graph": {}, "xla": {"jit_compile": True},
                      "graph_mirrored": {}, "graph_one_device": {}}[mode]
         strategy = {"graph_mirrored": lambda: make_strategy("mirrored"),
-                    "graph_one_device": lambda: tf.distribute.OneDeviceStrategy(_devices(tf)[0])}.get(
+                    "graph_one_device": lambda: tf.distribute.OneDeviceStrategy(mirrored_devices()[0])}.get(
                         mode, tf.distribute.get_strategy)()
         tf.keras.utils.set_random_seed(42)
         started = time.perf_counter()

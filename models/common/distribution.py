@@ -14,6 +14,11 @@ STRATEGIES = ("mirrored", "multi_worker", "default")
 log = logging.getLogger(__name__)
 
 
+def mirrored_devices() -> list[str]:
+    """The devices ``mirrored`` replicates over: every logical GPU, else every logical CPU."""
+    return [d.name for d in tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")]
+
+
 def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
     """Return the strategy for ``name``.
 
@@ -24,10 +29,7 @@ def make_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
     """
     device_datasets_without_autotune()  # else every fit ends waiting on an autotuning thread (stackenv/compat.py)
     if name == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
-        cpus = tf.config.list_logical_devices("CPU")
-        devices = [d.name for d in gpus] if gpus else [d.name for d in cpus]
-        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        strategy = tf.distribute.MirroredStrategy(devices=mirrored_devices())
     elif name == "multi_worker":
         from models.common.multi_worker import make_multi_worker_strategy
 

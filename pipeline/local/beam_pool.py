@@ -158,19 +158,19 @@ def _check_worker_host(address: str) -> None:
     try:
         socket.getaddrinfo(host, None)
     except OSError as error:
-        raise ConfigError(
-            SETTING, f"the Beam worker pool at {address!r} could not reach this run: Beam tells every worker "
-                     f"to connect back to this machine by its name, {host!r}, which does not resolve here "
-                     f"({error.strerror or error}), so the workers would retry it forever. The run stops before any "
-                     f"component starts. Add the name to /etc/hosts (e.g. `127.0.1.1 {host}`; in a chroot or "
-                     "container, copy the host's /etc/hosts in), or drop the --beam-arg=--environment_type=EXTERNAL "
-                     "option to run on the DirectRunner.") from None
+        raise _error(address, f"would start workers that cannot reach this run: Beam tells every worker to connect "
+                              f"back to this machine by its name, {host!r}, which does not resolve here "
+                              f"({error.strerror or error})",
+                     fix=f"Add the name to /etc/hosts (e.g. `127.0.1.1 {host}`; in a chroot or container, copy the "
+                         "host's /etc/hosts in)") from None
 
 
-def _error(address: str, problem: str) -> ConfigError:
+_START_A_POOL = ("Start a pool with this project's environment (`python -m pipeline beam-pool --port PORT`, or "
+                 "`make beam-pool`) and pass its host:port as --beam-arg=--environment_config=HOST:PORT")
+
+
+def _error(address: str, problem: str, fix: str = _START_A_POOL) -> ConfigError:
     return ConfigError(
         SETTING, f"the Beam worker pool at {address!r} {problem}. The run stops before any component "
-                 "starts (Beam would otherwise wait for the worker forever). Start a pool with this project's "
-                 "environment (`python -m pipeline beam-pool --port PORT`, or `make beam-pool`) and pass its "
-                 "host:port as --beam-arg=--environment_config=HOST:PORT, or drop the "
+                 f"starts (Beam would otherwise wait for the worker forever). {fix}, or drop the "
                  "--beam-arg=--environment_type=EXTERNAL option to run on the DirectRunner.")
