@@ -33,7 +33,7 @@ NEWER_SHARE = frozenset({
     "test_warm_start.py", "test_cnn_model.py", "test_seq2seq_model.py", "test_seq2seq_blend.py", "test_kneser_ney.py",
     "test_kneser_ney_independent.py", "test_image_example_gen.py", "test_text_example_gen.py", "test_gzip_records.py",
     "test_evaluator_batch.py", "test_cnn_metrics.py", "test_pusher_metrics.py", "test_report_runs.py",
-    "test_e2e_text_debian.py", "test_distribution.py", "test_kernel_head.py",
+    "test_e2e_text_debian.py", "test_distribution.py", "test_kernel_head.py", "test_text_count_memory.py",
 })
 
 

@@ -67,7 +67,7 @@ def test_a_cgroup_full_of_page_cache_still_has_room(tmp_path, monkeypatch):
     """cgroup v2 counts the page cache in memory.current; its inactive part is reclaimed before an
     OOM kill (the kubelet's working set = usage - inactive_file), so a container whose cache filled
     the limit is not refused every run. Files as the kernel writes them (Documentation/admin-guide/cgroup-v2.rst)."""
-    from pipeline.local import memory
+    from stackenv import memory
 
     limit, anonymous, cache = 24 * GIB, 2 * GIB, 22 * GIB - 4096
     stat = f"anon {anonymous}\nfile {cache}\nactive_file 0\ninactive_file {cache}\n"
@@ -106,3 +106,46 @@ def test_an_eval_batch_too_big_for_the_memory_is_refused_with_one_that_fits(tmp_
 
 def test_a_family_without_large_outputs_has_no_evaluator_estimate():
     check_memory(PipelineConfig(model="cnn", batch_size=8, eval_batch=8192, beam_mode="in_memory"), (GIB, "x"))
+
+
+def test_a_cgroup_v1_limit_is_read_from_this_process_s_own_group(tmp_path, monkeypatch):
+    """cgroup v1 (older Docker and Kubernetes nodes, and this CI machine): the limit is the process's own
+    group's memory.limit_in_bytes, found through /proc/self/cgroup; "no limit" is a huge number, not "max".
+    Files as the kernel writes them (Documentation/admin-guide/cgroup-v1/memory.rst)."""
+    from stackenv import memory
+
+    group = tmp_path / "memory" / "kubepods" / "pod1"
+    group.mkdir(parents=True)
+    limit, anonymous, cache = 3 * GIB, GIB, GIB
+    (group / "memory.limit_in_bytes").write_text(f"{limit}\n")
+    (group / "memory.usage_in_bytes").write_text(f"{anonymous + cache}\n")
+    (group / "memory.stat").write_text(f"cache {cache}\ninactive_file 0\ntotal_inactive_file {cache}\n")
+    (tmp_path / "cgroup").write_text("12:pids:/kubepods/pod1\n4:memory:/kubepods/pod1\n1:name=systemd:/\n")
+    monkeypatch.setattr(memory, "CGROUP_MAX", str(tmp_path / "absent"))
+    monkeypatch.setattr(memory, "CGROUP_V1", str(tmp_path / "memory"))
+    monkeypatch.setattr(memory, "PROC_CGROUP", str(tmp_path / "cgroup"))
+    monkeypatch.setattr("psutil.virtual_memory", lambda: type("VM", (), {"available": 20 * GIB})())
+    assert memory.available_bytes() == (limit - anonymous, f"the cgroup limit {group}/memory.limit_in_bytes")
+    (group / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")  # no limit: the machine's figure
+    assert memory.available_bytes() == (20 * GIB, "MemAvailable")
+
+
+def test_a_corpus_whose_count_model_does_not_fit_is_refused_before_the_trainer_reads_it():
+    """The text Trainer's count model grows with the train windows the data's facts count
+    (models/seq2seq/memory.py): too many for the memory available gets one paragraph with the figures and
+    how many windows fit; a corpus that fits, or facts without counts, pass."""
+    from models.seq2seq.memory import check_count_memory, count_bytes
+
+    facts = {"split_counts": {"train": 4_000_000, "eval": 1_000_000}}
+    with pytest.raises(ConfigError) as refused:
+        check_count_memory(facts, 32, 8, (2 * GIB, "test figure"))
+    message = str(refused.value)
+    needed = count_bytes(4_000_000, 32, 8)
+    assert needed == 4_000_000 * 40 * 8 * 5.0  # int64 ids of 32+8 tokens, COUNT_FACTOR 5
+    assert message.startswith(f"--data: the text Trainer's count model needs about {needed / GIB:.1f} GiB for "
+                               "this corpus's 4,000,000 train windows of 32+8 tokens"), message
+    assert "2.0 GiB available (test figure)" in message and "--context-words" in message
+    fits = int(re.search(r"About ([\d,]+) windows fit", message).group(1).replace(",", ""))
+    assert count_bytes(fits, 32, 8) <= 2 * GIB < count_bytes(fits + 1, 32, 8)
+    check_count_memory({"split_counts": {"train": fits}}, 32, 8, (2 * GIB, "test figure"))
+    check_count_memory({}, 32, 8, (1, "test figure"))  # data prepared without facts: nothing to weigh

@@ -26,6 +26,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
+from data.manifest import facts_in
 from models.common import references
 from models.common.callbacks import BestWeights
 from models.common.distribution import make_strategy
@@ -37,6 +38,7 @@ from models.common.warm_start import WarmStarter, write_record
 from models.seq2seq import baselines, blend, count_reference, export, features, holdout, kneser_ney, ngram
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
+from models.seq2seq.memory import check_count_memory
 from models.seq2seq.model import build_seq2seq, teacher_forcing
 
 log = logging.getLogger(__package__)  # "models.seq2seq"
@@ -172,6 +174,7 @@ def run_fn(fn_args: FnArgs) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     tokens = _Tokens.of(transform_output)
+    check_count_memory(facts_in(fn_args.custom_config), tokens.context, tokens.target)
     reference, count_model, choice, text_order = _references(fn_args, tokens)
     strategy = make_strategy(settings.strategy)
     scratch = tempfile.mkdtemp(prefix="seq2seq-holdout-")

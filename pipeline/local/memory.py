@@ -17,7 +17,8 @@ the settings:
 
 A process's fixed memory (TensorFlow itself, the data) is left out, so an estimate is a lower bound:
 a setting refused here cannot fit; one accepted may still need more. Available memory is the kernel's
-MemAvailable, or less when a cgroup v2 limit (``memory.max``, as in a container) leaves less room.
+MemAvailable, or less when a cgroup v2 limit (``memory.max``, as in a container) leaves less room
+(``stackenv.memory.available_bytes``).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from stackenv.errors import ConfigError
+from stackenv.memory import available_bytes, size_text
 
 from pipeline.families import get_family
 
@@ -37,32 +39,6 @@ WORKER_BYTES = 900 * 2**20
 #: Growth of the Evaluator's peak RSS per example of its batch over the bytes of the model's outputs:
 #: what ``benchmarks/bench_evaluator_memory.py`` measured between two --eval-batch values, rounded up.
 EVAL_FACTOR = 20.0
-CGROUP_MAX = "/sys/fs/cgroup/memory.max"
-CGROUP_CURRENT = "/sys/fs/cgroup/memory.current"
-CGROUP_STAT = "/sys/fs/cgroup/memory.stat"
-
-
-def available_bytes() -> tuple[int, str]:
-    """Bytes available to this run and where the figure comes from."""
-    import psutil
-
-    available, source = int(psutil.virtual_memory().available), "MemAvailable"
-    try:
-        with open(CGROUP_MAX) as handle:
-            limit = handle.read().strip()
-        with open(CGROUP_CURRENT) as handle:
-            current = int(handle.read().strip())
-        with open(CGROUP_STAT) as handle:
-            stat = dict(line.split() for line in handle if line.strip())
-        reclaimable = int(stat.get("inactive_file", 0))
-    except (OSError, ValueError):
-        return available, source
-    # memory.current counts the page cache too; the kernel drops its inactive part before it
-    # OOM-kills, so the working set is current minus inactive_file (as Kubernetes' kubelet counts it).
-    working_set = max(0, current - reclaimable)
-    if limit.isdigit() and int(limit) - working_set < available:
-        available, source = max(0, int(limit) - working_set), f"the cgroup limit {CGROUP_MAX}"
-    return available, source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +48,6 @@ class Demand:
     bytes_needed: float
     what: str   # what needs it, in words
     fix: str    # a value that fits, in words
-
-
-def _gib(value: float) -> str:
-    return f"{value / 2**30:.1f} GiB"
 
 
 def largest_batch(config: PipelineConfig, available: int) -> int:
@@ -132,6 +104,6 @@ def check_memory(config: PipelineConfig, available: tuple[int, str] | None = Non
     for demand in (trainer_demand(config, free), evaluator_demand(config, free), beam_demand(config, free)):
         if demand is not None and demand.bytes_needed > free:
             raise ConfigError(demand.flag, (
-                f"{demand.value} needs at least {_gib(demand.bytes_needed)} for {demand.what}, and this machine has "
-                f"{_gib(free)} available ({source}). {demand.fix[:1].upper()}{demand.fix[1:]}; the estimate leaves "
-                "out TensorFlow's own memory, so leave room (pipeline/local/memory.py)."))
+                f"{demand.value} needs at least {size_text(demand.bytes_needed)} for {demand.what}, and this machine "
+                f"has {size_text(free)} available ({source}). {demand.fix[:1].upper()}{demand.fix[1:]}; the estimate "
+                "leaves out TensorFlow's own memory, so leave room (pipeline/local/memory.py)."))
