@@ -18,7 +18,7 @@ import sys
 import time
 
 import stackenv  # noqa: F401  (before anything imports TensorFlow)
-from stackenv import text_out
+from stackenv import compat, text_out
 from stackenv.errors import EXIT_USER_ERROR, ConfigError, ProjectError
 
 from artifacts.write_targets import check_write_target
@@ -372,6 +372,7 @@ def exit_process(code: int) -> None:
     is measured in benchmarks/README.md); every result is on disk by then, so flush and leave.
     """
     logging.shutdown()
+    compat.remove_autograph_sources()  # their atexit handler will not run
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

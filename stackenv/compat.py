@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,6 +41,8 @@ TFXIO_BATCHING = ("tfx_bsl absl flag tfxio_use_byte_size_batching and _BATCH_SIZ
                   "(read by coders/batch_util.py)")
 RECORD_SOURCE = "tfx_bsl RecordBasedTFXIO.RawRecordBeamSource (wrapped to count the records read)"
 BEAM_DEPENDENCY_FLAGS = "tfx dependency_utils.make_beam_dependency_flags (called by BaseBeamExecutor.__init__)"
+AUTOGRAPH_SOURCES = ("tensorflow autograph pyct/loader.py load_source: its temporary __autograph_generated_file*.py, "
+                     "in sys.modules under the file's name, removed by an atexit handler (TF 2.16 and 2.21)")
 TFMA_CONFIG_PROTOS = "tensorflow_model_analysis top-level config protos (EvalConfig, MetricConfig, ...)"
 TRANSFORM_WRITE = ("tfx transform executor module global TransformProcessor (instantiated by Executor.Do) "
                    "and TransformProcessor._EncodeAndWrite / _RecordBatchToExamplesFn")
@@ -75,6 +79,31 @@ def _is_skip_rule(rule: Any, prefix: str) -> bool:
     from tensorflow.python.autograph.core import config_lib
 
     return isinstance(rule, config_lib.DoNotConvert) and getattr(rule, "_prefix", None) == prefix
+
+
+AUTOGRAPH_SOURCE_PREFIX = "__autograph_generated_file"
+
+
+def remove_autograph_sources() -> list[str]:
+    """Delete the source files AutoGraph wrote for this process's converted functions; their paths.
+
+    Why: AutoGraph writes each converted function to ``$TMPDIR/__autograph_generated_file*.py`` and
+    deletes it in an ``atexit`` handler, which a process ending with ``os._exit`` (every command, to skip
+    seconds of TensorFlow teardown; a pod's step, where tensorflow-io aborts in teardown) never runs: each
+    run left dozens of files in /tmp. Hook AUTOGRAPH_SOURCES: ``loader.load_source`` registers each module
+    in ``sys.modules`` under its file's name (TF 2.16 and 2.21), which is how they are found here. Only
+    this process's own files are removed: another process may still read its own (tracebacks, inspect).
+    """
+    removed = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_SOURCE_PREFIX) else None
+        if path and os.path.basename(path).startswith(AUTOGRAPH_SOURCE_PREFIX):
+            try:
+                os.remove(path)
+            except OSError:
+                continue  # already gone (a tmp cleaner) or not ours to remove
+            removed.append(path)
+    return removed
 
 
 # --------------------------------------------------------------------------- TFX Beam runner
@@ -684,9 +713,7 @@ def exit_skipping_teardown(code: int) -> None:
     """End a step's pod process with ``code`` once its outputs are written, without interpreter
     teardown: there tensorflow-io's S3 client aborts ("pure virtual method called", exit 134)
     and would fail a step that finished."""
-    import os
-    import sys
-
+    remove_autograph_sources()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -703,7 +730,6 @@ def import_tensorflow_hub() -> Any:
     load; it is installed only when that import is missing. Drop with tensorflow_hub >= 0.16,
     which has no Estimator code.
     """
-    import sys
     import types
 
     try:

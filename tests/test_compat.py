@@ -36,6 +36,51 @@ def test_autograph_rules_hook_skips_and_restores_tf_keras():
         config.CONVERSION_RULES = before
 
 
+_CONVERT_THEN_EXIT = """
+import json, os, sys, tempfile
+tempfile.tempdir = sys.argv[1]
+import stackenv
+import tensorflow as tf
+from stackenv import compat
+
+@tf.function
+def clipped(x):
+    if tf.reduce_sum(x) > 0:  # Python control flow: AutoGraph converts it
+        return x
+    return -x
+
+clipped(tf.constant([1.0]))
+print(json.dumps(sorted(os.listdir(sys.argv[1]))), flush=True)
+if sys.argv[2] == "hook":
+    compat.exit_skipping_teardown(0)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("exit_by", ["hook", "os._exit"])
+def test_autograph_sources_are_removed_by_a_process_that_skips_teardown(tmp_path, exit_by):
+    """A process ending with os._exit (every command; every pod step) skips the atexit handler that deletes
+    AutoGraph's generated sources: through the hook they are removed, without it they stay (what it fixes)."""
+    import json
+    import subprocess
+    import sys
+
+    script, temp = tmp_path / "convert.py", tmp_path / "tmp"  # a file: AutoGraph reads the function's source
+    script.write_text(_CONVERT_THEN_EXIT)
+    temp.mkdir()
+    result = subprocess.run([sys.executable, str(script), str(temp), exit_by], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    written = [name for name in json.loads(result.stdout.strip().splitlines()[-1])
+               if name.startswith(compat.AUTOGRAPH_SOURCE_PREFIX)]
+    assert written, _broken(compat.AUTOGRAPH_SOURCES, "AutoGraph wrote no __autograph_generated_file*.py")
+    left = [name for name in written if (temp / name).exists()]
+    if exit_by == "hook":
+        assert not left, _broken(compat.AUTOGRAPH_SOURCES, f"{left} left: not found in sys.modules by file name")
+    else:
+        assert left == written
+
+
 def test_beam_node_hook_wraps_tfx_run_node():
     from tfx.orchestration.beam import beam_dag_runner
 

@@ -22,6 +22,7 @@ import os
 import sys
 
 import stackenv  # noqa: F401  (first: tf-keras before TensorFlow loads)
+from stackenv import compat
 from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import ProjectError
 
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         report = search(job)
         print(json.dumps(report), flush=True)
         if report["tuner_id"] == CHIEF_ID:
+            compat.remove_autograph_sources()  # their atexit handler will not run
             sys.stderr.flush()
             # KerasTuner gives no handle on the oracle's gRPC server, which may still be serving
             # when runners stopped by the budget ended the search: end the process, not just main.
