@@ -20,6 +20,7 @@ from pydoc_data.topics import topics
 
 import pytest
 import yaml
+from conftest import run_cli
 from support import s3_server
 from support.kfp_backends import BACKENDS, NEWEST, PROFILE_NAMESPACE, STANDALONE_NAMESPACE, Backend
 from support.kfp_contract import EXECUTOR_LOGS, Cluster, TaskFailed, local_path_for_uri, topological_tasks
@@ -386,16 +387,48 @@ def test_kfp_contract_warm_start_from_the_served_model(runs):
         assert _object(address, f"{base}/saved_model.pb") == _object(address, f"{served}/saved_model.pb")
 
 
-@pytest.mark.slow  # builds the image's environment (hundreds of packages; minutes) unless PIPELINE_IMAGE_ENV holds it
-def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(store, tmp_path_factory):
-    """Every step of a cnn run from a fresh environment built by kubeflow/Dockerfile's own COPY, ENV and RUN
-    lines (tests/support/image_env.py), importing the installed project and not this checkout: a package
-    missing from setup.py/constraints/<stack>.txt or a file `pip install .` leaves out fails here as it would
-    on the cluster. PIPELINE_IMAGE_ENV names a folder to build in and reuse while its inputs are unchanged."""
+@pytest.fixture(scope="module")
+def image_environment(tmp_path_factory):
+    """(folder, python, data) of a fresh environment built by kubeflow/Dockerfile's own COPY, ENV and RUN lines
+    (tests/support/image_env.py) for the stack installed here. PIPELINE_IMAGE_ENV names a folder to build in
+    and reuse while its inputs are unchanged."""
     from support import image_env
 
     directory = os.environ.get("PIPELINE_IMAGE_ENV") or str(tmp_path_factory.mktemp("image-env"))
-    python, data = image_env.build(directory)
+    return (directory, *image_env.build(directory))
+
+
+@pytest.mark.slow  # builds the image's environment (hundreds of packages; minutes) unless PIPELINE_IMAGE_ENV holds it
+def test_kfp_contract_the_dockerfile_environment_runs_the_installed_project_and_compiles(image_environment, tmp_path):
+    """On each stack, the image's environment imports the installed project, not this checkout (a file
+    `pip install .` leaves out fails here as it would on the cluster), and `compile` there writes a valid spec
+    whose steps run that image, identical to this checkout's; with a gs:// root, which TensorFlow writes itself
+    on both stacks."""
+    directory, python, _ = image_environment
+    env = {"PATH": os.environ["PATH"]}
+    located = subprocess.run([python, "-c", "import pipeline, sys; print(pipeline.__file__)"], cwd=str(tmp_path),
+                             capture_output=True, text=True, env=env, check=True)
+    assert located.stdout.startswith(directory) and "site-packages" in located.stdout, located.stdout
+    args = ["compile", "--image", IMAGE, "--pipeline-root", "gs://team-bucket/tfx"]
+    compiled = subprocess.run([python, "-m", "pipeline", *args, "--output", str(tmp_path / "image.yaml")],
+                              cwd=str(tmp_path), capture_output=True, text=True, env=env, timeout=600)
+    assert compiled.returncode == 0, compiled.stdout[-2000:] + compiled.stderr[-3000:]
+    here = run_cli(*args, "--output", tmp_path / "checkout.yaml")
+    assert here.returncode == 0, here.stderr[-3000:]
+    # The same spec as this checkout compiles (nothing differs by where the code was installed from).
+    assert (tmp_path / "image.yaml").read_text() == (tmp_path / "checkout.yaml").read_text()
+    (spec,) = yaml.safe_load_all((tmp_path / "image.yaml").read_text())
+    images = {executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values()}
+    assert images == {IMAGE} and spec["defaultPipelineRoot"].startswith("gs://team-bucket/tfx")
+
+
+@pytest.mark.tf_s3  # the steps write the bundled store (s3://): tensorflow-io, tfx-1.16 only
+@pytest.mark.slow  # builds the image's environment (hundreds of packages; minutes) unless PIPELINE_IMAGE_ENV holds it
+def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(store, image_environment,
+                                                                               tmp_path_factory):
+    """Every step of a cnn run from the image's environment, importing the installed project and not this
+    checkout: a package missing from setup.py/constraints/<stack>.txt fails here as it would on the cluster."""
+    directory, python, data = image_environment
     tmp_path = tmp_path_factory.mktemp("kfp-contract-image")
     root = f"minio://{BUNDLED_BUCKET}/image-env"  # a prefix of its own: the store is shared with other cases
     spec, platform, config, _ = compile_for_contract("cnn", tmp_path, root=root)
@@ -406,7 +439,3 @@ def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(s
     assert list(produced) == topological_tasks(spec)
     assert produced["Evaluator"]["blessing"]["metadata"]["blessed"] == 1.0
     assert len(_versions(store, config.serving_model_dir)) == 1
-    # The steps ran the installed copy: the image's site-packages, not this checkout.
-    located = subprocess.run([python, "-c", "import pipeline, sys; print(pipeline.__file__)"], cwd=str(tmp_path),
-                             capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, check=True)
-    assert located.stdout.startswith(directory) and "site-packages" in located.stdout, located.stdout
