@@ -146,3 +146,26 @@ def test_generate_shows_the_probability_the_model_gave_each_token(one_file_run):
     first, shown = scored[0]
     assert first in top, (first, top)
     assert abs(top[first] - float(shown)) <= 0.005, (first, top[first], shown)
+
+
+def test_generation_benchmark_judges_both_continuations_on_held_out_text(one_file_run, tmp_path):
+    """benchmarks/bench_generation.py on this run: prompts from the eval split, a judge fitted on its other
+    half. With no network share (12 steps) the counts alone are the served model, so every continuation is
+    the same and so is its score: the comparison itself adds nothing."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    config, _ = one_file_run
+    out = tmp_path / "generation.json"
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "benchmarks" / "bench_generation.py"),
+                             config.output_dir, "--prompts", "20", "--tokens", "6",
+                             "--json-out", str(out)], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["mix"][0] == 0.0 and 2 <= report["prompts"] <= 20 and report["truth"] < 0
+    for mode in report["modes"].values():
+        assert mode["identical"] == report["prompts"] and mode["served"] == mode["counts_alone"] < 0
+        assert mode["difference"][:1] == [0.0]
+    assert "served - counts +0.000" in result.stdout
