@@ -71,15 +71,16 @@ def eval_sequences(output: str) -> tuple[list[list[int]], list[str], int]:
 
 def prompts_from(texts: list[list[int]], context: int, tokens: int, count: int, oov: int,
                  rng: np.random.Generator) -> list[tuple[list[int], list[int]]]:
-    """Up to ``count`` (prompt ids, true continuation ids) pairs: a full context of ordinary tokens before a
-    position, and the ``tokens`` after it (no reserved or unknown id in either)."""
+    """Up to ``count`` (prompt ids, true continuation ids) pairs: a full context before a position, and the
+    ``tokens`` after it (no reserved id in either; unknown words, which a small vocabulary has many of, are
+    kept: the judge scores them as its unknown id, and the prompt's text leaves them out)."""
     from kn_independent import RESERVED
 
     candidates = []
     for text in texts:
         for at in range(context, len(text) - tokens + 1, max(1, tokens)):
             prompt, truth = text[at - context:at], text[at:at + tokens]
-            if all(RESERVED <= t < oov for t in prompt + truth):
+            if all(t >= RESERVED for t in prompt + truth) and sum(t < oov for t in prompt) > context // 2:
                 candidates.append((prompt, truth))
     picked = rng.permutation(len(candidates))[:count]
     return [candidates[i] for i in sorted(picked)]
@@ -144,7 +145,7 @@ def main() -> None:
     counts_only[network] = 0.0
     counts_only = counts_only / counts_only.sum()
     index = {token: i for i, token in enumerate(vocabulary)}
-    prompt_texts = [" ".join(vocabulary[t] for t in prompt) for prompt, _ in pairs]
+    prompt_texts = [" ".join(vocabulary[t] for t in prompt if t != oov) for prompt, _ in pairs]
     truth = np.asarray([score(judge, prompt, real) for prompt, real in pairs])
     print(f"Run {args.output}: served version {os.path.basename(version)}, mix "
           f"{dict(zip(blend.COMPONENTS, np.round(served, 3).tolist()))}")

@@ -1,8 +1,8 @@
 """The memory this process may still take: what the pre-checks of a run (pipeline/local/memory.py) and of a
 step (the text Trainer's count model, models/seq2seq/memory.py) compare their estimates with.
 
-The kernel's MemAvailable, or less when a cgroup v2 limit (``memory.max``, as in a container or a
-Kubernetes pod) leaves less room. Sits beside :mod:`stackenv.errors`: imports nothing of the project.
+The kernel's MemAvailable, or less when a cgroup limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``:
+a container or a Kubernetes pod) leaves less room. Sits beside :mod:`stackenv.errors`: imports nothing of the project.
 """
 from __future__ import annotations
 
