@@ -17,8 +17,9 @@ the settings:
 
 A process's fixed memory (TensorFlow itself, the data) is left out, so an estimate is a lower bound:
 a setting refused here cannot fit; one accepted may still need more. Available memory is the kernel's
-MemAvailable, or less when a cgroup v2 limit (``memory.max``, as in a container) leaves less room
-(``stackenv.memory.available_bytes``).
+MemAvailable, or less when a cgroup limit (v2 or v1, as in a container) leaves less room
+(``stackenv.memory.available_bytes``). The text Trainer weighs its count model against the same figure
+before it reads the corpus (models/seq2seq/memory.py).
 """
 from __future__ import annotations
 
