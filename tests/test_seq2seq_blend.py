@@ -210,6 +210,43 @@ def test_the_reference_takes_the_order_and_shares_with_the_best_cross_fitted_top
     assert choice.word_starts == 0.0
 
 
+@pytest.mark.parametrize("vocab, sharpness, oov_labels", [(4003, 0.2, 0.05), (4003, 5.0, 0.1), (300, 0.5, 0.3),
+                                                         (20, 1.0, 0.3), (8, 0.1, 0.5)])
+def test_tally_ranks_each_mix_on_a_shortlist_exactly_as_over_the_whole_vocabulary(monkeypatch, vocab, sharpness,
+                                                                                    oov_labels):
+    """Tally.add scores each candidate on a shortlist of columns (count_reference._Shortlist); its top-5 and
+    log-likelihood sums must be those of mixing and ranking every column, computed here the plain way, on
+    peaked and flat rows (flat ones send windows to the whole-vocabulary path), OOV labels, tiny vocabularies."""
+    rng = np.random.default_rng(vocab)
+    n = 200
+
+    def rows():
+        x = rng.gamma(sharpness, size=(n, vocab)).astype(np.float32)
+        return (x / x.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    kn = {(3, 0.0): rows(), (3, 1.0): rows(), (5, 0.0): rows(), (5, 1.0): rows()}
+    context = rng.integers(len(features.RESERVED_TOKENS), vocab, size=(n, 32))
+    counts = np.zeros((n, vocab), np.float32)
+    np.add.at(counts, (np.arange(n)[:, None], context), 1.0)
+    unigram = rng.gamma(0.3, size=vocab).astype(np.float32)
+    cache = ((counts + unigram / unigram.sum()) / (counts.sum(axis=1, keepdims=True) + 1.0)).astype(np.float32)
+    labels = np.where(rng.random(n) < 0.5, context[:, 0], rng.integers(len(features.RESERVED_TOKENS), vocab, size=n))
+    labels = np.where(rng.random(n) < oov_labels, vocab - features.NUM_OOV_BUCKETS, labels)
+    whole_vocabulary = []
+    mixed = count_reference.mixed
+    monkeypatch.setattr(count_reference, "mixed", lambda *args: whole_vocabulary.append(1) or mixed(*args))
+    tally = count_reference.Tally((3, 5), (0.0, 1.0))
+    tally.add(kn, cache, labels)
+    for i, (order, s, c, u) in enumerate(tally.keys):
+        p = (1.0 - c - u) * kn[order, s] + c * cache if c else (1.0 - c - u) * kn[order, s]
+        p[:, vocab - features.NUM_OOV_BUCKETS] += u
+        label_p = p[np.arange(n), labels]
+        assert tally.top5[i] == ((p > label_p[:, None]).sum(axis=1) < 5).sum(), (order, s, c, u)
+        assert tally.log_likelihood[i] == np.log(np.maximum(label_p, 1e-12)).sum(), (order, s, c, u)
+    if sharpness >= 5.0:  # flat rows: some windows cannot be decided on the shortlist
+        assert whole_vocabulary
+
+
 def test_the_cache_counts_the_windows_own_context_tokens_plus_one_unigram_pseudo_token():
     contexts = np.array([[4, 5, 4, 0], [0, 0, 0, 0]])
     tables = ngram.NgramTables(ngram.fit_tables(ngram.boundary_events(contexts, [6, 7]), V))
