@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import glob
 import json
 import math
 import os
@@ -347,6 +348,15 @@ def _stat_cpus() -> int:
                    if line.startswith("cpu") and line[3:4].isdigit())
     except OSError:
         return usable_cores()
+
+
+def latest_numbered(pattern: str, hint: str) -> str:
+    """The match of ``pattern`` whose last path part is the largest number: a TFX artifact folder of a run's
+    latest execution (``.../Transform/transform_graph/*``). Exits naming ``hint`` when none matches."""
+    found = [path for path in glob.glob(pattern) if os.path.basename(path.rstrip("/")).isdigit()]
+    if not found:
+        raise SystemExit(f"no {pattern}: {hint}")
+    return max(found, key=lambda path: int(os.path.basename(path.rstrip("/"))))
 
 
 def result_path(name: str, json_out: str | None) -> Path:

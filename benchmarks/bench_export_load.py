@@ -46,10 +46,7 @@ def parse_args(argv=None):
 
 
 def _latest(pattern: str) -> str:
-    found = sorted(glob.glob(pattern), key=lambda path: int(path.rstrip("/").split("/")[-1]))
-    if not found:
-        raise SystemExit(f"no {pattern}: give --run the output folder of a seq2seq `pipeline run`")
-    return found[-1]
+    return C.latest_numbered(pattern, "give --run the output folder of a seq2seq `pipeline run`")
 
 
 def export_both(run: str, folder: str) -> dict[str, str]:

@@ -26,8 +26,6 @@ Results: docs/history/benchmarks-log.md ("Generated text judged by a held-out mo
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import math
 import os
 import sys
@@ -35,9 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402  (puts the project on the path)
 
 HELD_OUT_ORDER = 3
 MODES = {"greedy (generate's defaults)": {},
@@ -45,10 +42,7 @@ MODES = {"greedy (generate's defaults)": {},
 
 
 def _latest(pattern: str) -> str:
-    found = [p for p in glob.glob(pattern) if os.path.basename(p).isdigit()]
-    if not found:
-        sys.exit(f"nothing matches {pattern}: pass the --output of a finished text run")
-    return max(found, key=lambda p: int(os.path.basename(p)))
+    return C.latest_numbered(pattern, "pass the --output of a finished text run")
 
 
 def eval_sequences(output: str) -> tuple[list[list[int]], list[str], int]:
@@ -120,14 +114,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=12, help="tokens generated per prompt")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--examples", type=int, default=3, help="continuations printed side by side")
-    parser.add_argument("--json-out", default=str(ROOT / "benchmarks" / "results" / "bench_generation.json"))
+    parser.add_argument("--json-out", default=None, help="default: benchmarks/results/bench_generation.json")
     args = parser.parse_args()
+    machine = C.machine_info()
 
     import stackenv  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 
     import tensorflow as tf
     from kn_independent import KneserNey
 
+    from artifacts.serving_dir import latest_version_dir
     from models.seq2seq import blend
 
     texts, vocabulary, context = eval_sequences(args.output)
@@ -137,7 +133,9 @@ def main() -> None:
     pairs = prompts_from(texts[1::2], context, args.tokens, args.prompts, oov, rng)
     if len(pairs) < 2:
         sys.exit(f"{len(pairs)} prompts in the eval split's second half: too little eval text to judge")
-    version = _latest(f"{args.output}/serving/seq2seq/*")
+    version = latest_version_dir(f"{args.output}/serving/seq2seq")
+    if version is None:
+        sys.exit(f"nothing pushed under {args.output}/serving/seq2seq: the run was not blessed")
     model = tf.saved_model.load(version)
     served = model.blend_weights.numpy().copy()
     network = blend.COMPONENTS.index("network")
@@ -153,7 +151,7 @@ def main() -> None:
           f"{len(pairs)} prompts of {context} tokens from the other {sum(map(len, texts[1::2])):,}, "
           f"{args.tokens} tokens each")
     print(f"  the text's own continuation: {truth.mean():.3f} log2 p per token")
-    results = {"output": args.output, "version": version, "mix": served.tolist(), "prompts": len(pairs),
+    results: dict = {"output": args.output, "version": version, "mix": served.tolist(), "prompts": len(pairs),
                "tokens": args.tokens, "truth": float(truth.mean()), "modes": {}}
     for name, mode in MODES.items():
         scored, samples = {}, {}
@@ -175,8 +173,7 @@ def main() -> None:
                                   "counts_alone": float(scored["counts alone"].mean()),
                                   "difference": [mean, low, high], "identical": identical}
     model.blend_weights.assign(served)
-    Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json_out).write_text(json.dumps(results, indent=2) + "\n")
+    C.write_json("bench_generation", results, args, machine)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Peak memory of the text Trainer's count model against train windows: ``COUNT_BYTES_PER_WINDOW`` of
+"""Peak memory of the text Trainer's count model against train windows: ``COUNT_FACTOR`` of
 ``models/seq2seq/memory.py``.
 
 The network's memory follows its batch (``memory_factors.py``); the count model's follows the corpus. The
@@ -20,9 +20,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import _common as C
+
+ROOT = C.PROJECT_ROOT
 
 _FIT = r"""
 import json, resource, sys
@@ -52,13 +53,6 @@ print(json.dumps({"before": before, "after": after, "windows": int(len(fit.text_
 """
 
 
-def latest(pattern: str) -> str:
-    found = sorted(glob.glob(pattern), key=lambda p: int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1)
-    if not found:
-        sys.exit(f"nothing matches {pattern}: pass the --output of a finished text run")
-    return found[-1]
-
-
 def measure(graph: str, train: list[str], evals: list[str], share: float) -> dict:
     out = subprocess.run([sys.executable, "-c", _FIT, graph, json.dumps(train), json.dumps(evals), str(share)], cwd=ROOT,
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -72,9 +66,11 @@ def main() -> None:
     parser.add_argument("output", help="--output of a finished (or past-Transform) text run")
     parser.add_argument("--small", type=float, default=0.25, help="share of the train records in the smaller fit")
     args = parser.parse_args()
+    machine = C.machine_info()
     transform = f"{args.output}/tfx/seq2seq-pipeline/Transform"
-    graph = latest(f"{transform}/transform_graph/*")
-    examples = latest(f"{transform}/transformed_examples/*")
+    hint = "pass the --output of a finished (or past-Transform) text run"
+    graph = C.latest_numbered(f"{transform}/transform_graph/*", hint)
+    examples = C.latest_numbered(f"{transform}/transformed_examples/*", hint)
     train = sorted(glob.glob(f"{examples}/Split-train/*"))
     evals = sorted(glob.glob(f"{examples}/Split-eval/*"))
     small = measure(graph, train, evals, args.small)
@@ -86,9 +82,8 @@ def main() -> None:
               f"growth {(row['after'] - row['before']) / 2**20:,.0f} MiB")
     per_window = (large["after"] - small["after"]) / max(1, large["windows"] - small["windows"])
     print(f"growth per train window between the two: {per_window:,.0f} bytes")
-    result = {"small": small, "large": large, "bytes_per_window": per_window, "output": args.output}
-    (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
-    (ROOT / "benchmarks" / "results" / "text_count_memory.json").write_text(json.dumps(result, indent=2) + "\n")
+    C.write_json("text_count_memory", {"small": small, "large": large, "bytes_per_window": per_window,
+                                       "output": args.output}, args, machine)
 
 
 if __name__ == "__main__":
