@@ -70,8 +70,9 @@ def _room(limit: int | None, usage_file: str, stat_file: str, inactive_key: str)
     return max(0, limit - max(0, usage - int(stat.get(inactive_key, 0))))
 
 
-def size_text(value: float) -> str:
-    """``value`` bytes as a person reads them: GiB with one decimal, MiB or KiB below one GiB."""
+def memory_text(value: float) -> str:
+    """``value`` bytes of memory as a person reads them: GiB with one decimal, MiB or KiB below one GiB (binary
+    units, as memory is counted; file sizes are worded in decimal units by pipeline/results/tflite_summary.py)."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
         if value >= scale:
             return f"{value / scale:.1f} {unit}" if unit == "GiB" else f"{value / scale:.0f} {unit}"

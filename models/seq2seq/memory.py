@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stackenv.errors import ConfigError
-from stackenv.memory import available_bytes, size_text
+from stackenv.memory import available_bytes, memory_text
 
 #: Growth of the count fit's peak RSS per train window over the bytes of its token ids (int64, context +
 #: target tokens): what ``benchmarks/text_count_memory.py`` measured on a real run's windows, rounded up.
@@ -37,8 +37,8 @@ def check_count_memory(facts: Mapping[str, Any], context_tokens: int, target_tok
     if windows and needed > free:
         fits = int(free // count_bytes(1, context_tokens, target_tokens))
         raise ConfigError("--data", (
-            f"the text Trainer's count model needs about {size_text(needed)} for this corpus's {windows:,} train "
-            f"windows of {context_tokens}+{target_tokens} tokens, and this machine has {size_text(free)} available "
+            f"the text Trainer's count model needs about {memory_text(needed)} for this corpus's {windows:,} train "
+            f"windows of {context_tokens}+{target_tokens} tokens, and this machine has {memory_text(free)} available "
             f"({source}), so the Trainer stopped before reading them instead of being killed half-way. About "
             f"{fits:,} windows fit: train on a smaller folder, lower --context-words, or run on a machine with more "
             "memory (models/seq2seq/memory.py)."))

@@ -27,7 +27,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from stackenv.errors import ConfigError
-from stackenv.memory import available_bytes, size_text
+from stackenv.memory import available_bytes, memory_text
 
 from pipeline.families import get_family
 
@@ -105,6 +105,6 @@ def check_memory(config: PipelineConfig, available: tuple[int, str] | None = Non
     for demand in (trainer_demand(config, free), evaluator_demand(config, free), beam_demand(config, free)):
         if demand is not None and demand.bytes_needed > free:
             raise ConfigError(demand.flag, (
-                f"{demand.value} needs at least {size_text(demand.bytes_needed)} for {demand.what}, and this machine "
-                f"has {size_text(free)} available ({source}). {demand.fix[:1].upper()}{demand.fix[1:]}; the estimate "
+                f"{demand.value} needs at least {memory_text(demand.bytes_needed)} for {demand.what}, and this machine "
+                f"has {memory_text(free)} available ({source}). {demand.fix[:1].upper()}{demand.fix[1:]}; the estimate "
                 "leaves out TensorFlow's own memory, so leave room (pipeline/local/memory.py)."))
