@@ -14,6 +14,7 @@ setup(
     description="End-to-end TFX pipeline: Keras CNN and seq2seq text models, local Beam or Kubeflow.",
     python_requires=">=3.10,<3.14",
     packages=find_packages(include=["stackenv*", "pipeline*", "components*", "models*", "data*", "artifacts*"]),
+    package_data={"stackenv": ["s3_filesystem/plugin.cc"]},  # compiled where it is installed (stackenv/s3_filesystem)
     install_requires=[
         "tfx>=1.16,<1.22",
         "tensorflow>=2.16.2,<2.22",
@@ -32,12 +33,12 @@ setup(
         "tensorboard-plugin-profile>=2.16,<2.23",  # `tensorboard`: the Profile tab of a --profile trace
         "lxml",  # HTML documents read as text (data/text_markup.py)
         "psutil",  # the memory pre-check and the run lock's owner check (pipeline/local/)
-        "boto3",  # a KFP step's start-up check of its object store (pipeline/kubeflow/bundled_store.py)
+        "boto3",  # a KFP step's check of its object store; tfx-1.21's s3:// for TensorFlow (stackenv/s3_filesystem)
     ],
     extras_require={
         # The stacks, by name with "-" for "." (scripts/setup_venv.sh chooses one). tensorflow-io gives tf.io.gfile its s3://
         # (TensorFlow has none); its last release is built for TF 2.16 and has no wheel past Python 3.12,
-        # so on TFX 1.21 s3:// is Beam's and boto3's only (docs/development.md, "Two stacks").
+        # so on TFX 1.21 the project's own plugin gives it (stackenv/s3_filesystem, built by setup).
         "tfx-1-16": ["tfx==1.16.0", "tensorflow==2.16.2", "tensorflow-model-analysis==0.47.1", "kfp==2.5.0",
                      "tensorflow-io==0.37.1"],
         "tfx-1-21": ["tfx==1.21.0", "tensorflow==2.21.0", "tensorflow-model-analysis==0.52.0", "kfp==2.16.1"],

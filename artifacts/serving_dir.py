@@ -144,7 +144,7 @@ def publish_version(model_dir: str, base_dir: str, push_info: dict[str, Any],
                 final = os.path.join(base_dir, str(version))
                 _write_push_info(staging_dir, push_info, version)
         else:
-            _copy_saved_model_pb_last(staging_dir, final)
+            copy_tree(staging_dir, final)
             tf.io.gfile.rmtree(staging_dir)
     except BaseException:
         if tf.io.gfile.exists(staging_dir):
@@ -158,7 +158,9 @@ def _write_push_info(version_dir: str, push_info: dict[str, Any], version: int) 
         json.dump({**push_info, "version": version}, handle, indent=2, sort_keys=True)
 
 
-def _copy_saved_model_pb_last(source: str, destination: str) -> None:
+def copy_tree(source: str, destination: str) -> None:
+    """Copy every file under ``source`` (any filesystem ``tf.io.gfile`` has) to ``destination``,
+    ``saved_model.pb`` last: a reader that waits for it (TF Serving) finds the rest in place."""
     files = [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(source) for name in names]
     files.sort(key=lambda path: os.path.basename(path) == "saved_model.pb")
     for path in files:

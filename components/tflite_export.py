@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import random
+import tempfile
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from artifacts.serving_dir import tflite_file
+from artifacts.serving_dir import copy_tree, tflite_file
 from models.common import tflite
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,13 @@ def export_tflite(spec: tflite.TfliteSpec, saved_model_dir: str, examples_uri: s
         "saved_model": {"bytes": saved_model_bytes(saved_model_dir),
                         "accuracy": float(np.mean(reference == labels))},
     }
-    for quantization in tflite.QUANTIZATIONS:
-        record[quantization] = _convert_and_check(spec, saved_model_dir, quantization, calibration, inputs,
-                                                  reference, labels, out_dir)
+    with tempfile.TemporaryDirectory(prefix="tflite-source-") as local:
+        if "://" in saved_model_dir:  # the converter holds the GIL while TensorFlow's threads read the model:
+            copy_tree(saved_model_dir, local)  # stackenv/s3_filesystem needs the GIL for each read (tfx-1.21)
+            saved_model_dir = local
+        for quantization in tflite.QUANTIZATIONS:
+            record[quantization] = _convert_and_check(spec, saved_model_dir, quantization, calibration, inputs,
+                                                      reference, labels, out_dir)
     return record
 
 

@@ -224,4 +224,9 @@ echo "Installing the pinned stack into $venv (first time: ~4-10 min, ~4 GB; pip'
 "$venv/bin/python" -m pip install --quiet -c "$constraints" pip setuptools wheel
 "$venv/bin/python" -m pip install --quiet --no-build-isolation -c "$constraints" -e ".[${stack//./-},dev,notebook,docs]"
 "$venv/bin/python" -m pip check
+if ! "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tensorflow_io") is None)'; then
+  # No tensorflow-io for this stack's TensorFlow: the project's s3:// filesystem (stackenv/s3_filesystem)
+  "$venv/bin/python" -m stackenv.s3_filesystem 2>"$venv/s3-filesystem-build.log" \
+    || { grep -v "^WARNING: All log\|^[IWE]0000" "$venv/s3-filesystem-build.log" >&2; exit 1; }
+fi
 echo "Setup complete: $venv ($stack)"

@@ -22,7 +22,8 @@ BOTH_STACKS = frozenset({
     "test_e2e_cnn.py", "test_e2e_seq2seq.py", "test_e2e_default_gate.py", "test_e2e_text_one_file.py",
     "test_kubeflow_contract.py", "test_kubeflow_image.py",
     "test_report.py", "test_notebook_browser.py", "test_notebook_classic.py", "test_interactive.py",
-    "test_compat.py", "test_setup_stack.py", "test_portable.py",
+    "test_compat.py", "test_setup_stack.py", "test_portable.py", "test_s3_filesystem.py",
+    "test_serving_dir_object_store.py",
 })
 #: The rest of the suite that CI runs on the newer stack; every other file runs on the older one.
 NEWER_SHARE = frozenset({
@@ -43,14 +44,6 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    import importlib.util
-
-    if importlib.util.find_spec("tensorflow_io") is None:
-        no_s3 = pytest.mark.skip(reason=f"needs s3:// in tf.io.gfile, from tensorflow-io, which the {stackenv.stack()} "
-                                        "stack has not (docs/development.md, 'Two stacks'); runs on tfx-1.16")
-        for item in items:
-            if item.get_closest_marker("tf_s3"):
-                item.add_marker(no_s3)
     if not config.getoption("--stack-share"):
         return
     newer = stackenv.stack() == NEWER_STACK

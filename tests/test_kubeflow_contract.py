@@ -157,9 +157,9 @@ MULTI_USER = PROFILE_NAMESPACE
 def _case(model: str, kind: str, runs: int, version: str, namespace: str = STANDALONE_NAMESPACE, slow: bool = True):
     where = "standalone" if namespace == STANDALONE_NAMESPACE else "multi-user"
     # Every case's store is S3-compatible (KFP's bundled MinIO/SeaweedFS, or an s3:// root), which the steps
-    # reach through tf.io.gfile: tensorflow-io's, so tfx-1.16 only (tf_s3).
+    # reach through tf.io.gfile: tensorflow-io's on tfx-1.16, stackenv/s3_filesystem's on tfx-1.21.
     return pytest.param((model, kind, runs, version, namespace), id=f"{model}-{kind}-{version}-{where}-{runs}run",
-                        marks=[pytest.mark.tf_s3, *([pytest.mark.slow] if slow else [])])
+                        marks=[pytest.mark.slow] if slow else [])
 
 
 # In the default suite (CI): the newest backend standalone, and Kubeflow 1.11's multi-user SeaweedFS (profile
@@ -422,7 +422,6 @@ def test_kfp_contract_the_dockerfile_environment_runs_the_installed_project_and_
     assert images == {IMAGE} and spec["defaultPipelineRoot"].startswith("gs://team-bucket/tfx")
 
 
-@pytest.mark.tf_s3  # the steps write the bundled store (s3://): tensorflow-io, tfx-1.16 only
 @pytest.mark.slow  # builds the image's environment (hundreds of packages; minutes) unless PIPELINE_IMAGE_ENV holds it
 def test_kfp_contract_every_step_runs_in_the_environment_the_dockerfile_builds(store, image_environment,
                                                                                tmp_path_factory):

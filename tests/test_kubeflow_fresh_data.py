@@ -196,7 +196,6 @@ def test_kfp_contract_whole_pipeline_cached_downstream_until_new_data(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.tf_s3
 def test_kfp_contract_spans_in_an_s3_bucket_through_the_resolution_step(tmp_path):
     """--data in a bucket (moto's S3 server plays MinIO): listed through tensorflow-io, newest span read."""
     from support import s3_server

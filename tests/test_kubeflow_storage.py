@@ -99,11 +99,10 @@ _KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
 _BOTO_KEYS = {"aws_access_key_id": "minio", "aws_secret_access_key": "minio123"}
 
 
-@pytest.mark.tf_s3
 def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_server, tmp_path):
     """The variables are proven by use: with only ``s3_environment`` and the keys (as a step gets
-    them), TensorFlow's filesystem (tensorflow-io) and Beam's (boto3) each write an object the
-    other reads, and the S3 server itself holds both."""
+    them), TensorFlow's filesystem (tensorflow-io, or stackenv/s3_filesystem on tfx-1.21) and Beam's
+    (boto3) each write an object the other reads, and the S3 server itself holds both."""
     endpoint, client = s3_server
     assert endpoint.startswith("http://")  # MinIO inside a cluster: no TLS
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
@@ -122,26 +121,7 @@ def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_se
 
 
 def test_s3_environment_follows_the_endpoint_scheme_and_the_region():
-    """https (AWS itself) turns TLS on for tensorflow-io; the region comes from the environment."""
+    """https (AWS itself) turns TLS on for TensorFlow's s3://; the region comes from the environment."""
     aws = s3_environment("https://s3.eu-west-1.amazonaws.com", environ={"AWS_REGION": "eu-west-1"})
     assert (aws["S3_USE_HTTPS"], aws["S3_VERIFY_SSL"], aws["AWS_REGION"]) == ("1", "1", "eu-west-1")
     assert s3_environment("http://minio:9000", environ={})["AWS_REGION"] == "us-east-1"
-
-
-def test_an_s3_location_where_tensorflow_has_no_s3_is_one_paragraph(monkeypatch):
-    """The tfx-1.21 stack has no tensorflow-io (no build for its TensorFlow): a step or a command that
-    meets an s3:// location says so and names the stack that has it, instead of an ImportError."""
-    import sys
-
-    from stackenv.errors import ProjectError
-
-    from pipeline.kubeflow.storage import register_filesystems
-
-    monkeypatch.setitem(sys.modules, "tensorflow_io", None)  # what a missing package does to `import`
-    register_filesystems('{"uri": "gs://bucket/x"}')  # nothing to load for other schemes
-    with pytest.raises(ProjectError) as refused:
-        register_filesystems('{"outputs": {"uri": "s3://team-bucket/root/Trainer/model"}, "n": 1}')
-    message = str(refused.value)
-    assert "(s3://team-bucket/root/Trainer/model) needs TensorFlow's s3:// filesystem" in message
-    assert "make setup STACK=tfx-1.16" in message and "make image IMAGE_STACK=tfx-1.16" in message
-    assert "gs://" in message

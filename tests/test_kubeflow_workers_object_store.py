@@ -84,7 +84,6 @@ def _uploaded_digits(address: str, transformed_digits: dict) -> tuple[str, str]:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.tf_s3  # the workers write the model and the oracle's state through tf.io.gfile's s3://
 def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_digits, tmp_path):
     from models.common.training import TrainingSettings
 
@@ -103,7 +102,6 @@ def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_dig
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.tf_s3  # the workers write the model and the oracle's state through tf.io.gfile's s3://
 def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit_cleanly(transformed_digits,
                                                                                       tmp_path):
     """The Tuner's TFJob (compile --tune-workers 2): the chief serves the oracle, tuner0 and tuner1 run the

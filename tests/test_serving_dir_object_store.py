@@ -17,21 +17,22 @@ from support.tiny_saved_model import save_tiny_saved_model
 from pipeline.kubeflow.storage import s3_environment
 
 BUCKET = "models"
-pytestmark = pytest.mark.tf_s3  # the serving dir is read and written through tf.io.gfile's s3://
 
-# The child pushes as a Kubeflow Pusher step does, through TFX's Pusher executor; tensorflow-io gives
-# tf.io.gfile its s3:// (pipeline/kubeflow/storage.py). It leaves with os._exit: tensorflow-io aborts
+# The child pushes as a Kubeflow Pusher step does, through TFX's Pusher executor; tensorflow-io (tfx-1.16) or
+# stackenv/s3_filesystem (tfx-1.21) gives tf.io.gfile its s3:// (pipeline/kubeflow/storage.py register_filesystems,
+# as a step calls it). It leaves with os._exit: tensorflow-io aborts
 # the interpreter at a normal exit (tests/test_kubeflow_storage.py).
 _PUSH_TWICE = """
 import json, os, sys
 import stackenv
-import tensorflow_io
+from pipeline.kubeflow.storage import register_filesystems
 from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 from components import pusher
 
 work, base = sys.argv[1:3]   # work/model/Format-Serving: the model the Trainer would have written
+register_filesystems(base)
 destinations = []
 for push in ("first", "second"):
     model = standard_artifacts.Model()

@@ -200,14 +200,12 @@ def test_a_venv_that_fails_half_way_is_removed(system, tmp_path):
 
 def test_the_ci_split_names_test_files_that_exist_and_runs_each_on_a_stack():
     """A file named in BOTH_STACKS or NEWER_SHARE that does not exist (a typo, a rename) would move a
-    whole file to the other stack without a word; a tf_s3 file in the newer share would run nowhere."""
+    whole file to the other stack without a word."""
     import conftest
 
     files = {path.name for path in (PROJECT_ROOT / "tests").glob("test_*.py")}
     assert conftest.BOTH_STACKS <= files, sorted(conftest.BOTH_STACKS - files)
     assert conftest.NEWER_SHARE <= files, sorted(conftest.NEWER_SHARE - files)
     assert not conftest.BOTH_STACKS & conftest.NEWER_SHARE
-    needs_s3 = {name for name in files if "mark.tf_s3" in (PROJECT_ROOT / "tests" / name).read_text()}
-    assert not needs_s3 & conftest.NEWER_SHARE, sorted(needs_s3 & conftest.NEWER_SHARE)
     assert {"test_e2e_cnn.py", "test_e2e_seq2seq.py", "test_kubeflow_contract.py", "test_report.py"} <= \
         conftest.BOTH_STACKS

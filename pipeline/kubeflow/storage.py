@@ -5,8 +5,8 @@ Two facts decide it. KFP's launcher gives every output artifact the URI
 ``s3://`` or ``minio://`` (kubeflow/pipelines 2.3.0 backend
 ``src/v2/component/launcher_v2.go`` localPathForURI, called by prepareOutputFolders for
 every output): a local path fails every step. And TFX writes artifacts itself through
-``tf.io.gfile`` and Beam, which know ``gs://`` (and ``s3://`` with tensorflow-io and
-``apache-beam[aws]``) but no ``minio://``, KFP's default root
+``tf.io.gfile`` and Beam, which know ``gs://`` (and ``s3://`` with tensorflow-io or
+stackenv/s3_filesystem, and ``apache-beam[aws]``) but no ``minio://``, KFP's default root
 (``minio://mlpipeline/v2/artifacts``, backend ``src/v2/config/env.go``): a ``minio://`` root
 is KFP's bundled store, which the steps read as ``s3://`` (pipeline/kubeflow/bundled_store.py).
 
@@ -18,7 +18,6 @@ writes it), since it reads none of the step's own variables for an endpoint befo
 import os
 from collections.abc import Mapping
 
-import stackenv
 from stackenv.errors import ProjectError
 
 from pipeline.kubeflow.bucket_names import bucket_problem
@@ -106,25 +105,27 @@ def check_s3_root(root: str, s3_endpoint: str | None, where: str) -> None:
 
 
 def register_filesystems(text: str) -> None:
-    """Load tensorflow-io's S3 filesystem for ``tf.io.gfile`` when ``text`` names an s3:// URI.
+    """Give ``tf.io.gfile`` an s3:// filesystem when ``text`` names an s3:// URI.
 
-    TensorFlow has no s3:// filesystem of its own; tensorflow-io registers one on import.
-    Beam's (``apache-beam[aws]``) needs no import. Both read the endpoint and keys from the
-    environment (``s3_environment``). tensorflow-io's last release is built for TensorFlow 2.16,
-    so on the tfx-1.21 stack there is none: one paragraph, not an ImportError, names the way out.
+    TensorFlow has no s3:// filesystem of its own. On tfx-1.16, tensorflow-io registers one on
+    import; for tfx-1.21's TensorFlow there is no tensorflow-io, and the project's own plugin
+    (stackenv/s3_filesystem) does the same through TensorFlow's filesystem C API. Beam's
+    (``apache-beam[aws]``) needs neither. All read the endpoint and keys from the environment
+    (``s3_environment``). A plugin that cannot be built is one paragraph, not a traceback.
     """
     if "s3://" not in text:
         return
     try:
         import tensorflow_io  # noqa: F401 - registers s3:// with tf.io.gfile
+        return
     except ImportError:
-        raise ProjectError(
-            f"An s3:// location ({_first_s3_uri(text)}) needs TensorFlow's s3:// filesystem, which comes from "
-            f"tensorflow-io; this environment is the {stackenv.stack()} stack, for whose TensorFlow no "
-            "tensorflow-io exists (its last release is built for TensorFlow 2.16). Fix: use the tfx-1.16 stack "
-            "for S3-compatible stores (MinIO, SeaweedFS: a Kubeflow cluster's bundled store): `make setup "
-            "STACK=tfx-1.16` here, `make image IMAGE_STACK=tfx-1.16` for the pipeline image; or a gs:// "
-            "location, which TensorFlow reads itself.") from None
+        pass
+    from stackenv import s3_filesystem
+    try:
+        s3_filesystem.register()
+    except ProjectError as error:
+        raise ProjectError(f"An s3:// location ({_first_s3_uri(text)}) needs TensorFlow's s3:// filesystem. "
+                           f"{error.paragraph}") from None
 
 
 def _first_s3_uri(text: str) -> str:
@@ -137,7 +138,7 @@ def _first_s3_uri(text: str) -> str:
 
 def s3_environment(endpoint: str, region: str = "us-east-1",
                    environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables that point tensorflow-io, boto3 (Beam) and TFX at an S3 endpoint.
+    """The variables that point TensorFlow's s3:// filesystem, boto3 (Beam) and TFX at an S3 endpoint.
 
     Keys come separately (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, from a Kubernetes secret
     on a cluster). ``endpoint`` is a URL: http:// for MinIO inside the cluster.
@@ -148,7 +149,7 @@ def s3_environment(endpoint: str, region: str = "us-east-1",
     secure = endpoint.startswith("https://")
     return {
         "AWS_ENDPOINT_URL": endpoint,             # boto3 >= 1.28.57, used by Beam's S3 filesystem
-        "S3_ENDPOINT": endpoint,                  # tensorflow-io
+        "S3_ENDPOINT": endpoint,                  # tensorflow-io (tfx-1.16)
         "S3_USE_HTTPS": "1" if secure else "0",
         "S3_VERIFY_SSL": "1" if secure else "0",
         "AWS_REGION": (environ or os.environ).get("AWS_REGION", region),

@@ -94,26 +94,15 @@ def drop_missing_base_model(executor_input: dict) -> bool:
     return False
 
 
-def _copy_tree(source: str, destination: str) -> None:
-    import tensorflow as tf
-
-    for root, _, names in tf.io.gfile.walk(source):
-        for name in names:
-            path = os.path.join(root, name)
-            target = os.path.join(destination, os.path.relpath(path, source))
-            tf.io.gfile.makedirs(os.path.dirname(target))
-            tf.io.gfile.copy(path, target, overwrite=True)
-
-
 def run(executor_input: dict) -> dict:
     """Copy the newest served version into the ``model`` output; returns the ExecutorOutput."""
-    from artifacts.serving_dir import latest_version_dir
+    from artifacts.serving_dir import copy_tree, latest_version_dir
 
     serving_dir = executor_input["inputs"]["parameterValues"][SERVING_DIR]
     output = executor_input["outputs"]["artifacts"]["model"]["artifacts"][0]
     source = latest_version_dir(serving_dir) or ""
     if source:
-        _copy_tree(source, os.path.join(output["uri"], "Format-Serving"))
+        copy_tree(source, os.path.join(output["uri"], "Format-Serving"))
         print(f"Warm start: the Trainer starts from {source}, the newest served version.")
     else:
         print(f"Warm start: nothing served in {serving_dir} yet; the Trainer trains from scratch.")

@@ -2,8 +2,10 @@
 
 pipeline/kubeflow/entrypoint.py puts this folder first on PYTHONPATH, so every interpreter the
 step starts runs it at start-up: it installs the same Beam S3 work-around as the step's own
-process (stackenv/compat.py single_deletes_where_batch_is_denied) and then runs the next
-``sitecustomize`` on the path, if any, as Python would have.
+process (stackenv/compat.py single_deletes_where_batch_is_denied), registers TensorFlow's s3://
+filesystem where the step registered the project's (stackenv/s3_filesystem: Transform's workers
+write through tf.io.gfile), and then runs the next ``sitecustomize`` on the path, if any, as
+Python would have.
 """
 import importlib.util
 import os
@@ -26,6 +28,10 @@ def _install() -> None:
     except ImportError:  # the project is not importable here: nothing to install
         return
     single_deletes_where_batch_is_denied()
+    from stackenv import s3_filesystem
+
+    if os.environ.get(s3_filesystem.INHERITED):
+        s3_filesystem.register()
 
 
 _next_sitecustomize()
