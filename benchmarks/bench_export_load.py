@@ -57,18 +57,21 @@ def export_both(run: str, folder: str) -> dict[str, str]:
     import tensorflow_transform as tft
 
     from models.common import signatures
-    from models.seq2seq import blend, export, features, ngram
+    from models.seq2seq import baselines, blend, export, features
     from models.seq2seq.model import build_seq2seq
 
     root = os.path.join(run, "tfx", "seq2seq-pipeline", "Transform")
     tf_transform_output = tft.TFTransformOutput(_latest(os.path.join(root, "transform_graph", "*")))
-    train_files = glob.glob(os.path.join(_latest(os.path.join(root, "transformed_examples", "*")),
-                                         "Split-train", "*"))
+    examples = _latest(os.path.join(root, "transformed_examples", "*"))
+    train_files, eval_files = (glob.glob(os.path.join(examples, f"Split-{split}", "*")) for split in ("train", "eval"))
     vocab_size = tf_transform_output.vocabulary_size_by_name(features.VOCABULARY) + features.NUM_OOV_BUCKETS
     spec = tf_transform_output.transformed_feature_spec()
     context_tokens, target_tokens = spec[features.CONTEXT_XF].shape[0], spec[features.TARGET_XF].shape[0]
     model = build_seq2seq(vocab_size, context_tokens, target_tokens, 1e-3)
-    model.ngram = ngram.NgramTables(ngram.fit_tables(ngram.read_events(train_files, context_tokens), vocab_size))
+    # The served counts as the Trainer fits them (models/seq2seq/trainer.py _references).
+    _, counts, _, _ = baselines.fit_kneser_ney_reference(train_files, eval_files, vocab_size, context_tokens,
+                                                          target_tokens)
+    model.ngram = counts.served()
     model.blend_weights = tf.Variable([1.0 / len(blend.COMPONENTS)] * len(blend.COMPONENTS), trainable=False,
                                       name="blend_weights")
     saving = signatures.save_serving_model
