@@ -55,8 +55,12 @@ seen["glob"] = sorted(gfile.glob(root + "/*/*.txt"))
 with tf.io.TFRecordWriter(root + "/records/part-0.tfrecord") as writer:
     for i in range(3000):
         writer.write(b"record %d " % i + b"x" * (i % 97))
+from stackenv.s3_filesystem import operations
+read_ahead, operations.READ_AHEAD = operations.READ_AHEAD, 1000  # records across many read-ahead windows
 read = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(root + "/records/*.tfrecord"))]
+operations.READ_AHEAD = read_ahead
 seen["records"] = [len(read), read[0].decode(), read[-1][:11].decode()]
+seen["record_lengths_ok"] = all(len(r) == len(b"record %d " % i) + i % 97 for i, r in enumerate(read))
 model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2, kernel_initializer="ones")])
 tf.saved_model.save(model, root + "/model/1")
 served = tf.saved_model.load(root + "/model/1").signatures["serving_default"]
@@ -111,7 +115,7 @@ def test_tensorflow_reads_and_writes_a_bucket_through_the_plugin(store, tmp_path
     assert seen["listing"] == ["a.txt", "b.txt"]
     assert seen["top"] == ["text"]
     assert seen["glob"] == [f"{root}/text/a.txt", f"{root}/text/b.txt"]
-    assert seen["records"] == [3000, "record 0 ", "record 2999"]
+    assert seen["records"] == [3000, "record 0 ", "record 2999"] and seen["record_lengths_ok"] is True
     assert seen["served"] == [6.0, 6.0]  # ones kernel, zero bias: 1 + 2 + 3
     assert seen["after_folder_rename"] == ["2"] and seen["after_file_rename"] == ["a.txt", "c.txt"]
     assert seen["errors"] == {"read_missing": "NotFoundError", "remove_missing": "NotFoundError",

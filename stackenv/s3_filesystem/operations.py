@@ -23,6 +23,7 @@ import threading
 # TF_Code values (tensorflow/c/tf_status.h).
 NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION, INTERNAL, UNAVAILABLE = 5, 6, 7, 9, 13, 14
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 10, 120, 5
+READ_AHEAD = 4 << 20
 
 _client = None
 _lock = threading.Lock()
@@ -197,7 +198,8 @@ def rename(source: str, target: str) -> None:
 
 
 class Reader:
-    """A random-access file: ranged GETs of one object, whose size is known from the start."""
+    """A random-access file: ranged GETs of one object, whose size is known from the start. Reads ahead
+    (``READ_AHEAD`` bytes a request): TensorFlow reads records in small pieces, one request each otherwise."""
 
     def __init__(self, path: str):
         self.bucket, self.key = split(path)
@@ -206,16 +208,22 @@ class Reader:
             raise FileNotFoundError(f"{path} does not exist" if not self.key or not _is_dir(self.bucket, self.key)
                                     else f"{path} is a directory")
         self.size = int(head["ContentLength"])
+        self.window = (0, b"")  # (offset, bytes): one attribute, so threads reading at once see a whole pair
 
     def read(self, offset: int, n: int) -> bytes:
         end = min(offset + n, self.size)
         if n <= 0 or offset >= end:
             return b""
-        body = client().get_object(Bucket=self.bucket, Key=self.key, Range=f"bytes={offset}-{end - 1}")["Body"]
-        try:
-            return body.read()
-        finally:
-            body.close()
+        start, buffer = self.window
+        if not (start <= offset and end <= start + len(buffer)):
+            last = min(max(end, offset + READ_AHEAD), self.size)
+            body = client().get_object(Bucket=self.bucket, Key=self.key, Range=f"bytes={offset}-{last - 1}")["Body"]
+            try:
+                start, buffer = offset, body.read()
+            finally:
+                body.close()
+            self.window = (start, buffer)
+        return buffer[offset - start:end - start]
 
 
 class Writer:

@@ -175,33 +175,60 @@ int64_t ReaderRead(const TF_RandomAccessFile* file, uint64_t offset, size_t n, c
   return read;
 }
 
-// Writable files: an operations.Writer (a local spool, uploaded on flush, sync and close).
+// Writable files: an operations.Writer (a local spool, uploaded on flush, sync and close). Appends
+// collect here and reach Python in large pieces: TFRecordWriter appends every record on its own, and
+// each trip to Python costs a thread and the GIL.
+struct Writer {
+  PyObject* spool;
+  std::string pending;
+};
+constexpr size_t kPendingBytes = 4 << 20;
+
+Writer* WriterOf(const TF_WritableFile* file) { return static_cast<Writer*>(file->plugin_file); }
+
+// Hands what collected to the spool (the GIL held); false with status set when Python failed.
+bool HandOver(Writer* writer, TF_Status* status) {
+  if (writer->pending.empty()) return true;
+  PyObject* done = Check(PyObject_CallMethod(writer->spool, "write", "y#", writer->pending.data(),
+                                             static_cast<Py_ssize_t>(writer->pending.size())), status);
+  if (done == nullptr) return false;
+  Py_DECREF(done);
+  writer->pending.clear();
+  return true;
+}
+
 void WriterCleanup(TF_WritableFile* file) {
-  WithGil(nullptr, [&] { Py_XDECREF(static_cast<PyObject*>(file->plugin_file)); });
+  Writer* writer = WriterOf(file);
+  WithGil(nullptr, [&] { Py_XDECREF(writer->spool); });
+  delete writer;
 }
 
 void WriterAppend(const TF_WritableFile* file, const char* buffer, size_t n, TF_Status* status) {
-  WithGil(status, [&] {
-    Discard(Check(PyObject_CallMethod(static_cast<PyObject*>(file->plugin_file), "write", "y#", buffer,
-                                      static_cast<Py_ssize_t>(n)), status));
-  });
+  Writer* writer = WriterOf(file);
+  writer->pending.append(buffer, n);
+  if (writer->pending.size() < kPendingBytes) {
+    TF_SetStatus(status, TF_OK, "");
+    return;
+  }
+  WithGil(status, [&] { HandOver(writer, status); });
 }
 
 int64_t WriterTell(const TF_WritableFile* file, TF_Status* status) {
+  Writer* writer = WriterOf(file);
   int64_t value = -1;
   WithGil(status, [&] {
-    PyObject* position =
-        Check(PyObject_CallMethod(static_cast<PyObject*>(file->plugin_file), "tell", nullptr), status);
+    PyObject* position = Check(PyObject_CallMethod(writer->spool, "tell", nullptr), status);
     if (position == nullptr) return;
-    value = PyLong_AsLongLong(position);
+    value = PyLong_AsLongLong(position) + static_cast<int64_t>(writer->pending.size());
     Py_DECREF(position);
   });
   return value;
 }
 
 void WriterMethod(const TF_WritableFile* file, const char* method, TF_Status* status) {
+  Writer* writer = WriterOf(file);
   WithGil(status, [&] {
-    Discard(Check(PyObject_CallMethod(static_cast<PyObject*>(file->plugin_file), method, nullptr), status));
+    if (HandOver(writer, status)) Discard(Check(PyObject_CallMethod(writer->spool, method, nullptr), status));
   });
 }
 
@@ -218,14 +245,18 @@ void NewReader(const TF_Filesystem*, const char* path, TF_RandomAccessFile* file
   WithGil(status, [&] { file->plugin_file = Call(status, "Reader", "s", path); });
 }
 
+void OpenWriter(const char* path, int append, TF_WritableFile* file, TF_Status* status) {
+  PyObject* spool = nullptr;
+  WithGil(status, [&] { spool = Call(status, "Writer", "si", path, append); });
+  file->plugin_file = spool != nullptr ? new Writer{spool, std::string()} : nullptr;
+}
+
 void NewWriter(const TF_Filesystem*, const char* path, TF_WritableFile* file, TF_Status* status) {
-  file->plugin_file = nullptr;
-  WithGil(status, [&] { file->plugin_file = Call(status, "Writer", "si", path, 0); });
+  OpenWriter(path, 0, file, status);
 }
 
 void NewAppender(const TF_Filesystem*, const char* path, TF_WritableFile* file, TF_Status* status) {
-  file->plugin_file = nullptr;
-  WithGil(status, [&] { file->plugin_file = Call(status, "Writer", "si", path, 1); });
+  OpenWriter(path, 1, file, status);
 }
 
 void PathOperation(const char* name, const char* path, TF_Status* status) {
