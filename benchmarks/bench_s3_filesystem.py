@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -63,12 +62,9 @@ os._exit(0)
 
 
 def _run(variant: str, address: str, megabytes: int) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-    from pipeline.kubeflow.storage import s3_environment
+    from support.s3_server import process_env
 
-    env.update(s3_environment(f"http://{address}", environ={}), AWS_ACCESS_KEY_ID="minio",
-               AWS_SECRET_ACCESS_KEY="minio123", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=str(_common.PROJECT_ROOT))
+    env = process_env(f"http://{address}")
     root = f"s3://{BUCKET}/{variant.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
     done = subprocess.run([sys.executable, "-c", _CHILD, variant, root, str(megabytes)], env=env,
                           capture_output=True, text=True, timeout=1800, cwd=_common.PROJECT_ROOT)

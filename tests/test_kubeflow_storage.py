@@ -1,12 +1,12 @@
 """Which roots a KFP step can write, and the S3 environment the steps get, proven against a local S3 server."""
 import json
-import os
 import subprocess
 import sys
 import uuid
 
 import pytest
 from conftest import PROJECT_ROOT
+from support import s3_server as local_s3
 from support.kfp_contract import DEFAULT_PIPELINE_ROOT, LAUNCHER_SCHEMES
 
 from pipeline.kubeflow.storage import (
@@ -82,21 +82,8 @@ os._exit(0)
 @pytest.fixture
 def s3_server():
     """A local S3 server (moto's, from PyPI) with a bucket, as MinIO serves KFP's store."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **_BOTO_KEYS)
-    client.create_bucket(Bucket="mlpipeline")
-    yield endpoint, client
-    server.stop()
-
-
-_KEYS = {"AWS_ACCESS_KEY_ID": "minio", "AWS_SECRET_ACCESS_KEY": "minio123"}
-_BOTO_KEYS = {"aws_access_key_id": "minio", "aws_secret_access_key": "minio123"}
+    with local_s3.s3_server("mlpipeline") as address:
+        yield f"http://{address}", local_s3.client(address)
 
 
 def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_server, tmp_path):
@@ -105,9 +92,7 @@ def test_s3_environment_lets_tensorflow_and_beam_read_and_write_the_bucket(s3_se
     (boto3) each write an object the other reads, and the S3 server itself holds both."""
     endpoint, client = s3_server
     assert endpoint.startswith("http://")  # MinIO inside a cluster: no TLS
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-    env.update(s3_environment(endpoint, environ={}), **_KEYS, PYTHONPATH=str(PROJECT_ROOT),
-               TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
+    env = local_s3.process_env(endpoint, home=str(tmp_path))
     # moto keeps one store per process, shared by every server a test starts: a folder of this test's own.
     folder = f"v2-{uuid.uuid4().hex[:8]}"
     child = subprocess.run([sys.executable, "-c", _ROUND_TRIP, f"s3://mlpipeline/{folder}"], env=env,

@@ -7,16 +7,13 @@ the plugin and nothing else (no tensorflow-io), as a step's process does, and th
 is read with boto3 to see what TensorFlow stored.
 """
 import json
-import os
 import subprocess
 import sys
 import uuid
 
 import pytest
 from conftest import PROJECT_ROOT
-from support.s3_server import BUNDLED_KEYS, client, s3_server
-
-from pipeline.kubeflow.storage import s3_environment
+from support.s3_server import client, process_env, s3_server
 
 BUCKET = "plugin-bucket"
 pytestmark = pytest.mark.timeout(600)
@@ -94,11 +91,7 @@ def store():
 
 
 def _env(address: str, tmp_path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-    env.update(s3_environment(f"http://{address}", environ={}), AWS_ACCESS_KEY_ID=BUNDLED_KEYS["accesskey"],
-               AWS_SECRET_ACCESS_KEY=BUNDLED_KEYS["secretkey"], PYTHONPATH=str(PROJECT_ROOT),
-               TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
-    return env
+    return process_env(f"http://{address}", home=str(tmp_path))
 
 
 def test_tensorflow_reads_and_writes_a_bucket_through_the_plugin(store, tmp_path):

@@ -4,17 +4,14 @@
 not with the code under test.
 """
 import json
-import os
 import subprocess
 import sys
 import uuid
 
 import pytest
 from conftest import PROJECT_ROOT, run_cli
-from support.s3_server import BUNDLED_KEYS, client, keys, s3_server
+from support.s3_server import client, keys, process_env, s3_server
 from support.tiny_saved_model import save_tiny_saved_model
-
-from pipeline.kubeflow.storage import s3_environment
 
 BUCKET = "models"
 
@@ -56,11 +53,7 @@ os._exit(0)
 @pytest.fixture
 def s3_env(tmp_path):
     with s3_server(BUCKET) as address:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-        env.update(s3_environment(f"http://{address}", environ={}), AWS_ACCESS_KEY_ID=BUNDLED_KEYS["accesskey"],
-                   AWS_SECRET_ACCESS_KEY=BUNDLED_KEYS["secretkey"], PYTHONPATH=str(PROJECT_ROOT),
-                   TF_CPP_MIN_LOG_LEVEL="3", HOME=str(tmp_path))  # no ~/.aws of this machine
-        yield address, env
+        yield address, process_env(f"http://{address}", home=str(tmp_path))
 
 
 def _files(address: str, prefix: str) -> dict[str, set[str]]:

@@ -160,7 +160,7 @@ def delete_file(path: str) -> None:
 
 def delete_dir(path: str) -> None:
     bucket, key = split(path)
-    if any(name for name in children(path)):
+    if children(path):
         raise OSError(f"{path} is not empty")
     client().delete_object(Bucket=bucket, Key=key + "/")
 
@@ -185,7 +185,7 @@ def rename(source: str, target: str) -> None:
     """A file is copied then deleted; a directory, each object under it (S3 has no rename)."""
     (source_bucket, source_key), (bucket, key) = split(source), split(target)
     if _head(source_bucket, source_key) is not None:
-        copy(source, target)
+        client().copy({"Bucket": source_bucket, "Key": source_key}, bucket, key)
         client().delete_object(Bucket=source_bucket, Key=source_key)
         return
     moved = list(_keys_under(source_bucket, source_key + "/"))

@@ -15,6 +15,7 @@ from moto.server import ThreadedMotoServer
 # What KFP's manifests put in mlpipeline-minio-artifact (third-party/minio, third-party/seaweedfs).
 BUNDLED_KEYS = {"accesskey": "minio", "secretkey": "minio123"}
 _ADMIN_KEYS: dict[str, dict[str, str]] = {}  # address -> the keys of a policed server's own admin user
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @contextlib.contextmanager
@@ -45,6 +46,20 @@ def reset(address: str, *buckets: str) -> None:
         response.read()
     for bucket in buckets:
         client(address).create_bucket(Bucket=bucket)
+
+
+def process_env(endpoint: str, home: str | None = None) -> dict[str, str]:
+    """The environment of a child process that reaches the server at ``endpoint`` (a URL) as a Kubeflow step
+    does: this machine's variables without its own AWS_/S3_ ones, ``s3_environment``'s, the bundled keys and
+    the project on PYTHONPATH; ``home`` replaces HOME, so no ~/.aws of this machine is read."""
+    from pipeline.kubeflow.storage import s3_environment
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+    env.update(s3_environment(endpoint, environ={}), AWS_ACCESS_KEY_ID=BUNDLED_KEYS["accesskey"],
+               AWS_SECRET_ACCESS_KEY=BUNDLED_KEYS["secretkey"], PYTHONPATH=_PROJECT_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    if home is not None:
+        env["HOME"] = home
+    return env
 
 
 def client(address: str, keys: Mapping[str, str] | None = None):
