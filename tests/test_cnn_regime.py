@@ -186,3 +186,32 @@ def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatc
     calls.clear()
     trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), spec, on_base_model=True)
     assert calls[0][1] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0
+
+
+def test_runs_of_steps_train_the_same_steps_and_count_each(tmp_path, monkeypatch):
+    """The in-memory regime's ``STEPS_PER_EXECUTION``: Keras runs that many steps per call, so a model
+    trained that way must end on exactly the weights and held-out checks of one step per call (same
+    batches, same augmentation and dropout draws), and the live progress must still count every step
+    (Keras calls the callbacks once per run, with the run's last step)."""
+    from stackenv import progress
+
+    monkeypatch.setenv(progress.PROGRESS_DIR_ENV, str(tmp_path))
+    x = np.random.RandomState(0).normal(size=(600, 16 * 16)).astype(np.float32)
+    y = np.random.RandomState(1).randint(0, 3, size=600)
+    hparams = CnnHyperparameters(filters=4, augment=("translate", "zoom"))
+    trained = {}
+    for steps_per_execution in (1, regime.STEPS_PER_EXECUTION):
+        tf.keras.utils.set_random_seed(7)
+        model, report = regime.fit_with_holdout(
+            lambda spe=steps_per_execution: build_cnn((16, 16, 1), 3, hparams=hparams, steps_per_execution=spe),
+            {features.IMAGE_XF: x}, y, batch_size=32, min_steps=0, max_steps=130, patience_steps=1000,
+            holdout_fraction=0.15, class_weights="off", num_classes=3, seed=0, scale_budget=False)
+        trained[steps_per_execution] = model.get_weights(), report.curves
+    assert regime.STEPS_PER_EXECUTION > 1 and 50 % regime.STEPS_PER_EXECUTION  # a run is cut at each check
+    one, runs = trained[1], trained[regime.STEPS_PER_EXECUTION]
+    assert one[1] == runs[1] and len(one[1]["val_accuracy"]) == 3  # three checks of 50 steps each
+    for a, b in zip(one[0], runs[0]):
+        np.testing.assert_array_equal(a, b)
+    progress.flush()
+    counts, _ = progress.read(str(tmp_path))
+    assert counts["training steps"] == 2 * 3 * 50

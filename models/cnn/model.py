@@ -35,8 +35,9 @@ def augmentation_layers(augment: Sequence[str], seed: int = 0, strength: float |
 
 def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float = 1e-3,
               hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen dataclass
-              jit_compile: bool = False) -> tf.keras.Model:
-    """Build and compile the classifier; call inside ``strategy.scope()``."""
+              jit_compile: bool = False, steps_per_execution: int = 1) -> tf.keras.Model:
+    """Build and compile the classifier; call inside ``strategy.scope()``. ``steps_per_execution``: as
+    Keras' ``compile`` (the in-memory regime's ``regime.STEPS_PER_EXECUTION``)."""
     height, width, channels = (int(v) for v in image_shape)
     regularizer = tf.keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     inputs = tf.keras.Input(shape=(height * width * channels,), name=features.IMAGE_XF)
@@ -59,13 +60,13 @@ def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float
     outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities",
                                     kernel_regularizer=regularizer)(x)
     model = tf.keras.Model(inputs, outputs, name="cnn")
-    compile_classifier(model, learning_rate, jit_compile)
+    compile_classifier(model, learning_rate, jit_compile, steps_per_execution)
     return model
 
 
 def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, learning_rate: float = 1e-3,
                         hparams: CnnHyperparameters = CnnHyperparameters(),  # noqa: B008 - frozen dataclass
-                        jit_compile: bool = False) -> tf.keras.Model:
+                        jit_compile: bool = False, steps_per_execution: int = 1) -> tf.keras.Model:
     """A new softmax head on a pretrained feature extractor (``base``: base_model.BaseModelInfo),
     frozen; :func:`unfreeze_base` before fine-tuning. Images are resized to the module's size
     and given 3 channels (gray repeated, alpha dropped)."""
@@ -87,21 +88,24 @@ def build_on_base_model(image_shape: Sequence[int], num_classes: int, base, lear
     x = tf.keras.layers.Dropout(hparams.dropout)(x)
     outputs = tf.keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
     model = tf.keras.Model(inputs, outputs, name="cnn_on_base_model")
-    compile_classifier(model, learning_rate, jit_compile)
+    compile_classifier(model, learning_rate, jit_compile, steps_per_execution)
     return model
 
 
-def unfreeze_base(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> tf.keras.Model:
+def unfreeze_base(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False,
+                  steps_per_execution: int = 1) -> tf.keras.Model:
     """Make the base model trainable and recompile at ``learning_rate`` (lower than the head's)."""
     model.get_layer("base_model").trainable = True
-    compile_classifier(model, learning_rate, jit_compile)
+    compile_classifier(model, learning_rate, jit_compile, steps_per_execution)
     return model
 
 
-def compile_classifier(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False) -> None:
+def compile_classifier(model: tf.keras.Model, learning_rate: float, jit_compile: bool = False,
+                       steps_per_execution: int = 1) -> None:
     model.compile(
         optimizer=tf.keras.optimizers.Adam(learning_rate),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
     )

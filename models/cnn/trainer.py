@@ -78,7 +78,10 @@ def run_fn(fn_args: FnArgs) -> None:
     train, evaluation_split = _load_splits(fn_args, settings, data.spec, base is not None)
     # The reference predictors fit in a thread while the CNN trains; the export waits for them.
     fitting_references = references.beside(_references, fn_args, data.spec, train, evaluation_split, settings.seed)
-    build = functools.partial(_build, data, base, hparams, settings, strategy, warm)
+    # In memory, Keras runs a run of steps per call (regime.STEPS_PER_EXECUTION); streamed, one, so that
+    # --train-steps stops on the step (StopAtStep can end training only between calls).
+    steps_per_execution = regime.STEPS_PER_EXECUTION if train is not None else 1
+    build = functools.partial(_build, data, base, hparams, settings, strategy, warm, steps_per_execution)
     log.info("Training CNN %s -> %d classes, %s, global batch %d", data.image_shape, len(data.class_names),
              describe_hparams(hparams), settings.batch_size * strategy.num_replicas_in_sync)
     if train is not None:
@@ -120,15 +123,17 @@ def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, CnnHyperparameters, di
     return settings, hparams, tuned
 
 
-def _build(data: _Data, base, hparams: CnnHyperparameters, settings: TrainingSettings, strategy, warm):
+def _build(data: _Data, base, hparams: CnnHyperparameters, settings: TrainingSettings, strategy, warm,
+           steps_per_execution: int):
     """A fresh CNN (or a head on ``base``), warm-started when the decision says so."""
     def fresh():
         with strategy.scope():
             if base:
                 return cnn_model.build_on_base_model(data.image_shape, len(data.class_names), base,
-                                                     settings.learning_rate, hparams, jit_compile=settings.jit_compile)
+                                                     settings.learning_rate, hparams, jit_compile=settings.jit_compile,
+                                                     steps_per_execution=steps_per_execution)
             return cnn_model.build_cnn(data.image_shape, len(data.class_names), settings.learning_rate, hparams,
-                                       jit_compile=settings.jit_compile)
+                                       jit_compile=settings.jit_compile, steps_per_execution=steps_per_execution)
 
     return warm.build(fresh)
 
@@ -151,7 +156,7 @@ def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHy
         def unfrozen():
             with strategy.scope():
                 return cnn_model.unfreeze_base(model, settings.learning_rate * hparams.fine_tune_lr_factor,
-                                               settings.jit_compile)
+                                               settings.jit_compile, regime.STEPS_PER_EXECUTION)
         model, report = fit_on_train(unfrozen, class_weights="on" if report.class_weights else "off")
         training["fine_tune"] = report.to_dict()
     model, head = _with_kernel_head(model, report, train, input_key, hparams, len(data.class_names), settings.seed,

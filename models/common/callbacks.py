@@ -22,16 +22,28 @@ class EpochLogger(tf.keras.callbacks.Callback):
                        time.monotonic() - self._started)
 
 
+def steps_done(batch: int) -> int:
+    """Steps done in the epoch when Keras calls ``on_train_batch_end(batch)``: it passes the last step's index,
+    and with ``steps_per_execution`` it calls once per run of steps (tf_keras ``fit``: ``end_step``)."""
+    return batch + 1
+
+
 class StepCounter(tf.keras.callbacks.Callback):
     """Training steps done, of ``total``, for the runner's live progress line (``stackenv.progress``)."""
 
     def __init__(self, total: int):
         super().__init__()
         self._total = total
+        self._in_epoch = 0
         self._supports_tf_logs = True  # the logs are not read: Keras need not copy them to numpy each step
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._in_epoch = 0
+
     def on_train_batch_end(self, batch, logs=None):
-        progress.count("training steps", 1, total=self._total)
+        done = steps_done(batch)
+        progress.count("training steps", done - self._in_epoch, total=self._total)
+        self._in_epoch = done
 
 
 class StopAtStep(tf.keras.callbacks.Callback):
@@ -43,10 +55,16 @@ class StopAtStep(tf.keras.callbacks.Callback):
         super().__init__()
         self._total = total
         self._done = 0
+        self._in_epoch = 0
         self._supports_tf_logs = True
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._in_epoch = 0
+
     def on_train_batch_end(self, batch, logs=None):
-        self._done += 1
+        done = steps_done(batch)
+        self._done += done - self._in_epoch
+        self._in_epoch = done
         if self._done >= self._total:
             self.model.stop_training = True
 

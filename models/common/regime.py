@@ -58,6 +58,11 @@ STEPS_PER_SQRT_EXAMPLE = 8
 IN_MEMORY_BYTES = 1 << 30
 #: Batch size of the held-out checks (forward passes only: larger batches, fewer Python steps).
 CHECK_BATCH = 256
+#: Optimizer steps Keras runs per call of its train function (``compile(steps_per_execution=...)``) when a
+#: family trains in memory: the same steps on the same batches, with Keras' Python work per step (callbacks,
+#: logs, the call itself) paid once per run of them, which was a quarter of a small CNN's step on 2 cores
+#: (benchmarks/bench_train_step.py). Checks still fall at the end of each epoch, which Keras cuts a run at.
+STEPS_PER_EXECUTION = 16
 
 
 @dataclasses.dataclass
