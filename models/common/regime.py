@@ -24,7 +24,8 @@ Every decision of the in-memory regime is made here, in :func:`schedule` and :fu
 - **Imbalanced classes**: with ``class_weights="auto"`` the model is trained both without and
   with balanced class weights, and the better on the held-out part (its accuracy, the key
   metric) is kept; ``"on"``/``"off"`` force one.
-- **Input**: the arrays are fed by tf.data with autotuning off (``_dataset`` says why).
+- **Input**: the arrays are fed by tf.data with autotuning off (``_dataset`` says why); a family's model
+  compiled for this regime runs ``STEPS_PER_EXECUTION`` steps per call.
 
 One data-driven choice is made beside the math it bounds, after this regime has kept its model: the
 CNN's kernel head (``models/cnn/kernel_head.fit_and_select``) is tried only when train fits its
