@@ -22,7 +22,7 @@ from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, search_space, with_tuned
 from models.common import tuner
 from models.common.inputs import make_dataset
-from models.common.regime import holdout_split
+from models.common.regime import STEPS_PER_EXECUTION, holdout_split
 from models.common.training import TrainingSettings
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,11 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
         hparams = with_tuned(untuned, values)
         learning_rate = float(values.get(LEARNING_RATE, settings.learning_rate))
         if base:
-            model = cnn_model.build_on_base_model(image_shape, num_classes, base, learning_rate, hparams)
+            model = cnn_model.build_on_base_model(image_shape, num_classes, base, learning_rate, hparams,
+                                                  steps_per_execution=STEPS_PER_EXECUTION)
         else:
-            model = cnn_model.build_cnn(image_shape, num_classes, learning_rate, hparams)
+            model = cnn_model.build_cnn(image_shape, num_classes, learning_rate, hparams,
+                                        steps_per_execution=STEPS_PER_EXECUTION)
         fit_trial(model, fit, steps, hparams.fine_tune and base is not None,
                   learning_rate * hparams.fine_tune_lr_factor)
         return float(model.evaluate(held, verbose=0, return_dict=True)["accuracy"])
@@ -76,5 +78,5 @@ def fit_trial(model: tf.keras.Model, data: tf.data.Dataset, steps: int, fine_tun
     head_steps = max(1, steps // 2) if fine_tune else steps
     model.fit(data, steps_per_epoch=head_steps, epochs=1, verbose=0)
     if fine_tune and steps > head_steps:
-        cnn_model.unfreeze_base(model, fine_tune_learning_rate)
+        cnn_model.unfreeze_base(model, fine_tune_learning_rate, steps_per_execution=STEPS_PER_EXECUTION)
         model.fit(data, steps_per_epoch=steps - head_steps, epochs=1, verbose=0)

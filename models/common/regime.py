@@ -61,8 +61,9 @@ IN_MEMORY_BYTES = 1 << 30
 CHECK_BATCH = 256
 #: Optimizer steps Keras runs per call of its train function (``compile(steps_per_execution=...)``) when a
 #: family trains in memory: the same steps on the same batches, with Keras' Python work per step (callbacks,
-#: logs, the call itself) paid once per run of them, which was a quarter of a small CNN's step on 2 cores
-#: (benchmarks/bench_train_step.py). Checks still fall at the end of each epoch, which Keras cuts a run at.
+#: logs, the call itself) paid once per run of them, a large share of a small CNN's step on a CPU
+#: (benchmarks/bench_steps_per_call.py; docs/history/benchmarks-log.md, "Keras runs the CNN's steps 16 per
+#: call"). Checks still fall at the end of each epoch, which Keras cuts a run at.
 STEPS_PER_EXECUTION = 16
 
 
