@@ -22,49 +22,47 @@ class EpochLogger(tf.keras.callbacks.Callback):
                        time.monotonic() - self._started)
 
 
-def steps_done(batch: int) -> int:
-    """Steps done in the epoch when Keras calls ``on_train_batch_end(batch)``: it passes the last step's index,
-    and with ``steps_per_execution`` it calls once per run of steps (tf_keras ``fit``: ``end_step``)."""
-    return batch + 1
+class _CountsSteps(tf.keras.callbacks.Callback):
+    """Counts optimizer steps, not calls: Keras calls ``on_train_batch_end`` once per run of steps with
+    ``steps_per_execution``, passing the run's last step index in the epoch (tf_keras ``fit``: ``end_step``)."""
 
-
-class StepCounter(tf.keras.callbacks.Callback):
-    """Training steps done, of ``total``, for the runner's live progress line (``stackenv.progress``)."""
-
-    def __init__(self, total: int):
+    def __init__(self):
         super().__init__()
-        self._total = total
         self._in_epoch = 0
         self._supports_tf_logs = True  # the logs are not read: Keras need not copy them to numpy each step
 
     def on_epoch_begin(self, epoch, logs=None):
         self._in_epoch = 0
 
+    def _new_steps(self, batch: int) -> int:
+        """The steps this call ran (``batch``: the last one's index in the epoch)."""
+        new, self._in_epoch = batch + 1 - self._in_epoch, batch + 1
+        return new
+
+
+class StepCounter(_CountsSteps):
+    """Training steps done, of ``total``, for the runner's live progress line (``stackenv.progress``)."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self._total = total
+
     def on_train_batch_end(self, batch, logs=None):
-        done = steps_done(batch)
-        progress.count("training steps", done - self._in_epoch, total=self._total)
-        self._in_epoch = done
+        progress.count("training steps", self._new_steps(batch), total=self._total)
 
 
-class StopAtStep(tf.keras.callbacks.Callback):
+class StopAtStep(_CountsSteps):
     """End training after exactly ``total`` optimizer steps: ``--train-steps`` split into ``epochs`` epochs of
     ``ceil(total / epochs)`` steps would otherwise run up to ``epochs - 1`` more (20 steps in 8 epochs ran 24).
-    tf_keras checks ``stop_training`` after every batch; the epoch's end (validation, logs) still runs."""
+    tf_keras checks ``stop_training`` after every call; the epoch's end (validation, logs) still runs."""
 
     def __init__(self, total: int):
         super().__init__()
         self._total = total
         self._done = 0
-        self._in_epoch = 0
-        self._supports_tf_logs = True
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._in_epoch = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        done = steps_done(batch)
-        self._done += done - self._in_epoch
-        self._in_epoch = done
+        self._done += self._new_steps(batch)
         if self._done >= self._total:
             self.model.stop_training = True
 
