@@ -56,11 +56,14 @@ def every_runner_began(folder: str, runner: str, runners: int, wait_s: float = B
         time.sleep(poll_s)
 
 
-def _hold(what: str, n: int, hold_s: float) -> None:
+def _hold(what: str, point: int, n: int, hold_s: float) -> None:
+    """Hold at ``point`` of ``what`` (the line names the point asked for: a count may pass it in one step, as
+    the Trainer's does when Keras runs 16 training steps per call; ``n`` is where it stands)."""
     from stackenv import progress
 
     progress.flush()
-    print(f"pod_hold: reached {n} {what}; held here until the cluster kills this pod", file=sys.stderr, flush=True)
+    print(f"pod_hold: reached {point} {what}; held here until the cluster kills this pod ({n} counted)",
+          file=sys.stderr, flush=True)
     time.sleep(hold_s)
     print(f"pod_hold: held {hold_s:.0f} s at {n} {what} and nobody killed this pod; exiting {NOT_KILLED}",
           file=sys.stderr, flush=True)
@@ -84,7 +87,7 @@ def install(hold_at: tuple[str, int] | None, barrier: tuple[str, int] | None, ho
             seen[what] = seen.get(what, 0) + n
             reached = seen[what] >= hold_at[1]
         if reached:
-            _hold(what, seen[what], hold_s)
+            _hold(what, hold_at[1], seen[what], hold_s)
 
     progress.count = counted  # callers look it up on the module at each call (``progress.count(...)``)
     if barrier is None and (hold_at is None or hold_at[0] != TRIALS_BEGUN):
