@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
     from bench_tfx_example import digit_pixels
 
-    from models.cnn import features
+    from models.cnn import features, preprocessing
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn
     from models.common import references, regime
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     pixels, labels = digit_pixels(args.images + EVAL_IMAGES)
     x = pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0
     train = x[:args.images]
-    x = (x - train.mean(0)) / np.maximum(train.std(0), 0.05)
+    x = (x - train.mean(0)) / np.maximum(train.std(0), preprocessing.STD_FLOOR)
     xt, yt, xe, ye = x[:args.images], labels[:args.images], x[args.images:], labels[args.images:]
     strategy = make_strategy("mirrored")
     hparams = CnnHyperparameters()
