@@ -93,22 +93,26 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=family.preprocessing_fn,
         disable_statistics=not config.transform_statistics,
+        materialize=not family.reads_raw_examples,
         custom_config=with_facts({**family.transform_config(config, dataset), "code_version": code_version},
                                   data_facts),
     ).with_id(TRANSFORM)
     transform.add_upstream_node(example_validator)  # nothing is transformed or trained on invalid data
+    # What the Trainer and the Tuner read: Transform's output, or ExampleGen's through the transform graph.
+    training_examples = (example_gen.outputs["examples"] if family.reads_raw_examples
+                         else transform.outputs["transformed_examples"])
     settings = _training_settings(config, family, dataset)
     # --warm-start: the latest blessed model of this pipeline as Trainer's base_model (pipeline/warm_start.py).
     warm_start = latest_blessed_model_resolver() if config.warm_start else None
-    hyperparameters, tuning_nodes = _hyperparameters(config, family, data_facts, transform, schema_gen, settings,
-                                                     code_version, launchers.tuner)
+    hyperparameters, tuning_nodes = _hyperparameters(config, family, data_facts, training_examples, transform,
+                                                     schema_gen, settings, code_version, launchers.tuner)
     run_fn, trainer_config = launchers.trainer(family.run_fn, with_facts(
         {**settings.to_custom_config(), "code_version": code_version, FAMILY_KEY: family.name}, data_facts))
     trainer = FactsTrainer(
         run_fn=run_fn,
         base_model=warm_start.outputs["model"] if warm_start else None,
         hyperparameters=hyperparameters,
-        examples=transform.outputs["transformed_examples"],
+        examples=training_examples,
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(num_steps=train_steps),
@@ -286,8 +290,8 @@ def _model_card_settings(config: PipelineConfig, family, code_version: str,
     }
 
 
-def _hyperparameters(config: PipelineConfig, family, data_facts: dict[str, Any], transform, schema_gen,
-                     settings: TrainingSettings,
+def _hyperparameters(config: PipelineConfig, family, data_facts: dict[str, Any], training_examples, transform,
+                     schema_gen, settings: TrainingSettings,
                      code_version: str, launch_tuner: FunctionLauncher):
     """The Trainer's ``hyperparameters`` input and the nodes producing it: TFX's Tuner
     (``--tune-trials``), TFX's Importer of a past search (``--hyperparameters``), or none."""
@@ -303,7 +307,7 @@ def _hyperparameters(config: PipelineConfig, family, data_facts: dict[str, Any],
             **settings.to_custom_config(), **tuning.to_custom_config(), "code_version": code_version,
             FAMILY_KEY: family.name}, data_facts))
         tuner = RecordingTuner(
-            examples=transform.outputs["transformed_examples"],
+            examples=training_examples,
             transform_graph=transform.outputs["transform_graph"],
             schema=schema_gen.outputs["schema"],
             tuner_fn=tuner_fn,

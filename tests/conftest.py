@@ -23,7 +23,7 @@ BOTH_STACKS = frozenset({
     "test_kubeflow_contract.py", "test_kubeflow_image.py",
     "test_report.py", "test_notebook_browser.py", "test_notebook_classic.py", "test_interactive.py",
     "test_compat.py", "test_setup_stack.py", "test_portable.py", "test_s3_filesystem.py",
-    "test_serving_dir_object_store.py",
+    "test_serving_dir_object_store.py", "test_raw_examples.py",
 })
 #: The rest of the suite that CI runs on the newer stack; every other file runs on the older one.
 NEWER_SHARE = frozenset({
@@ -127,8 +127,9 @@ def cnn_transform(tmp_path_factory, digits_dataset, digits_examples):
                             unit_image=True)
 
 
-def write_transformed_split(rows, path) -> str:
-    """Transformed rows as a GZIP TFRecord file of tf.Examples, as Transform writes them."""
+def write_examples(rows, path) -> str:
+    """Rows as a GZIP TFRecord file of tf.Examples, as ExampleGen and Transform write them (floats, ints or
+    bytes per feature)."""
     import numpy as np
     import tensorflow as tf
 
@@ -139,20 +140,32 @@ def write_transformed_split(rows, path) -> str:
                 value = np.asarray(value).reshape(-1)
                 if value.dtype.kind == "f":
                     feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                elif value.dtype.kind in "SO":
+                    feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=list(value)))
                 else:
                     feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return str(path)
 
 
+def write_trainer_splits(rows, examples: Path, eval_from: int) -> dict[str, list[str]]:
+    """``rows`` as an Examples artifact's folder (Split-train, Split-eval from row ``eval_from``):
+    ``train_files`` and ``eval_files`` as a Trainer's FnArgs holds them."""
+    files = {}
+    for split, part in (("train", rows[:eval_from]), ("eval", rows[eval_from:])):
+        (examples / f"Split-{split}").mkdir(parents=True)
+        files[f"{split}_files"] = [write_examples(part, examples / f"Split-{split}" / "data.gz")]
+    return files
+
+
 @pytest.fixture(scope="session")
-def transformed_digits(cnn_transform, tmp_path_factory):
-    """The 300 transformed digits as a Trainer's FnArgs sees them: 240 train, 60 eval files."""
-    output, rows = cnn_transform
-    root = tmp_path_factory.mktemp("transformed-digits")
+def trainer_digits(cnn_transform, digits_examples, tmp_path_factory):
+    """The 300 digits as a CNN Trainer's FnArgs sees them: ExampleGen's raw examples (the family reads them
+    through the transform graph, models/common/raw_examples.py), 240 train, 60 eval, and that graph."""
+    output, _ = cnn_transform
+    examples = tmp_path_factory.mktemp("digits-examples")
     return {"transform_output": output._transform_output_dir,  # noqa: SLF001
-            "train_files": [write_transformed_split(rows[:240], root / "train.gz")],
-            "eval_files": [write_transformed_split(rows[240:], root / "eval.gz")]}
+            **write_trainer_splits(digits_examples[:300], examples, 240)}
 
 
 def run_cli(*args, cwd=None, timeout=900, env=None):

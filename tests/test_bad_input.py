@@ -117,7 +117,7 @@ CASES = [
                                                 "--run", "--wait", "--wait-timeout", "0"],
          "--wait-timeout: must be a number from 1 to 2592000, got 0.0."),
     Case("tfjob-workers-zero", lambda t: ["tfjob", "--output", t / "out", "--image", "registry.example/tfx:1",
-                                          "--transformed-examples", "gs://b/t", "--transform-graph", "gs://b/g",
+                                          "--examples", "gs://b/t", "--transform-graph", "gs://b/g",
                                           "--model-dir", "gs://b/m", "--workers", "0"],
          "--workers: must be a number from 1 to 1000, got 0."),
     Case("generate-temperature-nan", lambda t: ["generate", "--model-dir", t, "--temperature", "nan", "x"],

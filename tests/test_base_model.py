@@ -113,7 +113,7 @@ def test_a_search_over_fine_tuning_hands_the_trainer_a_boolean(tmp_path):
     assert with_tuned(CnnHyperparameters(), best).fine_tune is True
 
 
-def test_the_trainer_fine_tunes_when_a_search_chose_it_and_records_both_fits(extractor_dir, transformed_digits,
+def test_the_trainer_fine_tunes_when_a_search_chose_it_and_records_both_fits(extractor_dir, trainer_digits,
                                                                               tmp_path):
     """run_fn on a base model with the Tuner's {"fine_tune": True}: the fine-tuning fit is
     recorded, the search's values stay the search's values in training.json, one model exports."""
@@ -126,7 +126,7 @@ def test_the_trainer_fine_tunes_when_a_search_chose_it_and_records_both_fits(ext
 
     settings = TrainingSettings(batch_size=16, learning_rate=3e-3, base_model=extractor_dir)
     serving = tmp_path / "serving"
-    run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
+    run_fn(FnArgs(**trainer_digits, transform_graph_path=trainer_digits["transform_output"],
                   serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
                   eval_steps=2, custom_config={**settings.to_custom_config(), **DIGIT_FACTS},
                   hyperparameters={"values": {"fine_tune": True}}))

@@ -32,7 +32,7 @@ def test_pixels_are_standardised_per_pixel_with_train_statistics(cnn_transform, 
 
 def test_without_a_base_model_transform_writes_one_image_feature(digits_dataset, digits_examples, tmp_path):
     """The [0, 1] pixels are a base model's input only: a CNN from scratch gets one copy of every pixel (a
-    second one doubled what Transform wrote and the Trainer read); the family asks for both only with
+    second one doubled what the transform graph computes for training and serving); the family asks for both only with
     --base-model."""
     from conftest import transform_digits
 

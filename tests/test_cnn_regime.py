@@ -167,25 +167,26 @@ def test_the_held_out_part_is_capped():
 
 def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatch):
     # Both image features parsed under the 256 MB input budget put a 200k train split over it, and the
-    # Trainer then streamed 15 fixed passes: it loads the network's input, the references' pixels and the
-    # label only, under the regime's budget, and nothing in memory across workers.
+    # Trainer then streamed 15 fixed passes: it holds the network's input, the references' pixels and the
+    # label only (transformed from the raw image and label it parses), under the regime's budget, and
+    # nothing in memory across workers.
     from types import SimpleNamespace
 
     from models.cnn import trainer
     from models.common.training import TrainingSettings
 
     calls = []
-    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget: calls.append((files, set(spec), budget)))
-    feature = tf.io.FixedLenFeature([4], tf.float32)
-    spec = {features.IMAGE_XF: feature, features.IMAGE_UNIT_XF: feature, features.LABEL_XF: feature,
-            "example_id": tf.io.FixedLenFeature([1], tf.string)}
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: calls.append(
+        (files, set(spec), budget, set(transform))))
+    raw = {features.IMAGE: tf.io.FixedLenFeature([4], tf.int64), features.LABEL: tf.io.FixedLenFeature([], tf.string)}
+    data = SimpleNamespace(reader=lambda keys: (raw, keys))  # the keys stand for the function to them
     fn_args = SimpleNamespace(train_files=["train"], eval_files=["eval"])
-    trainer._load_splits(fn_args, TrainingSettings(), spec, on_base_model=False)
-    assert calls == [(files, {features.IMAGE_XF, features.LABEL_XF}, regime.IN_MEMORY_BYTES)
-                     for files in (["train"], ["eval"])]
+    trainer._load_splits(fn_args, TrainingSettings(), data, on_base_model=False)
+    assert calls == [(files, {features.IMAGE, features.LABEL}, regime.IN_MEMORY_BYTES,
+                      {features.IMAGE_XF, features.LABEL_XF}) for files in (["train"], ["eval"])]
     calls.clear()
-    trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), spec, on_base_model=True)
-    assert calls[0][1] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0
+    trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), data, on_base_model=True)
+    assert calls[0][3] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0
 
 
 def test_runs_of_steps_train_the_same_steps_and_count_each(tmp_path, monkeypatch):

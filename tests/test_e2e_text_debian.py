@@ -5,6 +5,7 @@ must reach at least the bigram reference's held-out top-5, with the reference co
 independently, from the Transform's own train and eval windows.
 """
 import collections
+import glob
 import json
 import os
 
@@ -48,6 +49,12 @@ def _windows(split_uri):
 def test_served_model_reaches_the_bigram_reference_on_held_out_windows(debian_run):
     _, run, _ = debian_run
     transformed = run["Transform"].outputs["transformed_examples"][0].uri
+    # components/gzip_records.py: Transform's TFRecords at zlib level 1 (a gzip header's XFL byte 4, RFC 1952).
+    files = glob.glob(f"{transformed}/Split-*/*.gz")
+    assert len(files) >= 2, transformed
+    for path in files:
+        with open(path, "rb") as f:
+            assert f.read(10)[8] == 4, path
     train = _windows(os.path.join(transformed, "Split-train"))
     held_out = _windows(os.path.join(transformed, "Split-eval"))
     assert len(held_out) >= 0.1 * (len(train) + len(held_out))

@@ -438,7 +438,7 @@ def test_the_data_and_the_folder_to_score_are_kept_apart(tmp_path, row, argv, ph
 
 def test_a_manifest_is_never_written_into_the_data_it_reads(tmp_path):
     data = _images(tmp_path / "img")
-    result = run_cli("tfjob", "--image", "i:1", "--transformed-examples", "gs://b-1/t", "--transform-graph",
+    result = run_cli("tfjob", "--image", "i:1", "--examples", "gs://b-1/t", "--transform-graph",
                      "gs://b-1/g", "--model-dir", "gs://b-1/m", "--data", data, "--output", tmp_path / "out",
                      "--to", data / "job.yaml", timeout=120)
     assert_paragraph(result, USER_ERROR, f"--to: {data}/job.yaml is inside the --data folder {data}")

@@ -143,7 +143,7 @@ def _nothing_compiled(tmp: Path) -> None:
 
 
 def _tfjob(tmp: Path, *args: object) -> list[object]:
-    return ["tfjob", "--output", tmp / "out", "--to", tmp / "out" / "tfjob.yaml", "--transformed-examples",
+    return ["tfjob", "--output", tmp / "out", "--to", tmp / "out" / "tfjob.yaml", "--examples",
             "gs://b/t", "--transform-graph", "gs://b/g", "--model-dir", "gs://b/m", *args]
 
 

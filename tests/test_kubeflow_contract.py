@@ -268,9 +268,13 @@ def test_kfp_contract_inputs_are_what_the_backend_passes(runs):
     trainer = inputs["Trainer"]
     examples = trainer["inputs"]["artifacts"]["examples"]["artifacts"][0]
     assert examples["type"] == {"instanceSchema": ""}
-    assert examples["name"] == produced["Transform"]["transformed_examples"]["name"]
+    # The CNN's Trainer reads its ExampleGen's examples through the transform graph; seq2seq, Transform's.
+    reads_raw = FAMILIES[runs["model"]].reads_raw_examples
+    producer, key = ("ImportExampleGen", "examples") if reads_raw else ("Transform", "transformed_examples")
+    assert examples["name"] == produced[producer][key]["name"]
     assert sorted(json.loads(examples["metadata"]["split_names"])) == ["eval", "train"]
-    assert examples["metadata"]["display_name"] == "transformed_examples"
+    assert examples["metadata"]["display_name"] == key
+    assert reads_raw == (runs["model"] == "cnn")
     model_out = trainer["outputs"]["artifacts"]["model"]["artifacts"][0]
     backend, run_root = runs["backend"], f"{spec['defaultPipelineRoot']}/{spec['pipelineInfo']['name']}/{run_id}"
     assert re.fullmatch(output_uri_pattern(backend, run_root, "Trainer", "model"), model_out["uri"])

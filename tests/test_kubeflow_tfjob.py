@@ -20,7 +20,7 @@ from models.common.multi_worker import read_tf_config
 from pipeline.kubeflow.training.tfjob import PORT, PORT_NAME, TFJobSettings, tfjob_manifest
 
 SCHEMA = json.loads((PROJECT_ROOT / "tests" / "data" / "tfjob_crd_schema.json").read_text())
-EXAMPLES = "gs://bucket/tfx/cnn-pipeline/Transform/transformed_examples/12"
+EXAMPLES = "gs://bucket/tfx/cnn-pipeline/ImportExampleGen/examples/12"
 GRAPH = "gs://bucket/tfx/cnn-pipeline/Transform/transform_graph/12"
 
 
@@ -99,7 +99,7 @@ def generated(tmp_path_factory) -> dict:
 
     out = tmp_path_factory.mktemp("tfjob")
     assert main(["tfjob", "--image", "registry.example.com/tfx-project:v1", "--workers", "3",
-                 "--transformed-examples", EXAMPLES, "--transform-graph", GRAPH, "--model-dir",
+                 "--examples", EXAMPLES, "--transform-graph", GRAPH, "--model-dir",
                  "gs://bucket/models/cnn-1", "--name", "cnn-trainer", "--namespace", "team", "--cpu", "2",
                  "--output", str(out), "--to", str(out / "tfjob.yaml"), "--train-steps", "40"]) == 0
     return yaml.safe_load((out / "tfjob.yaml").read_text())
@@ -167,14 +167,14 @@ def test_every_pod_runs_the_pipelines_own_trainer_settings_multi_worker(generate
 
 
 @pytest.mark.parametrize("change, flag", [
-    ({"transformed_examples": "/tmp/local/examples"}, "--transformed-examples"),
+    ({"examples": "/tmp/local/examples"}, "--examples"),
     ({"name": "CNN_trainer"}, "--name"),
     ({"workers": 0}, "--workers"),
 ])
 def test_bad_settings_name_the_flag(change: dict, flag: str) -> None:
     from stackenv.errors import ConfigError
 
-    settings = TFJobSettings(**{"image": "i", "transformed_examples": EXAMPLES, "transform_graph": GRAPH,
+    settings = TFJobSettings(**{"image": "i", "examples": EXAMPLES, "transform_graph": GRAPH,
                                 "model_dir": "gs://b/m", **change})
     with pytest.raises(ConfigError) as caught:
         tfjob_manifest({}, settings)
@@ -182,7 +182,7 @@ def test_bad_settings_name_the_flag(change: dict, flag: str) -> None:
 
 
 def test_one_worker_is_a_chief_alone() -> None:
-    settings = TFJobSettings(image="i", transformed_examples=EXAMPLES, transform_graph=GRAPH, model_dir="gs://b/m",
+    settings = TFJobSettings(image="i", examples=EXAMPLES, transform_graph=GRAPH, model_dir="gs://b/m",
                              workers=1)
     manifest = tfjob_manifest({"run_fn": "x"}, settings)
     assert list(manifest["spec"]["tfReplicaSpecs"]) == ["Chief"]
@@ -196,26 +196,25 @@ def test_schema_file_is_the_trimmed_v1_crd() -> None:
 
 
 @pytest.mark.slow
-def test_multi_worker_pod_command_trains_and_the_chief_exports(generated: dict, cnn_transform, tmp_path) -> None:
+def test_multi_worker_pod_command_trains_and_the_chief_exports(generated: dict, cnn_transform, digits_examples,
+                                                               tmp_path) -> None:
     """The manifest's own command and job, on local copies of its inputs, under an operator TF_CONFIG."""
     import os
     import subprocess
     import sys
 
-    from conftest import free_ports, write_transformed_split
+    from conftest import free_ports, write_trainer_splits
 
-    output, rows = cnn_transform
-    examples = tmp_path / "transformed_examples"
-    for split, part in (("train", rows[:240]), ("eval", rows[240:])):
-        (examples / f"Split-{split}").mkdir(parents=True)
-        write_transformed_split(part, examples / f"Split-{split}" / "data.gz")
+    output, _ = cnn_transform
+    examples = tmp_path / "examples"  # the CNN's Trainer reads ExampleGen's examples
+    write_trainer_splits(digits_examples[:300], examples, 240)
     container = generated["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
     job = json.loads(container["args"][1])
-    job.update(transformed_examples=str(examples), transform_graph=output._transform_output_dir,  # noqa: SLF001
+    job.update(examples=str(examples), transform_graph=output._transform_output_dir,  # noqa: SLF001
                serving_model_dir=str(tmp_path / "model" / "Format-Serving"),
                model_run_dir=str(tmp_path / "model" / "model_run"), train_steps=20, eval_steps=2)
     chief = json.loads(operator_tf_config(tfjob_manifest(job, TFJobSettings(
-        image="i", transformed_examples=EXAMPLES, transform_graph=GRAPH, model_dir="gs://b/m", workers=1)), "Chief", 0))
+        image="i", examples=EXAMPLES, transform_graph=GRAPH, model_dir="gs://b/m", workers=1)), "Chief", 0))
     chief["cluster"]["chief"] = [f"localhost:{free_ports(1)[0]}"]  # the pod's service address, here
     command = [sys.executable if part == "python" else part for part in container["command"]]
     result = subprocess.run([*command, "--job", json.dumps(job)], cwd=PROJECT_ROOT, capture_output=True, text=True,

@@ -31,7 +31,7 @@ def _fn_args(tmp_path, workers: int = 2, timeout_s: float = 120, run_fn: str = "
     settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1)
     _, custom = launcher_config(run_fn, {**settings.to_custom_config(), **DIGIT_FACTS, "model_family": "cnn"},
                                 workers, timeout_s)
-    examples = tmp_path / "Transform" / "transformed_examples"
+    examples = tmp_path / "ImportExampleGen" / "examples"
     return FnArgs(train_files=[f"{examples}/Split-train/*"], eval_files=[f"{examples}/Split-eval/*"],
                   transform_graph_path=str(tmp_path / "Transform" / "transform_graph"),
                   serving_model_dir=str(tmp_path / "Trainer" / "model" / "Format-Serving"),

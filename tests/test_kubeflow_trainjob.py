@@ -34,7 +34,7 @@ def _api(server, tmp_path):
 
 def _probe_manifest(kind: str, name: str, workers: int = 2) -> dict:
     """The launchers' manifest of ``kind``, its pods running a short probe instead of training."""
-    settings = TFJobSettings(image=IMAGE, transformed_examples="/x", transform_graph="/y", model_dir="/z",
+    settings = TFJobSettings(image=IMAGE, examples="/x", transform_graph="/y", model_dir="/z",
                              workers=workers, name=name, namespace="team", pod=TEMPLATE, remote_only=False)
     manifest = job_manifest(kind, {"run_fn": "unused"}, settings)
     if kind == "TrainJob":
@@ -204,7 +204,7 @@ def test_the_rbac_file_grants_both_kinds():
 
 @pytest.mark.slow  # two real TensorFlow workers (MultiWorkerMirroredStrategy) on 2 cores
 @pytest.mark.timeout(1800)
-def test_a_trainjob_trains_a_real_model_in_two_worker_processes(transformed_digits, digits_examples, tmp_path):
+def test_a_trainjob_trains_a_real_model_in_two_worker_processes(trainer_digits, digits_examples, tmp_path):
     """The launcher's TrainJob branch end to end: the manifest against the shipped ClusterTrainingRuntime, two
     pods as processes with only what a plain Trainer v2 runtime gives them (``trainer.env``, plainml.go
     EnforceMLPolicy, and the Indexed Job's ``JOB_COMPLETION_INDEX``; torch.go derives its node rank from the
@@ -214,8 +214,8 @@ def test_a_trainjob_trains_a_real_model_in_two_worker_processes(transformed_digi
     from support.tf_serving_rest import predict
 
     fn_args = _fn_args(tmp_path, workers=2, timeout_s=1200)
-    fn_args.train_files, fn_args.eval_files = transformed_digits["train_files"], transformed_digits["eval_files"]
-    fn_args.transform_graph_path = transformed_digits["transform_output"]
+    fn_args.train_files, fn_args.eval_files = trainer_digits["train_files"], trainer_digits["eval_files"]
+    fn_args.transform_graph_path = trainer_digits["transform_output"]
     fn_args.train_steps = 40
     (tmp_path / "pods").mkdir()
     with TFJobApiServer(tmp_path / "pods", apis=("trainjob",), secrets=SECRETS) as server:

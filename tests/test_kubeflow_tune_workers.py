@@ -28,7 +28,7 @@ def _fn_args(root: str, workers: int = 2):
     from tfx.components.trainer.fn_args_utils import FnArgs
 
     _, custom = launcher_config("models.cnn.tuning.tuner_fn", {"model_family": "cnn"}, workers, 600)
-    examples = f"{root}/Transform/transformed_examples/7"
+    examples = f"{root}/ImportExampleGen/examples/7"
     return FnArgs(train_files=[f"{examples}/Split-train/*"], eval_files=[f"{examples}/Split-eval/*"],
                   transform_graph_path=f"{root}/Transform/transform_graph/7", train_steps=5, eval_steps=1,
                   working_dir=f"{root}/Tuner/tuner_results/8/search", custom_config=custom)

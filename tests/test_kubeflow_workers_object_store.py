@@ -78,20 +78,22 @@ def _run_replicas(module: str, job: dict, address: str, folder, roles=("chief", 
     return results
 
 
-def _uploaded_digits(address: str, transformed_digits: dict) -> tuple[str, str]:
-    examples = _upload(address, os.path.dirname(transformed_digits["train_files"][0]), "run/Transform/examples")
-    return examples, _upload(address, transformed_digits["transform_output"], "run/Transform/transform_graph")
+def _uploaded_digits(address: str, trainer_digits: dict) -> tuple[str, str]:
+    examples = _upload(address, os.path.dirname(os.path.dirname(trainer_digits["train_files"][0])),
+                       "run/ImportExampleGen/examples")
+    return examples, _upload(address, trainer_digits["transform_output"], "run/Transform/transform_graph")
 
 
 @pytest.mark.timeout(900)
-def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_digits, tmp_path):
+def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(trainer_digits, tmp_path):
     from models.common.training import TrainingSettings
 
     with s3_server.s3_server(BUCKET) as address:
-        examples, graph = _uploaded_digits(address, transformed_digits)
+        examples, graph = _uploaded_digits(address, trainer_digits)
         settings = TrainingSettings(strategy="multi_worker", batch_size=16, learning_rate=3e-3, epochs=1)
-        job = {"run_fn": "models.cnn.trainer.run_fn", "transformed_examples": examples, "transform_graph": graph,
-               "train_files": [f"{examples}/train.gz"], "eval_files": [f"{examples}/eval.gz"],
+        job = {"run_fn": "models.cnn.trainer.run_fn", "examples": examples, "transform_graph": graph,
+               "train_files": [f"{examples}/Split-train/data.gz"],
+               "eval_files": [f"{examples}/Split-eval/data.gz"],
                "serving_model_dir": f"s3://{BUCKET}/run/Trainer/model/Format-Serving",
                "model_run_dir": f"s3://{BUCKET}/run/Trainer/model_run",
                "train_steps": 4, "eval_steps": 2, "custom_config": {**settings.to_custom_config(), **DIGIT_FACTS}}
@@ -102,7 +104,7 @@ def test_two_workers_train_on_the_bundled_store_and_exit_cleanly(transformed_dig
 
 
 @pytest.mark.timeout(900)
-def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit_cleanly(transformed_digits,
+def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit_cleanly(trainer_digits,
                                                                                       tmp_path):
     """The Tuner's TFJob (compile --tune-workers 2): the chief serves the oracle, tuner0 and tuner1 run the
     trials, all on s3:// paths of the bundled store; each runner records its end there, and all exit 0."""
@@ -118,9 +120,10 @@ def test_the_tuners_oracle_and_trial_runner_search_on_the_bundled_store_and_exit
         "runtimeValue"]["constant"])
     custom.update(DIGIT_FACTS)  # what the Tuner step hands over from the Transform graph's properties
     with s3_server.s3_server(BUCKET) as address:
-        examples, graph = _uploaded_digits(address, transformed_digits)
+        examples, graph = _uploaded_digits(address, trainer_digits)
         search = f"s3://{BUCKET}/run/Tuner/search"
-        job = worker_job(FnArgs(train_files=[f"{examples}/train.gz"], eval_files=[f"{examples}/eval.gz"],
+        job = worker_job(FnArgs(train_files=[f"{examples}/Split-train/data.gz"],
+                                eval_files=[f"{examples}/Split-eval/data.gz"],
                                 transform_graph_path=graph, working_dir=search, train_steps=4, eval_steps=2,
                                 custom_config=custom))
         for code, err in _run_replicas("pipeline.kubeflow.training.tuner_worker", job, address, tmp_path,

@@ -59,13 +59,13 @@ def _finish(workers, timeout):
     return results
 
 
-def test_two_real_workers_train_a_few_steps_and_only_the_chief_exports(transformed_digits, tmp_path):
+def test_two_real_workers_train_a_few_steps_and_only_the_chief_exports(trainer_digits, tmp_path):
     """The CI-sized run: two worker processes form the TF_CONFIG cluster and take four steps together
     (each step is a collective all-reduce, so neither can finish alone); the chief alone writes a model.
     The slow test below trains longer and checks the model's answers."""
     import tensorflow as tf
 
-    workers = _start_workers(transformed_digits, tmp_path, train_steps=4, epochs=1)
+    workers = _start_workers(trainer_digits, tmp_path, train_steps=4, epochs=1)
     results = _finish(workers, timeout=300)
     for code, out, err in results:
         assert code == 0, err[-4000:]
@@ -76,11 +76,11 @@ def test_two_real_workers_train_a_few_steps_and_only_the_chief_exports(transform
 
 
 @pytest.mark.slow  # two training processes on 2 cores, 40 steps, and the model's answers checked
-def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_digits, digits_examples, tmp_path):
+def test_multi_worker_training_chief_exports_a_model_that_serves(trainer_digits, digits_examples, tmp_path):
     import tensorflow as tf
     from support.tf_serving_rest import predict
 
-    workers = _start_workers(transformed_digits, tmp_path, train_steps=40, epochs=1)
+    workers = _start_workers(trainer_digits, tmp_path, train_steps=40, epochs=1)
     results = _finish(workers, timeout=420)
     for code, _, err in results:
         assert code == 0, err[-4000:]
@@ -103,8 +103,8 @@ def test_multi_worker_training_chief_exports_a_model_that_serves(transformed_dig
 
 
 @pytest.mark.slow  # two training processes on 2 cores
-def test_multi_worker_dead_peer_ends_the_other_with_a_paragraph(transformed_digits, tmp_path):
-    workers = _start_workers(transformed_digits, tmp_path, train_steps=100_000, epochs=1, progress_dirs=True)
+def test_multi_worker_dead_peer_ends_the_other_with_a_paragraph(trainer_digits, tmp_path):
+    workers = _start_workers(trainer_digits, tmp_path, train_steps=100_000, epochs=1, progress_dirs=True)
     deadline = time.monotonic() + 600  # a bound against a hang, not a speed assertion
     try:
         # The cluster trains: the killed worker counted 5 of its steps (each one an all-reduce with the other).

@@ -273,7 +273,7 @@ def test_a_value_is_shown_with_the_decimals_that_tell_it_from_its_bound(value, b
     assert tfma_results.apart(value, bound) == shown
 
 
-def test_the_trainer_fits_its_references_while_the_cnn_trains(transformed_digits, tmp_path, monkeypatch):
+def test_the_trainer_fits_its_references_while_the_cnn_trains(trainer_digits, tmp_path, monkeypatch):
     """The CNN's run_fn fits the reference predictors beside the training, not before it (the
     references wait here until the training has begun), and still writes every reference, scored on
     the whole eval split, into the export for the gate."""
@@ -299,7 +299,7 @@ def test_the_trainer_fits_its_references_while_the_cnn_trains(transformed_digits
     monkeypatch.setattr(trainer.regime, "fit_with_holdout", fit)
     serving = tmp_path / "serving"
     settings = TrainingSettings(batch_size=16)
-    trainer.run_fn(FnArgs(**transformed_digits, transform_graph_path=transformed_digits["transform_output"],
+    trainer.run_fn(FnArgs(**trainer_digits, transform_graph_path=trainer_digits["transform_output"],
                           serving_model_dir=str(serving), model_run_dir=str(tmp_path / "run"), train_steps=60,
                           eval_steps=2, custom_config={**settings.to_custom_config(), **DIGIT_FACTS}))
     written = references.read_references(str(serving))

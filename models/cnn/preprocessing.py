@@ -18,9 +18,9 @@ from models.cnn import features
 #: Smallest spread a pixel is divided by (on the [0, 1] scale): a pixel that is constant in
 #: train (a background corner) must not blow up when a serving image differs there.
 STD_FLOOR = 0.05
-#: Transform setting (custom_config key): also write the pixels scaled to [0, 1], which only a
-#: pretrained base model reads (``--base-model``). Off, Transform writes and the Trainer reads one
-#: image feature instead of two (a second copy of every pixel as floats).
+#: Transform setting (custom_config key): also output the pixels scaled to [0, 1], which only a
+#: pretrained base model reads (``--base-model``). Off, the graph the Trainer and serving apply
+#: computes one image feature instead of two (a second copy of every pixel as floats).
 UNIT_IMAGE = "unit_image"
 
 

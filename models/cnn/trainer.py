@@ -1,6 +1,7 @@
 """TFX Trainer entry point for the CNN family (``run_fn`` is referenced by dotted path).
 
-The transformed splits are read into memory (``inputs.load_split``; they are small), then:
+ExampleGen's splits are read into memory through the transform graph (Transform only analyses:
+models/common/raw_examples.py; ``inputs.load_split``; they are small), then:
 reference predictors are fitted and scored (models/common/references.py) in a thread while the CNN trains
 with early stopping on a held-out part of train and class weights when they help
 (models/common/regime.py), and the export carries ``assets.extra/references.json`` (the
@@ -34,7 +35,7 @@ from models.cnn import base_model, evaluation, export, features, kernel_head, pr
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
 from models.cnn.hparams import describe as describe_hparams
-from models.common import references, regime
+from models.common import raw_examples, references, regime
 from models.common.distribution import make_strategy
 from models.common.inputs import load_split, make_dataset
 from models.common.multi_worker import export_dir
@@ -50,16 +51,20 @@ TRAINING_FILE = "training.json"
 @dataclasses.dataclass(frozen=True)
 class _Data:
     """What the data fixes for this run: the image shape (from its facts), the classes (from the
-    Transform output's vocabulary, in id order) and the transformed feature spec."""
+    Transform output's vocabulary, in id order) and the transform graph its raw examples are read through."""
 
     image_shape: list[int]
     class_names: list[str]
-    spec: dict
+    transform_output: tft.TFTransformOutput
 
     @classmethod
     def of(cls, fn_args: FnArgs, transform_output: tft.TFTransformOutput) -> "_Data":
         names = [v.decode() for v in transform_output.vocabulary_by_name(features.LABEL_VOCABULARY)]
-        return cls(image_shape_in(fn_args.custom_config), names, transform_output.transformed_feature_spec())
+        return cls(image_shape_in(fn_args.custom_config), names, transform_output)
+
+    def reader(self, keys: tuple[str, ...]):
+        """The raw spec to parse of ExampleGen's examples and the function to the transformed ``keys``."""
+        return raw_examples.reader(self.transform_output, features.RAW_INPUTS, keys)
 
     def identity(self, base_model: str) -> dict[str, Any]:
         """What the weights are tied to: a later --warm-start reuses them only if all of it matches."""
@@ -75,9 +80,9 @@ def run_fn(fn_args: FnArgs) -> None:
     strategy = make_strategy(settings.strategy)
     base = base_model.describe(settings.base_model) if settings.base_model else None
     warm = WarmStarter.for_trainer(settings.warm_start, fn_args, data.identity(settings.base_model), log)
-    train, evaluation_split = _load_splits(fn_args, settings, data.spec, base is not None)
+    train, evaluation_split = _load_splits(fn_args, settings, data, base is not None)
     # The reference predictors fit in a thread while the CNN trains; the export waits for them.
-    fitting_references = references.beside(_references, fn_args, data.spec, train, evaluation_split, settings.seed)
+    fitting_references = references.beside(_references, fn_args, data, train, evaluation_split, settings.seed)
     # In memory, Keras runs a run of steps per call (regime.STEPS_PER_EXECUTION); streamed, one, so that
     # --train-steps stops on the step (StopAtStep can end training only between calls).
     steps_per_execution = regime.STEPS_PER_EXECUTION if train is not None else 1
@@ -87,7 +92,7 @@ def run_fn(fn_args: FnArgs) -> None:
     if train is not None:
         model, training = _train_in_memory(fn_args, settings, hparams, data, base, strategy, build, train)
     else:
-        model, training = _train_streaming(fn_args, settings, data, strategy, build)
+        model, training = _train_streaming(fn_args, settings, data, strategy, build, base is not None)
     training.update(hparams=hparams.to_dict(), learning_rate=settings.learning_rate,
                     tuned=tuned)  # tuned: {} without a search, the values above are the defaults
     if base:
@@ -102,15 +107,21 @@ def run_fn(fn_args: FnArgs) -> None:
         write_record(target, data.identity(settings.base_model), warm.decision)
 
 
-def _load_splits(fn_args: FnArgs, settings: TrainingSettings, spec: dict, on_base_model: bool):
+def _load_splits(fn_args: FnArgs, settings: TrainingSettings, data: _Data, on_base_model: bool):
     """The train and eval splits as arrays of the features this Trainer reads (the network's input, the
     references' standardised pixels, the label), or None for a split over the regime's in-memory size
     (models/common/regime.py); never in memory across workers (``TrainingSettings.input_options``)."""
-    keys = {features.IMAGE_XF, features.LABEL_XF, features.IMAGE_UNIT_XF if on_base_model else features.IMAGE_XF}
-    needed = {key: value for key, value in spec.items() if key in keys}
+    spec, transform = data.reader(_trained_keys(on_base_model))
     budget = settings.input_options()["memory_budget_bytes"]
     budget = regime.IN_MEMORY_BYTES if budget is None else budget
-    return load_split(fn_args.train_files, needed, budget), load_split(fn_args.eval_files, needed, budget)
+    return (load_split(fn_args.train_files, spec, budget, transform),
+            load_split(fn_args.eval_files, spec, budget, transform))
+
+
+def _trained_keys(on_base_model: bool) -> tuple[str, ...]:
+    """The transformed features training reads: the references' standardised pixels, the label and, on a
+    base model, its [0, 1] pixels."""
+    return (features.IMAGE_XF, features.LABEL_XF) + ((features.IMAGE_UNIT_XF,) if on_base_model else ())
 
 
 def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, CnnHyperparameters, dict[str, Any]]:
@@ -166,15 +177,16 @@ def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHy
 
 
 def _train_streaming(fn_args: FnArgs, settings: TrainingSettings, data: _Data, strategy,
-                     build) -> tuple[Any, dict[str, Any]]:
+                     build, on_base_model: bool) -> tuple[Any, dict[str, Any]]:
     """A train split too big for memory: the TrainArgs steps, streamed, no early stopping."""
     log.info("Train split too big for memory: streaming %d fixed steps, no early stopping", fn_args.train_steps)
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
     model = build()
-    train = make_dataset(fn_args.train_files, data.spec, features.LABEL_XF, global_batch, seed=settings.seed,
-                         **settings.input_options())
-    held = make_dataset(fn_args.eval_files, data.spec, features.LABEL_XF, global_batch, shuffle=False,
-                        repeat=True, **settings.input_options())
+    spec, transform = data.reader(_trained_keys(on_base_model))
+    train = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch, seed=settings.seed,
+                         transform=transform, **settings.input_options())
+    held = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch, shuffle=False,
+                        repeat=True, transform=transform, **settings.input_options())
     fit(settings, model, train, held, fn_args, log)
     return model, {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
 
@@ -192,14 +204,15 @@ def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperpar
         pixel_floor=preprocessing.STD_FLOOR if on_base_model else None, log=log.info)
 
 
-def _references(fn_args: FnArgs, spec, train, evaluation_split, seed: int):
+def _references(fn_args: FnArgs, data: _Data, train, evaluation_split, seed: int):
     """Reference accuracies on the in-memory splits, or on the first examples when streaming; and how
     many eval examples they were scored on, of how many (known in memory only)."""
     def head(patterns):
-        data = make_dataset(patterns, spec, features.LABEL_XF, 1024, shuffle=False, repeat=False,
-                            cache=False)
+        spec, transform = data.reader((features.IMAGE_XF, features.LABEL_XF))
+        batches = make_dataset(patterns, spec, features.LABEL_XF, 1024, shuffle=False, repeat=False,
+                               cache=False, transform=transform)
         xs, ys, count = [], [], 0
-        for x, y in data:
+        for x, y in batches:
             xs.append(x[features.IMAGE_XF].numpy())
             ys.append(y.numpy())
             count += len(ys[-1])

@@ -2,7 +2,8 @@
 
 A trial builds the same model the Trainer builds (``models/cnn/model.py``) from
 ``CnnHyperparameters`` with the trial's values, trains it for the Tuner's TrainArgs steps on
-a bounded subsample of the TRAIN split and scores accuracy on a stratified held-out part of
+a bounded subsample of the TRAIN split (raw examples through the transform graph, as the
+Trainer reads them) and scores accuracy on a stratified held-out part of
 it: the eval split stays untouched for the Evaluator's gate, as in the Trainer
 (``models/common/regime.py``). The search space is ``hparams.search_space``: with a
 ``--base-model`` it includes fine-tuning, and a trial that fine-tunes spends half its steps
@@ -20,7 +21,7 @@ from data.manifest import image_shape_in
 from models.cnn import base_model, features
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, search_space, with_tuned
-from models.common import tuner
+from models.common import raw_examples, tuner
 from models.common.inputs import make_dataset
 from models.common.regime import STEPS_PER_EXECUTION, holdout_split
 from models.common.training import TrainingSettings
@@ -39,8 +40,9 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     base = base_model.describe(settings.base_model) if settings.base_model else None
     input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
 
-    data = tuner.head_examples(make_dataset(fn_args.train_files, tf_transform_output.transformed_feature_spec(),
-                                            features.LABEL_XF, 1024, shuffle=False, repeat=False, cache=False),
+    spec, transform = raw_examples.reader(tf_transform_output, features.RAW_INPUTS, (input_key, features.LABEL_XF))
+    data = tuner.head_examples(make_dataset(fn_args.train_files, spec, features.LABEL_XF, 1024, shuffle=False,
+                                            repeat=False, cache=False, transform=transform),
                                tuning.max_examples)
     x, y = data[input_key], np.asarray(data["__label__"]).reshape(-1)
     fit_idx, held_idx = holdout_split(y, HOLDOUT_FRACTION, tuning.seed)

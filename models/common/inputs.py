@@ -9,8 +9,8 @@ epochs cost per *batch* only: 2.8-3.6x naive on local disk, 7.4-8.0x with slow s
 
 - **In memory** (``cache=True``, eager, ``FixedLenFeature``s only, parsed size within
   ``memory_budget_bytes``, default :data:`IN_MEMORY_BUDGET_BYTES`): ``make_dataset``
-  reads and parses the split ONCE (blocks of records, one ``parse_example`` each; files
-  read concurrently; the load is abandoned as soon as the parsed size passes the budget).
+  reads and parses the split ONCE (blocks of records, one ``parse_example`` each, ``LOAD_PARSERS``
+  at a time; files read concurrently; the load is abandoned as soon as the parsed size passes the budget).
   Each epoch draws a random permutation of the example indices (a uniform shuffle, not a
   buffer's), ``tf.gather``s chunks of ``CHUNK_BATCHES`` batches and ``rebatch``es them.
   Epochs form one stream, as ``repeat().batch()`` does: each example appears exactly once
@@ -28,24 +28,33 @@ the budget keeps that far below protobuf's 2 GB limit. It also turns tf.distribu
 auto-sharding off (its rewrite breaks ``rebatch``), so every worker would see every
 example: multi-worker training passes ``memory_budget_bytes=0`` (TrainingSettings does).
 
+Raw examples (``transform``): a family whose Transform only analyses (``materialize=False``) reads
+ExampleGen's examples and passes the transform graph's function, which both paths apply to each parsed
+block or batch; the label key and the budget are then of its outputs.
+
 Both paths: ``(features without the label, label)`` batches; reshuffled on every
 iteration (deterministically for a given ``seed``); ``shuffle=False`` keeps the sorted
 file order; ``repeat=True`` drops the remainder (static batch size), ``repeat=False``
 yields every example exactly once, the last batch possibly partial.
 """
 import logging
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
+#: Parsed features -> the features a model reads (a Transform graph applied to raw examples).
+Transform = Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]
 #: Parsed tensors up to this size are held in memory (``memory_budget_bytes`` default).
 IN_MEMORY_BUDGET_BYTES = 256 * 1024 * 1024
 #: Records per read block when loading (one ``parse_example`` call each).
 LOAD_BLOCK = 1024
 #: Files read concurrently when loading in memory (``parallel=True``).
 LOAD_MAX_FILES_IN_FLIGHT = 16
+#: Blocks parsed (and transformed) at once when loading in memory (``parallel=True``): the cores, up to 4.
+LOAD_PARSERS = min(4, os.cpu_count() or 1)
 #: Batches gathered at once from the in-memory tensors.
 CHUNK_BATCHES = 16
 #: Chunks gathered ahead, in a background thread, by the in-memory path (``parallel=True``).
@@ -68,6 +77,7 @@ def make_dataset(
     shuffle_buffer: int = 10_000,
     memory_budget_bytes: int | None = None,
     data_service: str = "",
+    transform: Transform | None = None,
 ) -> tf.data.Dataset:
     """Yield ``(features, label)`` batches; ``features`` holds every key but the label.
 
@@ -76,6 +86,7 @@ def make_dataset(
     bounds the parsed size the in-memory path may hold. ``data_service`` (``auto`` or a
     dispatcher address) reads the batches through tf.data service workers instead
     (models/common/data_service.py; the shuffle is then unseeded, as explained there).
+    ``transform`` maps parsed ``feature_spec`` tensors to the features and label yielded.
     """
     if data_service:
         from models.common import data_service as service
@@ -83,18 +94,19 @@ def make_dataset(
         dispatcher = service.target(data_service)  # checked before any work
         dataset = make_dataset(file_patterns, feature_spec, label_key, batch_size, shuffle=shuffle,
                                repeat=repeat, cache=cache, seed=None, parallel=parallel,
-                               shuffle_buffer=shuffle_buffer, memory_budget_bytes=memory_budget_bytes)
+                               shuffle_buffer=shuffle_buffer, memory_budget_bytes=memory_budget_bytes,
+                               transform=transform)
         return service.distribute(dataset, dispatcher)
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if cache and budget > 0 and tf.executing_eagerly() and _all_fixed_len(feature_spec):
-        data = _load_in_memory(patterns, feature_spec, budget, parallel)
+        data = _load_in_memory(patterns, feature_spec, budget, parallel, transform)
         if data is not None:
             return _in_memory_dataset(data, label_key, batch_size, shuffle=shuffle, repeat=repeat,
                                       seed=seed, parallel=parallel)
     return _streaming_dataset(patterns, feature_spec, label_key, batch_size, shuffle=shuffle,
                               repeat=repeat, cache=cache, seed=seed, parallel=parallel,
-                              shuffle_buffer=shuffle_buffer)
+                              shuffle_buffer=shuffle_buffer, transform=transform)
 
 
 # ------------------------------------------------------------------------ in memory
@@ -106,9 +118,9 @@ def _all_fixed_len(feature_spec) -> bool:
         for f in feature_spec.values())
 
 
-def _load_in_memory(patterns: list[str], feature_spec, budget: int,
-                    parallel: bool) -> dict[str, tf.Tensor] | None:
-    """Every example of the files, parsed, in sorted file order; None if over ``budget``."""
+def _load_in_memory(patterns: list[str], feature_spec, budget: int, parallel: bool,
+                    transform: Transform | None = None) -> dict[str, tf.Tensor] | None:
+    """Every example of the files, parsed (and transformed), in sorted file order; None if over ``budget``."""
     files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))  # as list_files
     if not files:
         return None  # the streaming path raises its usual "no files matched" error
@@ -117,7 +129,11 @@ def _load_in_memory(patterns: list[str], feature_spec, budget: int,
         log.info("Input: %d bytes of files > in-memory budget %d; streaming", compressed, budget)
         return None
     spec = dict(feature_spec)
-    example_bytes = sum(f.dtype.size * _num_elements(f.shape) for f in spec.values())
+
+    @_no_autograph
+    def decode(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        return transform(parsed) if transform else parsed
 
     @_no_autograph
     def read(path):
@@ -139,31 +155,34 @@ def _load_in_memory(patterns: list[str], feature_spec, budget: int,
                 deterministic=True)  # round robin over the files: sorted below
             # Threads for blocking reads (e.g. a file system's time to first byte), not CPU.
             options.threading.private_threadpool_size = in_flight
+            blocks = blocks.map(_no_autograph(lambda index, block: (index, (block[0], decode(block[1])))),
+                                num_parallel_calls=LOAD_PARSERS, deterministic=True)
         else:
             blocks = paths.flat_map(read)  # the files one after the other
+            blocks = blocks.map(decode, num_parallel_calls=LOAD_PARSERS if parallel else None, deterministic=True)
         if parallel:
-            blocks = blocks.prefetch(2)  # read the next blocks while this thread parses
+            blocks = blocks.prefetch(2)  # decode the next blocks while this thread collects
         blocks = blocks.with_options(options)
         parsed_blocks = []
         size = 0
         key: tuple[int, int] | int  # (file, block in the file) when read concurrently, else the block's ordinal
         for ordinal, item in enumerate(blocks):
             if concurrent:
-                index, (position, serialized) = item
+                index, (position, parsed) = item
                 key = (int(index), int(position))
             else:
-                key, serialized = ordinal, item
-            size += int(serialized.shape[0]) * example_bytes
+                key, parsed = ordinal, item
+            size += sum(_num_elements(value.shape) * value.dtype.size for value in parsed.values())
             if size > budget:
                 log.info("Input: parsed examples exceed the in-memory budget (%d bytes); "
                          "streaming", budget)
                 return None
-            parsed_blocks.append((key, tf.io.parse_example(serialized, spec)))
+            parsed_blocks.append((key, parsed))
         if not parsed_blocks:
             return None
         parsed_blocks.sort(key=lambda block: block[0])
         return {key: tf.concat([parsed[key] for _, parsed in parsed_blocks], axis=0)
-                for key in spec}
+                for key in parsed_blocks[0][1]}
 
 
 def _num_elements(shape) -> int:
@@ -226,7 +245,7 @@ def _in_memory_dataset(data: dict[str, tf.Tensor], label_key: str, batch_size: i
 
 def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_size: int, *,
                        shuffle: bool, repeat: bool, cache: bool, seed: int | None,
-                       parallel: bool, shuffle_buffer: int) -> tf.data.Dataset:
+                       parallel: bool, shuffle_buffer: int, transform: Transform | None = None) -> tf.data.Dataset:
     files = tf.data.Dataset.list_files(patterns, shuffle=shuffle, seed=seed)
     read = lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP")  # noqa: E731
     if parallel:
@@ -244,6 +263,7 @@ def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_
 
     def parse(serialized):
         features = tf.io.parse_example(serialized, dict(feature_spec))
+        features = transform(features) if transform else features
         label = features.pop(label_key)
         return features, label
 
@@ -258,13 +278,15 @@ def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_
 
 def load_split(file_patterns: str | Sequence[str],
                feature_spec: Mapping[str, tf.io.FixedLenFeature],
-               memory_budget_bytes: int | None = None) -> dict[str, np.ndarray] | None:
+               memory_budget_bytes: int | None = None,
+               transform: Transform | None = None) -> dict[str, np.ndarray] | None:
     """Every example of a split as numpy arrays (sorted file order), or None when it is not
     held in memory (over the budget, variable-length features, not eager): for trainers
-    that need the whole split at once (a held-out part of train, reference predictors)."""
+    that need the whole split at once (a held-out part of train, reference predictors).
+    ``transform`` as in :func:`make_dataset`."""
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if budget <= 0 or not tf.executing_eagerly() or not _all_fixed_len(feature_spec):
         return None
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-    data = _load_in_memory(patterns, feature_spec, budget, parallel=True)
+    data = _load_in_memory(patterns, feature_spec, budget, parallel=True, transform=transform)
     return None if data is None else {key: value.numpy() for key, value in data.items()}

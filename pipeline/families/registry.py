@@ -197,6 +197,9 @@ class ModelFamily:
     transform_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     trainer_config: Callable[[RunConfig, DatasetManifest], dict[str, Any]] = lambda config, dataset: {}
     class_vocabulary: str | None = None         # TFT vocabulary of class names in id order (classifiers)
+    # True: the family's Trainer and Tuner read ExampleGen's examples through the transform graph
+    # (models/common/raw_examples.py), so Transform only analyses (TFX's ``materialize=False``).
+    reads_raw_examples: bool = False
     # (label, TFMA metric) printed on one line under the headline metric, overall (pipeline/results/summary.py):
     # e.g. the text family's top-1 and its figures on known next words.
     summary_metrics: tuple[tuple[str, str], ...] = ()

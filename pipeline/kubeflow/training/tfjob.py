@@ -3,7 +3,7 @@
 ``python -m pipeline tfjob`` writes kubeflow/tfjob.yaml (``kubectl apply -f`` it): one
 ``Chief`` and N-1 ``Worker`` replicas of the pipeline image, each running
 ``python -m pipeline.kubeflow.training.trainer_worker`` (trainer_worker.py) with the same job: the
-transformed examples and transform graph of a pipeline run, and the Trainer settings the
+examples the family's Trainer reads and the transform graph of a pipeline run, and the Trainer settings the
 pipeline graph itself would give its Trainer (read from ``create_pipeline``, so the job
 cannot drift from a pipeline run), with strategy ``multi_worker``.
 
@@ -61,9 +61,11 @@ class TFJobSettings:
 
     image: str = setting(flag="--image", help="pipeline image (built from kubeflow/Dockerfile)", required=True,
                          commands=TFJOB_COMMAND)
-    transformed_examples: str = setting(
-        flag="--transformed-examples", required=True, metavar="URI", commands=TFJOB_COMMAND,
-        help="a Transform run's transformed_examples artifact (holding Split-train/, Split-eval/)")
+    examples: str = setting(
+        flag="--examples", required=True, metavar="URI", commands=TFJOB_COMMAND,
+        help="the examples artifact the family's Trainer reads (holding Split-train/, Split-eval/): the "
+             "ExampleGen's examples for cnn, which applies the transform graph itself; Transform's "
+             "transformed_examples for seq2seq")
     transform_graph: str = setting(flag="--transform-graph", required=True, metavar="URI", commands=TFJOB_COMMAND,
                                    help="the same run's transform_graph")
     model_dir: str = setting(flag="--model-dir", required=True, metavar="URI", commands=TFJOB_COMMAND,
@@ -101,7 +103,7 @@ class TFJobSettings:
         for flag, quantity in (("--cpu", self.cpu), ("--memory", self.memory)):
             if quantity is not None:
                 parse_quantity(quantity, flag)
-        uris = (("--transformed-examples", self.transformed_examples),
+        uris = (("--examples", self.examples),
                 ("--transform-graph", self.transform_graph), ("--model-dir", self.model_dir))
         for flag, uri in uris:
             if self.remote_only and "://" not in uri:
@@ -118,7 +120,7 @@ def trainer_job(config, dataset, settings: TFJobSettings) -> dict:
     trainer = next(node for node in graph.create_pipeline(config, dataset).components if node.id == graph.TRAINER)
     properties = trainer.exec_properties
     model_dir = settings.model_dir.rstrip("/")
-    return {"run_fn": properties["run_fn"], "transformed_examples": settings.transformed_examples,
+    return {"run_fn": properties["run_fn"], "examples": settings.examples,
             "transform_graph": settings.transform_graph, "serving_model_dir": f"{model_dir}/Format-Serving",
             "model_run_dir": f"{model_dir}/model_run",
             "train_steps": json.loads(properties["train_args"]).get("num_steps", 1),

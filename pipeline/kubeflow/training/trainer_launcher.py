@@ -77,7 +77,7 @@ def worker_job(fn_args) -> dict:
     """What the training worker (trainer_worker.py) gets: the resolved FnArgs, the family's own run_fn."""
     custom = {key: value for key, value in fn_args.custom_config.items() if key != TFJOB_KEY}
     return {"run_fn": fn_args.custom_config[TFJOB_KEY]["run_fn"],
-            "transformed_examples": os.path.dirname(os.path.dirname(fn_args.train_files[0])),
+            "examples": os.path.dirname(os.path.dirname(fn_args.train_files[0])),
             "train_files": list(fn_args.train_files), "eval_files": list(fn_args.eval_files),
             "transform_graph": fn_args.transform_graph_path, "serving_model_dir": fn_args.serving_model_dir,
             "model_run_dir": fn_args.model_run_dir, "train_steps": int(fn_args.train_steps),
@@ -103,7 +103,7 @@ def tfjob_for(fn_args, api, template: dict) -> dict:
     from pipeline.kubeflow.training.trainjob import job_manifest
 
     settings = TFJobSettings(
-        image=template["image"], transformed_examples=fn_args.train_files[0],
+        image=template["image"], examples=fn_args.train_files[0],
         transform_graph=fn_args.transform_graph_path, model_dir=os.path.dirname(fn_args.serving_model_dir),
         workers=int(fn_args.custom_config[TFJOB_KEY]["workers"]), name=job_name(fn_args), namespace=api.namespace,
         service_account=api.service_account, pod=template, remote_only=False)

@@ -2,7 +2,7 @@
 
 ``python -m pipeline.kubeflow.training.trainer_worker --job JSON`` (the command kubeflow/tfjob.yaml gives every
 replica, pipeline/kubeflow/training/tfjob.py). JSON holds what TFX's Trainer executor would put into
-``FnArgs``: the transformed examples and transform graph URIs of a pipeline run, where the
+``FnArgs``: the URIs of the examples the family's Trainer reads and of the transform graph of a pipeline run, where the
 model goes, the step counts and the Trainer's ``custom_config`` (strategy ``multi_worker``).
 The training operator sets ``TF_CONFIG`` in each pod; ``models/common/multi_worker.py`` reads it,
 and the chief alone writes ``serving_model_dir``. A :class:`ProjectError` ends the pod with its
@@ -18,7 +18,7 @@ from stackenv.compat import exit_skipping_teardown
 from stackenv.errors import ProjectError
 
 #: Keys of the job JSON, all required.
-JOB_KEYS = ("run_fn", "transformed_examples", "transform_graph", "serving_model_dir", "model_run_dir",
+JOB_KEYS = ("run_fn", "examples", "transform_graph", "serving_model_dir", "model_run_dir",
             "train_steps", "eval_steps", "custom_config")
 
 
@@ -29,7 +29,7 @@ def fn_args(job: dict):
     missing = [key for key in JOB_KEYS if key not in job]
     if missing:
         raise ValueError(f"trainer_worker job lacks {missing}; regenerate it with `python -m pipeline tfjob`")
-    examples = job["transformed_examples"].rstrip("/")
+    examples = job["examples"].rstrip("/")
     # The Trainer step's launcher (pipeline/kubeflow/training/trainer_launcher.py) passes the file patterns and the
     # tuned hyperparameters TFX's executor resolved; `tfjob` names the artifact directory only.
     return FnArgs(

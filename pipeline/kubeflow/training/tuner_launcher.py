@@ -76,7 +76,7 @@ def tfjob_for(fn_args, api, template: dict) -> dict:
 
     examples = os.path.dirname(os.path.dirname(fn_args.train_files[0]))
     settings = TFJobSettings(
-        image=template["image"], transformed_examples=examples, transform_graph=fn_args.transform_graph_path,
+        image=template["image"], examples=examples, transform_graph=fn_args.transform_graph_path,
         model_dir=fn_args.working_dir, workers=1 + int(fn_args.custom_config[TFJOB_KEY]["workers"]),
         name=job_name(fn_args), namespace=api.namespace, service_account=api.service_account, pod=template,
         remote_only=False, module="pipeline.kubeflow.training.tuner_worker")
