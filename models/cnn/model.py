@@ -1,6 +1,6 @@
 """Keras CNN: conv+pool blocks sized to the image, a small head, optional augmentation.
 
-The input is the Transform output: pixels standardised per pixel with the train split's
+The input is the transform graph's output: pixels standardised per pixel with the train split's
 mean and spread (models/cnn/preprocessing.py), flattened. Augmentation layers sit after
 the reshape and act only when Keras trains (``training=True``); the export calls the model
 with ``training=False`` (they default to True outside ``fit``), so serving is deterministic.

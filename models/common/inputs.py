@@ -270,7 +270,7 @@ def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_
     batches = batches.map(parse, num_parallel_calls=AUTOTUNE if parallel else None)
     batches = batches.prefetch(AUTOTUNE) if parallel else batches
     # Across workers, each reads every file and keeps its share of the batches: FILE
-    # sharding needs at least one file per worker, and Transform writes one per split.
+    # sharding needs at least one file per worker, and ExampleGen and Transform may write one per split.
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return batches.with_options(options)
