@@ -109,15 +109,18 @@ def transformed_examples(args, tf):
         graphs = sorted(glob.glob(os.path.join(args.output, "tfx", "*", "Transform", "transform_graph", "*")))
         if not graphs:
             raise SystemExit(f"No Transform output under {args.output}/tfx/*/Transform")
-        spec = tft.TFTransformOutput(graphs[-1]).transformed_feature_spec()
-        example_dir = graphs[-1].replace("transform_graph", "transformed_examples")
-        files = sorted(glob.glob(os.path.join(example_dir, "Split-train", "*")))
-        rows = []
-        for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
-            ex = tf.train.Example.FromString(record.numpy())
-            rows.append((list(ex.features.feature[features.IMAGE_XF].float_list.value),
-                         ex.features.feature[features.LABEL_XF].int64_list.value[0]))
-        return rows, spec, f"Transform output of {args.output} (train split)"
+        from models.common import raw_examples
+        from models.common.inputs import load_split
+
+        # The CNN's Transform writes no examples: the Trainer reads ExampleGen's through the graph, as here.
+        output, keys = tft.TFTransformOutput(graphs[-1]), (features.IMAGE_XF, features.LABEL_XF)
+        spec = {key: value for key, value in output.transformed_feature_spec().items() if key in keys}
+        run_root = os.path.dirname(os.path.dirname(os.path.dirname(graphs[-1])))
+        examples = sorted(glob.glob(os.path.join(run_root, "ImportExampleGen", "examples", "*")))[-1]
+        raw_spec, transform = raw_examples.reader(output, features.RAW_INPUTS, keys)
+        data = load_split(os.path.join(examples, "Split-train", "*"), raw_spec, 1 << 40, transform)
+        rows = list(zip(data[features.IMAGE_XF].tolist(), data[features.LABEL_XF].reshape(-1).tolist()))
+        return rows, spec, f"ExampleGen output of {args.output} through its transform graph (train split)"
 
     import numpy as np
     from sklearn.datasets import load_digits

@@ -106,7 +106,7 @@ def test_the_cnn_step_budget_is_the_one_the_reference_states(monkeypatch, tmp_pa
     labels = np.arange(train_examples) % 10
     train = {trainer.features.IMAGE_XF: np.zeros((train_examples, 1), np.float32),
              trainer.features.LABEL_XF: labels.reshape(-1, 1)}
-    data = trainer._Data(image_shape=[28, 28, 1], class_names=[str(i) for i in range(10)], spec={})
+    data = trainer._Data(image_shape=[28, 28, 1], class_names=[str(i) for i in range(10)], transform_output=None)
     fn_args = types.SimpleNamespace(train_steps=train_steps, model_run_dir=str(tmp_path))
     strategy = types.SimpleNamespace(num_replicas_in_sync=1)
     with pytest.raises(_Reached):
@@ -133,9 +133,10 @@ def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(mon
     settings, custom_config = _run_without_flags("cnn")
     assert regime.IN_MEMORY_BYTES == stated["memory_bytes"]
     budgets = []
-    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget: budgets.append(budget))
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: budgets.append(budget))
     fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"])
-    assert trainer._load_splits(fn_args, settings, {}, False) == (None, None)
+    data = types.SimpleNamespace(reader=lambda keys: ({}, None))  # what is parsed and how: tests/test_raw_examples.py
+    assert trainer._load_splits(fn_args, settings, data, False) == (None, None)
     assert budgets == [stated["memory_bytes"]] * 2  # a split over it is not held: it streams
 
     # A train split too large for memory (a million 32x32x3 images): exactly the passes, no early stopping.
@@ -145,9 +146,8 @@ def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(mon
     monkeypatch.setattr(trainer, "fit", lambda settings, model, train, held, fn_args, log, **kwargs: fitted.update(
         settings=settings, fn_args=fn_args, kwargs=kwargs))
     fn_args = types.SimpleNamespace(train_steps=train_steps, train_files=["train"], eval_files=["eval"])
-    data = trainer._Data(image_shape=[32, 32, 3], class_names=["a", "b"], spec={})
     _, training = trainer._train_streaming(fn_args, settings, data, types.SimpleNamespace(num_replicas_in_sync=1),
-                                           lambda: None)
+                                           lambda: None, False)
     assert training["regime"] == "fixed_steps" and training["steps"] == train_steps
     assert train_steps == stated["passes"] * math.ceil(800_000 / settings.batch_size)
     assert fitted["fn_args"].train_steps == train_steps and not fitted["kwargs"].get("callbacks")
