@@ -135,7 +135,8 @@ def component_rows(output_dir: Path, pipeline_name: str, memory: C.PeakChildrenR
             row["in"], counts["eval"] = sum(splits.values()), splits.get("eval")
         elif node.node_id == TRANSFORM:
             row["in"] = counts.get("examples")
-            row["out"] = count_records(mlmd.first_uri(node.outputs, "transformed_examples"))
+            written = mlmd.first_uri(node.outputs, "transformed_examples")  # None: it only analysed (cnn)
+            row["out"] = count_records(written) if written else None
         elif node.node_id == EVALUATOR:
             overall = tfma_results.overall_metrics(mlmd.first_uri(node.outputs, "evaluation"))
             row["in"] = int(overall.get("example_count", 0))
