@@ -158,7 +158,7 @@ FAMILY = register(ModelFamily(
     report=ReportParts(pictures="pipeline.report.pictures_cnn.cnn_pictures"),
     settings_type=ImageSettings,
     class_vocabulary="label",
-    reads_raw_examples=True,  # writing every transformed image was about half of Transform's time
+    reads_raw_examples=True,  # Transform need not write the images again: models/common/raw_examples.py
     tuning=Tuning(tuner_fn="models.cnn.tuning.tuner_fn", search_space="models.cnn.hparams.SEARCH_SPACE"),
     tflite="models.cnn.tflite.TFLITE",
     scoring=Scoring(reader="data.scoring.image_example",
