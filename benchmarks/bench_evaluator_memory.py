@@ -12,7 +12,8 @@ resident memory of the child's process tree (psutil, every 0.5 s) and kills a ch
 - ``tfx+bytes``: TFX's stock executor inside the project's batching by size (``stackenv.compat.byte_size_batching``);
 - any of them followed by ``/noslice``: the eval config without its slicing specs but the overall one;
   ``project/nobytes``: the project's executor without the batching by size; ``project/cap=N``: with
-  batches of at most N records.
+  batches of at most N records; ``project/positional``: without ``compat.tfma_calls_signatures_by_name``
+  (TFMA calls the signatures positionally, as it does on its own).
 
 The eval config is the one the run's Evaluator received (its execution's ``eval_config`` in MLMD),
 so any family's run works. ``--eval-copies 1,4,16`` evaluates the eval split that many times over
@@ -135,6 +136,12 @@ def run_executor(variant: str, option: str, inputs: dict, config_json: str, out:
         from stackenv import compat
 
         compat.byte_size_batching = contextlib.nullcontext
+    if option == "positional":  # TFMA's own positional signature calls
+        import contextlib
+
+        from stackenv import compat
+
+        compat.tfma_calls_signatures_by_name = contextlib.nullcontext
     if variant.startswith("tfx"):
         from tfx.components.evaluator import executor as stock
 

@@ -119,13 +119,15 @@ class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
         # How TFMA is fed (docs/history/benchmarks-log.md, "At scale"): batches by size, not Beam's
-        # small adaptive ones; tf_keras metric code run as written, not re-traced by AutoGraph
-        # for every slice's combiner (as the Trainer does; on Kubeflow this is its own process).
+        # small adaptive ones, passed to the model's signatures by name (compat.tfma_calls_signatures_by_name);
+        # tf_keras metric code run as written, not re-traced by AutoGraph for every slice's combiner
+        # (as the Trainer does; on Kubeflow this is its own process).
         from models.common.autograph import convert_tf_keras
 
         convert_tf_keras(False)
         properties = dict(exec_properties)
-        with compat.byte_size_batching(int(properties.pop(EVAL_BATCH_KEY, None) or EVAL_BATCH_RECORDS)):
+        with (compat.byte_size_batching(int(properties.pop(EVAL_BATCH_KEY, None) or EVAL_BATCH_RECORDS)),
+              compat.tfma_calls_signatures_by_name()):
             self._evaluate(input_dict, output_dict, properties)
 
     def _evaluate(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],

@@ -44,6 +44,8 @@ BEAM_DEPENDENCY_FLAGS = "tfx dependency_utils.make_beam_dependency_flags (called
 AUTOGRAPH_SOURCES = ("tensorflow autograph pyct/loader.py load_source: its temporary __autograph_generated_file*.py, "
                      "in sys.modules under the file's name, removed by an atexit handler (TF 2.16 and 2.21)")
 TFMA_CONFIG_PROTOS = "tensorflow_model_analysis top-level config protos (EvalConfig, MetricConfig, ...)"
+TFMA_SIGNATURE_CALL = ("tensorflow_model_analysis utils/model_util.get_callable (the module global "
+                       "ModelSignaturesDoFn._batch_reducible_process calls a signature of serialized examples with)")
 TRANSFORM_WRITE = ("tfx transform executor module global TransformProcessor (instantiated by Executor.Do) "
                    "and TransformProcessor._EncodeAndWrite / _RecordBatchToExamplesFn")
 
@@ -305,6 +307,68 @@ def byte_size_batching(max_records: int | None = None) -> Iterator[None]:
     finally:
         flags.FLAGS.tfxio_use_byte_size_batching = before
         batch_util._BATCH_SIZE_CAP_WITH_BYTE_TARGET = cap_before
+
+
+# --------------------------------------------------------------------------- TFMA's model calls
+
+@contextlib.contextmanager
+def tfma_calls_signatures_by_name() -> Iterator[None]:
+    """Inside: TFMA calls a signature whose one input is a batch of serialized examples with that
+    input's name (``serving_default(examples=batch)``), not positionally.
+
+    Hook TFMA_SIGNATURE_CALL: ``ModelSignaturesDoFn._batch_reducible_process`` fetches the
+    signature with the module global ``get_callable`` and, for serialized examples, calls
+    ``signature(tf.constant(inputs, dtype=tf.string))`` (tensorflow_model_analysis/utils/
+    model_util.py:1002@v0.47.1, :1076@v0.52.0). A loaded SavedModel's signature takes keywords
+    only, so TensorFlow first fails to bind the call to its structured signature, formats a
+    TypeError whose message holds the repr of the whole batch, and only then calls the flat
+    signature (concrete_function.py ``_call_impl``, TF 2.16 and 2.21). Formatting the batch costs
+    more than running the model on it, for each model and both of the Evaluator's signatures (the
+    transform and the prediction): docs/history/benchmarks-log.md, "TFMA's model calls". Anything
+    else ``get_callable`` returns is returned as it is.
+    """
+    from tensorflow_model_analysis.utils import model_util
+
+    tfma_get_callable = model_util.get_callable
+
+    def get_callable(model: Any, signature_name: str | None = None, required: bool = True) -> Any:
+        fn = tfma_get_callable(model, signature_name, required)
+        name = _single_string_input(fn)
+        return fn if name is None else _CallByName(fn, name)
+
+    model_util.get_callable = get_callable
+    try:
+        yield
+    finally:
+        model_util.get_callable = tfma_get_callable
+
+
+def _single_string_input(fn: Any) -> str | None:
+    """The name of ``fn``'s one keyword input when it is a batch of strings, else None."""
+    import tensorflow as tf
+
+    signature = getattr(fn, "structured_input_signature", None)
+    if not isinstance(signature, tuple) or len(signature) != 2 or signature[0] or len(signature[1]) != 1:
+        return None
+    ((name, spec),) = signature[1].items()
+    if isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string and spec.shape.rank == 1:
+        return name
+    return None
+
+
+class _CallByName:
+    """``fn`` whose one positional argument is passed as its input ``name``; everything else is ``fn``'s."""
+
+    def __init__(self, fn: Any, name: str):
+        self._fn, self._name = fn, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs:
+            return self._fn(**{self._name: args[0]})
+        return self._fn(*args, **kwargs)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._fn, attribute)
 
 
 # --------------------------------------------------------------------------- Transform's write

@@ -414,3 +414,41 @@ def test_tfma_config_protos_hook_gives_the_names_tfma_lists_on_this_stack():
     config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(label_key="label")],
                              metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount")])])
     assert config.metrics_specs[0].metrics[0].class_name == "ExampleCount"
+
+
+def test_tfma_signature_call_hook_passes_serialized_examples_by_name(tmp_path, monkeypatch):
+    import tensorflow as tf
+    from tensorflow.python.framework import ops
+    from tensorflow_model_analysis.utils import model_util
+
+    source = inspect.getsource(model_util.ModelSignaturesDoFn._batch_reducible_process)
+    assert "get_callable(" in source and "signature(tf.constant(inputs, dtype=tf.string))" in source, _broken(
+        compat.TFMA_SIGNATURE_CALL, "TFMA no longer calls get_callable's signature positionally with the examples")
+
+    class Served(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def serve(self, examples):
+            return {"length": tf.strings.length(examples)}
+
+    served = Served()
+    tf.saved_model.save(served, str(tmp_path), signatures={"serving_default": served.serve})
+    model = tf.saved_model.load(str(tmp_path))
+    batch = tf.constant([b"x" * n for n in range(1, 41)])
+    formatted = []
+    tensor_repr = ops._EagerTensorBase.__repr__
+    monkeypatch.setattr(ops._EagerTensorBase, "__repr__", lambda self: formatted.append(1) or tensor_repr(self))
+
+    # Without the hook: TFMA's positional call formats the whole batch before it runs (why the hook exists).
+    assert model_util.get_callable(model, "serving_default")(batch)["length"].numpy().tolist() == list(range(1, 41))
+    assert formatted, _broken(compat.TFMA_SIGNATURE_CALL, "a positional call no longer formats its inputs: "
+                              "the hook may go")
+    formatted.clear()
+    tfma_get_callable = model_util.get_callable
+    with compat.tfma_calls_signatures_by_name():
+        signature = model_util.get_callable(model, "serving_default")
+        outputs = signature(batch)
+        assert signature.structured_input_signature == model.signatures["serving_default"].structured_input_signature
+        assert signature(examples=batch)["length"].numpy().tolist() == list(range(1, 41))
+    assert outputs["length"].numpy().tolist() == list(range(1, 41))
+    assert not formatted
+    assert model_util.get_callable is tfma_get_callable
