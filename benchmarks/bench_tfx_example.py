@@ -22,8 +22,9 @@ Each run is a fresh subprocess. Reported per run: each component's seconds from 
 ML Metadata (execution create to last update), the wall time of the whole process, the peak RSS
 summed over the process tree (sampled every 0.5 s), the Evaluator's accuracy; and the ratios
 project / example per Beam mode of the example. Runs are ordered example in_memory, project,
-example multi_processing within a size, so load drift hits them alike; with 2 shared cores,
-compare the ratios, and only within one invocation.
+example multi_processing within a size, so load drift hits them alike; every data file is read once
+before the first run, so that none reads its input from disk and another from the page cache; with 2
+shared cores, compare the ratios, and only within one invocation.
 
     python benchmarks/bench_tfx_example.py                         # 10k, 50k, 200k (long)
     python benchmarks/bench_tfx_example.py --sizes 10000,50000
@@ -142,6 +143,18 @@ def write_data(folder: Path, count: int) -> tuple[Path, Path]:
 
 
 # ------------------------------------------------------------------------------------ runs
+
+
+def read_once(*folders: Path) -> int:
+    """Read every file under ``folders`` once; the bytes read. A first round otherwise reads the project's
+    200,000 PNG files from disk (after data written earlier, or another checkout's runs) while the example's
+    few TFRecord files are cached: that once made one ImportExampleGen twice as slow as the next."""
+    total = 0
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                total += len(path.read_bytes())
+    return total
 
 
 def run_example_here(data: str, root: str, mode: str) -> None:
@@ -322,7 +335,9 @@ def main(argv=None) -> int:
     for count in sizes:
         started = time.monotonic()
         png, records = write_data(work / f"digits-{count}", count)
-        C.log(f"{count:,} images ready in {time.monotonic() - started:.0f} s")
+        read = read_once(png, records)
+        C.log(f"{count:,} images ready in {time.monotonic() - started:.0f} s ({read / 2**20:,.0f} MiB read once, so that "
+              "no run reads its input from disk and another from the page cache)")
         for round_ in range(1, max(args.repeat, 1) + 1):
             for kind, mode in plan:
                 results.append({**run_one(kind, mode, png, records, count, work, args), "round": round_})

@@ -227,6 +227,26 @@ def test_the_orders_fitted_together_are_each_order_fitted_alone():
     assert int(together[9]["order"]) == 8  # the longer sequence holds 8 tokens: the order falls back to 8
 
 
+def test_fits_sharing_the_streams_grams_equal_fits_that_count_them_alone():
+    # Cross-fitting and fit_chosen fit every position and word starts of one stream from one count_grams:
+    # the tables must be those of each fit counting the n-grams itself (including grams of a higher order).
+    stream = np.array([A, B, A, C, A, B, kneser_ney.BREAK, C, A, B, D, A, B, A, C, D, A])
+    starts = np.array([1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1], bool)
+    grams = kneser_ney.count_grams(stream, V, 6)
+    for events in (None, starts):
+        alone = kneser_ney.fit_orders(stream, V, (2, 3, 5), events)
+        shared = kneser_ney.fit_orders(stream, V, (2, 3, 5), events, grams)
+        for order in (2, 3, 5):
+            assert sorted(shared[order]) == sorted(alone[order])
+            for key, value in alone[order].items():
+                np.testing.assert_array_equal(shared[order][key], value, err_msg=f"order {order}, {key}")
+    single = kneser_ney.fit(stream, V, 4, starts, grams)
+    for key, value in kneser_ney.fit(stream, V, 4, starts).items():
+        np.testing.assert_array_equal(single[key], value, err_msg=key)
+    # Grams of a lower order than asked for are counted again, not used short.
+    assert int(kneser_ney.fit(stream, V, 5, grams=kneser_ney.count_grams(stream, V, 2))["order"]) == 5
+
+
 def test_the_cross_fitting_scorer_gives_the_served_probabilities_with_one_trace_per_order():
     # Cross-fitting scores many fits of one order (folds x ways of counting) through kneser_ney.scorer, one
     # traced graph; the served model scores with KneserNey's variables. Both must give the same numbers, and

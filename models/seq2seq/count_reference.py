@@ -277,14 +277,15 @@ def cross_fit(contexts: np.ndarray, targets: np.ndarray, vocab_size: int, orders
         inside = position[fold_of == fold]
         left_out = (position >= inside.min() - holdout.GAP) & (position <= inside.max() + holdout.GAP)
         without = np.where(left_out[owners], kneser_ney.BREAK, stream)
+        grams = kneser_ney.count_grams(without, vocab_size, max(orders))  # both fits count the same n-grams
         try:
-            fitted = kneser_ney.fit_orders(without, vocab_size, orders)
+            fitted = kneser_ney.fit_orders(without, vocab_size, orders, grams=grams)
         except kneser_ney.NotFitted as error:
             return Choice(fallback, record={"note": f"fold {fold} cannot be fitted: {error}"})
         at_starts = None
         if len(shares) > 1:
             try:
-                at_starts = kneser_ney.fit_orders(without, vocab_size, orders, events)
+                at_starts = kneser_ney.fit_orders(without, vocab_size, orders, events, grams)
             except kneser_ney.NotFitted as error:
                 tally.drop_word_starts(f"fold {fold}: {error}; every position alone")
                 shares = (0.0,)
@@ -325,21 +326,22 @@ def fit_chosen(stream: np.ndarray, events: np.ndarray | None, vocab_size: int,
     """The chosen model fitted on ``stream`` (word starts at ``events``), and the choice as fitted: its order
     lowered to what the text holds, every position alone where the word starts cannot be fitted (the record
     says so). Raises ``kneser_ney.NotFitted`` when every position cannot be fitted either."""
+    grams = kneser_ney.count_grams(stream, vocab_size, choice.order)  # what both fits below count
     if choice.word_starts > 0:
         try:
             if events is None:
                 raise kneser_ney.NotFitted("the transformed windows carry no word-start flags")
-            starts = kneser_ney.fit(stream, vocab_size, choice.order, events)
+            starts = kneser_ney.fit(stream, vocab_size, choice.order, events, grams)
         except kneser_ney.NotFitted as error:
             record = {**choice.record, "notes": [*choice.record.get("notes", []), f"word starts: {error}"]}
             choice = dataclasses.replace(choice, word_starts=0.0, record=record)
         else:
             if choice.word_starts >= 1:
                 return CountModel(starts), dataclasses.replace(choice, order=int(starts["order"]))
-            every = kneser_ney.fit(stream, vocab_size, choice.order)
+            every = kneser_ney.fit(stream, vocab_size, choice.order, grams=grams)
             return (CountModel(every, starts, choice.word_starts),
                     dataclasses.replace(choice, order=int(max(every["order"], starts["order"]))))
-    every = kneser_ney.fit(stream, vocab_size, choice.order)
+    every = kneser_ney.fit(stream, vocab_size, choice.order, grams=grams)
     return CountModel(every), dataclasses.replace(choice, order=int(every["order"]))
 
 

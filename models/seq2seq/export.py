@@ -116,14 +116,17 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
     ])
 
 
-def next_token_probabilities(model: Seq2Seq, context_ids: tf.Tensor) -> tf.Tensor:
+def next_token_probabilities(model: Seq2Seq, context_ids: tf.Tensor,
+                             ngram_parts: dict[str, tf.Tensor] | None = None) -> tf.Tensor:
     """[batch, V] served next-token distribution: the network mixed with the n-gram counts when
     the Trainer attached them (``model.ngram``, ``model.blend_weights``: models/seq2seq/blend.py),
-    else the network alone."""
+    else the network alone. ``ngram_parts``: ``model.ngram.probabilities(context_ids)``, when the
+    caller has them already."""
     network = tf.nn.softmax(model.next_token_logits(context_ids))
     if getattr(model, "ngram", None) is None:
         return network
-    return blend.mix(model.blend_weights, network, model.ngram.probabilities(context_ids))
+    parts = model.ngram.probabilities(context_ids) if ngram_parts is None else ngram_parts
+    return blend.mix(model.blend_weights, network, parts)
 
 
 def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence[int]):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -351,7 +352,7 @@ def _uniform_ids(vocab_size: int) -> np.ndarray:
 
 
 def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER,
-        events: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        events: np.ndarray | None = None, grams: Grams | None = None) -> dict[str, np.ndarray]:
     """The tables :class:`KneserNey` serves, from a token ``stream`` (``BREAK`` between sequences).
 
     Keys: ``order`` (the highest order fitted: lower than ``max_order`` when the text holds no longer
@@ -361,30 +362,29 @@ def fit(stream: np.ndarray, vocab_size: int, max_order: int = MAX_ORDER,
     ``events``: booleans over ``stream``, the positions whose n-grams are counted (at every order: occurrences
     at the top, continuations below); None counts every position. Word starts (:func:`rebuild_with_owners`)
     give the model of the events the eval windows ask for: a next word's first token, given the tokens before.
+    ``grams``: the stream's :func:`count_grams`, when another fit of the same stream computed them.
     Raises :class:`NotFitted` for a stream with fewer than two distinct tokens (at the events).
     """
-    return fit_orders(stream, vocab_size, (max_order,), events)[max_order]
+    return fit_orders(stream, vocab_size, (max_order,), events, grams)[max_order]
 
 
-def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int],
-               events: np.ndarray | None = None) -> dict[int, dict[str, np.ndarray]]:
-    """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
-    differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
-    (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
-    falls back to the highest it can."""
+class Grams(NamedTuple):
+    """Every k-gram of a stream named by an id, up to ``max_order``: ``gram[k][t]``, the id of the k-gram ending
+    at ``t`` (BREAK where it would cross a sequence start), and ``keys[k]``, the sorted keys those ids index
+    (``id of the (k-1)-gram suffix * V + first token``). What every fit of the stream sorts the text for,
+    whichever positions it counts: the fits of every position and of word starts share it."""
+    gram: dict[int, np.ndarray]
+    keys: dict[int, np.ndarray]
+    max_order: int
+
+
+def count_grams(stream: np.ndarray, vocab_size: int, max_order: int) -> Grams:
+    """The :class:`Grams` of ``stream`` up to ``max_order`` (fewer where the text holds no longer n-gram)."""
     V = int(vocab_size)
     stream = np.asarray(stream, np.int64)
-    counted = stream != BREAK if events is None else (stream != BREAK) & np.asarray(events, bool)
-    distinct = np.unique(stream[counted])
-    if len(distinct) < 2:
-        where = "at the word starts of " if events is not None else ""
-        raise NotFitted(f"{where}the train text holds {len(distinct)} distinct token{'s' if len(distinct) != 1 else ''}"
-                        ": nothing to predict from counts")
-    # gram[k][t]: id of the k-gram ending at t (BREAK where it would cross a sequence start); ids of
-    # k-grams are the indices of their sorted keys ``id of the (k-1)-gram suffix * V + first token``.
     gram = {1: np.where(stream == BREAK, BREAK, stream)}
     keys: dict[int, np.ndarray] = {}
-    for k in range(2, max(orders) + 1):
+    for k in range(2, max_order + 1):
         valid = np.zeros(len(stream), bool)
         valid[k - 1:] = (gram[k - 1][k - 1:] != BREAK) & (stream[:len(stream) - k + 1] != BREAK)
         if not valid.any():
@@ -395,6 +395,26 @@ def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int],
         keys[k], ids = np.unique(key[valid], return_inverse=True)
         gram[k] = np.full(len(stream), BREAK, np.int64)
         gram[k][valid] = ids.reshape(-1)
+    return Grams(gram, keys, max_order)
+
+
+def fit_orders(stream: np.ndarray, vocab_size: int, orders: Sequence[int],
+               events: np.ndarray | None = None, grams: Grams | None = None) -> dict[int, dict[str, np.ndarray]]:
+    """:func:`fit`'s tables for each highest order of ``orders``, sharing one count of the text: the models
+    differ only at their top order (occurrences there, continuations below), so the n-grams are counted once
+    (the order's choice by cross-fitting, models/seq2seq/count_reference.py). An order the text cannot give
+    falls back to the highest it can. ``grams``: as :func:`fit`, up to at least ``max(orders)``."""
+    V = int(vocab_size)
+    stream = np.asarray(stream, np.int64)
+    counted = stream != BREAK if events is None else (stream != BREAK) & np.asarray(events, bool)
+    distinct = np.unique(stream[counted])
+    if len(distinct) < 2:
+        where = "at the word starts of " if events is not None else ""
+        raise NotFitted(f"{where}the train text holds {len(distinct)} distinct token{'s' if len(distinct) != 1 else ''}"
+                        ": nothing to predict from counts")
+    if grams is None or grams.max_order < max(orders):
+        grams = count_grams(stream, V, max(orders))
+    gram, keys = grams.gram, grams.keys
     top = max(gram)
     levels: dict[tuple[int, bool], dict[str, np.ndarray]] = {}
 

@@ -111,9 +111,10 @@ def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference
         rows = keep[start:start + 256]
         chunk = tf.constant(contexts[rows].astype(np.int64))
         labels = targets[rows, 0].astype(np.int64)
-        parts = {name: value.numpy() for name, value in model.ngram.probabilities(chunk).items()}
+        ngram_parts = model.ngram.probabilities(chunk)  # the count model's, and the served model's count part
+        parts = {name: value.numpy() for name, value in ngram_parts.items()}
         counts = count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown)
-        served = export.next_token_probabilities(model, chunk).numpy()
+        served = export.next_token_probabilities(model, chunk, ngram_parts).numpy()
         discordant += float((count_reference.hits(served, labels)[1] != count_reference.hits(counts, labels)[1]).sum())
     scale = len(targets) / max(len(keep), 1)
     return {"discordant": discordant * scale, "windows": int(len(targets)), "scored": int(len(keep))}
