@@ -249,7 +249,11 @@ def _ImagesToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], 
 
 
 class ImageExampleGenExecutor(StreamingExampleGenExecutor):
-    """Reads an image source through ``tf.io.gfile`` with Beam; split as configured."""
+    """Reads an image source through ``tf.io.gfile`` with Beam; split as configured. The image source lists
+    its files in a seeded random order, so each split is written as two files (``FILES_PER_SPLIT``):
+    StatisticsGen reads them on two threads (docs/history/benchmarks-log.md, "Two files a split")."""
+
+    FILES_PER_SPLIT = 2
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
         return _ImagesToExamples

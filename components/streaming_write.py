@@ -16,6 +16,7 @@ with this write in place of ``WriteSplit``.
 from __future__ import annotations
 
 import os
+import zlib
 
 import apache_beam as beam
 from tfx.components.example_gen import utils, write_split
@@ -30,17 +31,27 @@ from components.gzip_records import write_gzip_tfrecords
 
 
 @beam.ptransform_fn
-def _WriteSplitStreaming(examples: beam.pvalue.PCollection, split_uri: str) -> beam.pvalue.PDone:  # noqa: N802
-    """TFX's WriteSplit for TFRecords (same files, same counter), without its Reshuffle, deflated faster
-    (``gzip_records.py``)."""
-    return (examples
-            | "MaybeSerialize" >> beam.ParDo(write_split.MaybeSerialize())
-            | "Write" >> write_gzip_tfrecords(os.path.join(split_uri, write_split.DEFAULT_TF_RECORD_FILE_NAME)))
+def _WriteSplitStreaming(examples: beam.pvalue.PCollection, split_uri: str,  # noqa: N802
+                         files: int = 1) -> beam.pvalue.PDone | tuple:
+    """TFX's WriteSplit for TFRecords (same records, same counter), without its Reshuffle, deflated faster
+    (``gzip_records.py``); ``files`` > 1 spreads the records over that many files by their checksum."""
+    records = examples | "MaybeSerialize" >> beam.ParDo(write_split.MaybeSerialize())
+    prefix = os.path.join(split_uri, write_split.DEFAULT_TF_RECORD_FILE_NAME)
+    if files == 1:
+        return records | "Write" >> write_gzip_tfrecords(prefix)
+    parts = records | "SpreadOverFiles" >> beam.Partition(lambda record, n: zlib.crc32(record) % n, files)
+    return tuple(part | f"Write[{i}]" >> write_gzip_tfrecords(f"{prefix}-part{i}") for i, part in enumerate(parts))
 
 
 class StreamingExampleGenExecutor(BaseExampleGenExecutor):
     """Subclasses build their splits in TFX's hook ``GenerateExamplesByBeam`` (default: TFX's
-    hash split of ``GetInputSourceToExamplePTransform``); ``Do`` writes them as they come."""
+    hash split of ``GetInputSourceToExamplePTransform``); ``Do`` writes them as they come.
+
+    ``FILES_PER_SPLIT``: Beam's in_memory runner writes one file per split (one bundle), and reads
+    a split in parallel (``--direct_num_workers``) only file by file, so a subclass whose records
+    have no order to keep writes several (pipeline/config.py: ``component_beam_args``)."""
+
+    FILES_PER_SPLIT = 1
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         """TFX's ``BaseExampleGenExecutor.Do`` (tfx 1.16), writing with :func:`_WriteSplitStreaming`."""
@@ -55,7 +66,8 @@ class StreamingExampleGenExecutor(BaseExampleGenExecutor):
             utils.generate_output_split_names(input_config, output_config))
         with self._make_beam_pipeline() as pipeline:
             for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
-                _ = split | f"WriteSplit[{name}]" >> _WriteSplitStreaming(artifact_utils.get_split_uri(outputs, name))
+                _ = split | f"WriteSplit[{name}]" >> _WriteSplitStreaming(artifact_utils.get_split_uri(outputs, name),
+                                                                           self.FILES_PER_SPLIT)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if payload_format:
             examples_utils.set_payload_format(examples, payload_format)

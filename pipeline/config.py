@@ -24,6 +24,11 @@ AUTO_MULTIPROCESSING_MIN_EXAMPLES = 50_000
 # faster but needed far more memory than a 2-core laptop tends to have (docs/history/benchmarks-log.md,
 # "The whole pipeline at 1,000,000 images"), so auto only picks it on machines with more cores.
 AUTO_MULTIPROCESSING_MIN_CPUS = 3
+# The components that Beam's in_memory runner runs on --beam-workers threads (``--direct_num_workers``,
+# one file of a split a thread): TFDV's statistics, whose C++ runs without Python's lock. The
+# ExampleGen's Python decoding got slower on two threads, Transform and TFMA no faster
+# (docs/history/benchmarks-log.md, "Two files a split").
+THREADED_IN_MEMORY = ("StatisticsGen",)
 # Far above any batch that trains well here; what one batch needs in memory is checked on top of it.
 MAX_BATCH_SIZE = 1 << 16
 
@@ -313,7 +318,9 @@ class PipelineConfig:
     beam_mode: str = setting("auto", flag="--beam-mode", choices=BEAM_MODES, help=(
         "DirectRunner mode; auto = multi_processing from 50k examples on machines with 3+ cores, else in_memory"))
     beam_workers: int = setting(flag="--beam-workers", low=1, high=1024, default_factory=lambda: os.cpu_count() or 1,
-                                help="multi_processing workers", default_text=lambda: "CPU count")
+                                help=("multi_processing's worker processes; in a local in_memory run, "
+                                      "StatisticsGen's threads"),
+                                default_text=lambda: "CPU count")
     beam_args: list[str] = setting(flag="--beam-arg", repeatable=True, metavar="ARG", default_factory=list, help=(
         "extra Beam pipeline arg, repeatable, e.g. --beam-arg=--runner=FlinkRunner"))
     enable_cache: bool = setting(True, flag="--no-cache", negate=True, help="re-run every component")
@@ -412,3 +419,14 @@ class PipelineConfig:
         if mode == "multi_processing":
             args.append(f"--direct_num_workers={self.beam_workers}")
         return args + list(self.beam_args)
+
+    def component_beam_args(self, num_examples: int) -> dict[str, list[str]]:
+        """Beam args for single components on top of :meth:`beam_pipeline_args` (local runs): in_memory, the
+        ``THREADED_IN_MEMORY`` components on --beam-workers threads, unless a --beam-arg chooses the
+        runner, its mode or its workers."""
+        if self.direct_running_mode(num_examples) != "in_memory" or self.beam_workers < 2:
+            return {}
+        if any(arg.startswith(("--runner", "--direct_running_mode", "--direct_num_workers"))
+               for arg in self.beam_args):
+            return {}
+        return {name: [f"--direct_num_workers={self.beam_workers}"] for name in THREADED_IN_MEMORY}

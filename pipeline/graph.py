@@ -5,7 +5,7 @@ ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform -> Tra
 runners both call ``create_pipeline`` and only add their own orchestration settings.
 """
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stackenv.errors import ConfigError
@@ -69,6 +69,7 @@ def create_pipeline(
     *,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = (),
+    component_beam_args: Mapping[str, Sequence[str]] | None = None,
     launchers: StepLaunchers = StepLaunchers(),
 ) -> Pipeline:
     """The pipeline of ``config``, the same graph for every runner.
@@ -79,6 +80,7 @@ def create_pipeline(
             None: the ExampleGen reads ``config.data`` itself and records the data's facts on its Examples.
         metadata_connection_config: the ML Metadata store (local runs); None where the orchestrator has its own.
         beam_pipeline_args: for every Beam-based component.
+        component_beam_args: more for single components, by id (they come after ``beam_pipeline_args``).
         launchers: where the Trainer's and the Tuner's functions run; all a runner may change
             (see :class:`StepLaunchers`).
     """
@@ -124,12 +126,17 @@ def create_pipeline(
     evaluator, pusher = _evaluation_and_push(config, family, dataset, example_gen, trainer,
                                              _model_card_settings(config, family, code_version, settings))
     scoring_nodes = _scoring(config, family, dataset, example_gen, trainer, evaluator) if config.score_dir else []
+    components = [c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
+                              transform, *tuning_nodes, warm_start, trainer, evaluator, pusher, *scoring_nodes)
+                  if c is not None]
+    extra_beam_args = component_beam_args or {}
+    for component in components:
+        if component.id in extra_beam_args:
+            component.with_beam_pipeline_args(list(extra_beam_args[component.id]))
     return Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
-        components=[c for c in (example_gen, statistics_gen, schema_gen, pinned_schema, example_validator,
-                               transform, *tuning_nodes, warm_start, trainer, evaluator, pusher, *scoring_nodes)
-                    if c is not None],
+        components=components,
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args),

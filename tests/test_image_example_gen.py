@@ -174,8 +174,23 @@ def test_nothing_reshuffles_the_examples_before_the_write(tmp_path: Path) -> Non
     labels = Labels()
     pipeline.visit(labels)
     writes = [label for label in labels.labels if label.startswith("WriteSplit[")]
-    assert any(label.endswith("/Write/WriteImpl/WriteBundles") for label in writes), writes
+    assert any(label.endswith("/Write[0]/WriteImpl/WriteBundles") for label in writes), writes
     assert not [label for label in writes if "Shuffle" in label], writes
+
+
+def test_each_split_is_two_files_that_hold_every_example_once(tmp_path: Path) -> None:
+    # Beam's in_memory runner reads a split on two threads only file by file (pipeline/config.py,
+    # THREADED_IN_MEMORY): one file a split would leave StatisticsGen's second thread idle.
+    import tensorflow as tf
+
+    _, written = _run_recording_the_beam_graph(tmp_path, tmp_path / "out")
+    for split, records in written.items():
+        files = sorted((tmp_path / "out" / f"Split-{split}").iterdir())
+        assert [f.name for f in files] == ["data_tfrecord-part0-00000-of-00001.gz",
+                                           "data_tfrecord-part1-00000-of-00001.gz"], split
+        per_file = [[r.numpy() for r in tf.data.TFRecordDataset(str(f), compression_type="GZIP")] for f in files]
+        assert sorted(per_file[0] + per_file[1]) == records, split
+    assert all(len(records) >= 2 for records in written.values())
 
 
 def test_the_beam_graph_carries_no_file_names(tmp_path: Path) -> None:

@@ -95,6 +95,84 @@ def test_auto_beam_mode(monkeypatch, cpus, examples, expected):
     assert f"--direct_running_mode={expected}" in config.beam_pipeline_args(examples)
 
 
+@pytest.mark.parametrize("mode, workers, beam_args, expected", [
+    ("auto", 2, [], {"StatisticsGen": ["--direct_num_workers=2"]}),    # what a 2-core laptop gets
+    ("in_memory", 4, [], {"StatisticsGen": ["--direct_num_workers=4"]}),
+    ("in_memory", 1, [], {}),
+    ("multi_processing", 2, [], {}),                                    # its workers are processes already
+    ("auto", 2, ["--direct_num_workers=1"], {}),                        # the user's own choice wins
+    ("auto", 2, ["--runner=FlinkRunner"], {}),
+])
+def test_statistics_gen_reads_on_the_beam_workers_threads_in_memory(monkeypatch, mode, workers, beam_args,
+                                                                     expected):
+    from pipeline import config as config_module
+
+    monkeypatch.setattr(config_module.os, "cpu_count", lambda: 2)
+    config = config_module.PipelineConfig(beam_mode=mode, beam_workers=workers, beam_args=beam_args)
+    assert config.component_beam_args(1_000) == expected
+
+
+def test_the_graph_gives_statistics_gen_its_threads_after_the_pipeline_args(tmp_path, digits_dataset):
+    # TFX puts a pipeline's Beam args before a component's, and Beam's parser keeps the last value.
+    from pipeline.config import PipelineConfig
+    from pipeline.graph import STATISTICS_GEN, create_pipeline
+
+    config = PipelineConfig(output_dir=str(tmp_path))
+    pipeline = create_pipeline(config, digits_dataset, beam_pipeline_args=["--direct_num_workers=1"],
+                               component_beam_args={STATISTICS_GEN: ["--direct_num_workers=2"]})
+    args = {c.id: list(c.executor_spec.beam_pipeline_args) for c in pipeline.components
+            if hasattr(c.executor_spec, "beam_pipeline_args")}
+    assert args[STATISTICS_GEN] == ["--direct_num_workers=1", "--direct_num_workers=2"]
+    assert all(a == ["--direct_num_workers=1"] for name, a in args.items() if name != STATISTICS_GEN), args
+
+
+def test_statistics_gen_on_two_threads_counts_what_one_counts(tmp_path):
+    # The real StatisticsGen executor on the image ExampleGen's two files a split: each example is
+    # counted once whether Beam's in_memory runner reads the files on one thread or two.
+    import json
+
+    import numpy as np
+    import tensorflow_data_validation as tfdv
+    from PIL import Image
+    from support.example_gen_helpers import run_example_gen
+    from tfx.components.statistics_gen.executor import Executor
+    from tfx.types import artifact_utils, standard_artifacts
+
+    from components.image_example_gen import ImageExampleGenExecutor
+    from components.ingest_config import settings_config
+
+    rng = np.random.default_rng(3)
+    for cls, count in (("a", 70), ("b", 50)):
+        (tmp_path / "images" / cls).mkdir(parents=True)
+        for i in range(count):
+            Image.fromarray(rng.integers(0, 256, (6, 6), dtype=np.uint8)).save(tmp_path / "images" / cls / f"{i}.png")
+    written = run_example_gen(ImageExampleGenExecutor, str(tmp_path / "images"), tmp_path / "examples",
+                              custom_config=settings_config(image_size=6, channels=1))
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path / "examples")
+    examples.split_names = artifact_utils.encode_split_names(list(written))
+
+    def statistics(workers: int) -> dict:
+        out = standard_artifacts.ExampleStatistics()
+        out.uri = str(tmp_path / f"statistics-{workers}")
+        Executor(Executor.Context(beam_pipeline_args=["--direct_running_mode=in_memory",
+                                                      f"--direct_num_workers={workers}"])).Do(
+            {"examples": [examples]}, {"statistics": [out]},
+            {"exclude_splits": json.dumps([]),
+             "stats_options_json": tfdv.StatsOptions(use_sketch_based_topk_uniques=True).to_json()})
+        counted = {}
+        for split in written:
+            stats = tfdv.load_stats_binary(f"{out.uri}/Split-{split}/FeatureStats.pb").datasets[0]
+            label = next(f for f in stats.features if f.path.step == ["label"])
+            counted[split] = (stats.num_examples, sorted((v.value, v.frequency)
+                                                         for v in label.string_stats.top_values))
+        return counted
+
+    one, two = statistics(1), statistics(2)
+    assert two == one
+    assert {split: n for split, (n, _) in one.items()} == {split: len(r) for split, r in written.items()}
+
+
 @pytest.mark.parametrize("transform_statistics", [False, True])
 def test_transform_statistics_knob(tmp_path, digits_dataset, transform_statistics):
     from pipeline.config import PipelineConfig

@@ -81,12 +81,16 @@ def run_local(config: PipelineConfig, dataset: DatasetManifest | None,
 
     ``dataset`` None: the pipeline's ExampleGen reads ``config.data`` (its size is not known
     before the run, so ``--beam-mode auto`` stays in_memory)."""
-    beam_args = config.beam_pipeline_args(dataset.num_examples if dataset is not None else 0)
-    log.info("Beam pipeline args: %s", " ".join(beam_args))
+    num_examples = dataset.num_examples if dataset is not None else 0
+    beam_args = config.beam_pipeline_args(num_examples)
+    component_beam_args = config.component_beam_args(num_examples)
+    log.info("Beam pipeline args: %s%s", " ".join(beam_args),
+             "".join(f"; {name}: {' '.join(args)}" for name, args in component_beam_args.items()))
     pipeline = create_pipeline(
         config, dataset,
         metadata_connection_config=sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=beam_args,
+        component_beam_args=component_beam_args,
     )
     (runner or reporting_runner()).run(pipeline)
 
