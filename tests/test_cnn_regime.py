@@ -126,10 +126,10 @@ def test_regime_datasets_are_not_autotuned_and_cover_the_arrays():
     # An autotuned iterator's destruction waits out its model thread's sleep (up to a minute), and Keras
     # leaves the training iterator to the garbage collector: the old from_tensor_slices pipeline stalled
     # the Trainer's export that way. The held-out part is read once, in order, the last batch partial.
-    x = {"pixels": np.arange(20, dtype=np.float32).reshape(10, 2)}
-    y = np.arange(10)
-    held = regime._dataset(x, y, 4, shuffle=False, seed=0)
-    fit = regime._dataset(x, y, 4, shuffle=True, seed=0)
+    x = {"pixels": tf.constant(np.arange(20, dtype=np.float32).reshape(10, 2))}
+    y = tf.range(10)
+    held = regime._dataset(x, y, np.arange(10), 4, shuffle=False, seed=0)
+    fit = regime._dataset(x, y, np.arange(10), 4, shuffle=True, seed=0)
     for data in (held, fit):
         assert data.options().autotune.enabled is False
     batches = list(held)
@@ -138,6 +138,41 @@ def test_regime_datasets_are_not_autotuned_and_cover_the_arrays():
                                   x["pixels"][:, 0])
     first_pass = np.concatenate([labels.numpy() for _, labels in fit.take(5)])[:10]
     assert sorted(first_pass.tolist()) == list(range(10))  # one permutation per pass over the data
+
+
+def test_gathered_batches_are_the_batches_of_the_examples_themselves():
+    # The regime shuffles and batches indices and gathers each batch from the whole split: the same
+    # batches, in the same order, as shuffling and batching the examples at those indices (what it did
+    # before, at the cost of two copies of the split), over several passes and a partial last batch.
+    rng = np.random.default_rng(4)
+    pixels, labels = rng.normal(size=(103, 6)).astype(np.float32), rng.integers(0, 5, 103)
+    part = np.sort(rng.choice(103, 77, replace=False))
+    before = (tf.data.Dataset.from_tensor_slices(({"pixels": pixels[part]}, labels[part]))
+              .shuffle(len(part), seed=7, reshuffle_each_iteration=True).repeat().batch(16, drop_remainder=True))
+    now = regime._dataset({"pixels": tf.constant(pixels)}, tf.constant(labels), part, 16, shuffle=True, seed=7)
+    for (x_before, y_before), (x_now, y_now) in zip(before.take(15), now.take(15)):  # 3 passes and more
+        np.testing.assert_array_equal(x_now["pixels"].numpy(), x_before["pixels"].numpy())
+        np.testing.assert_array_equal(y_now.numpy(), y_before.numpy())
+    held = list(regime._dataset({"pixels": tf.constant(pixels)}, tf.constant(labels), part, 32, shuffle=False,
+                                seed=7))
+    np.testing.assert_array_equal(np.concatenate([y.numpy() for _, y in held]), labels[part])
+    assert [len(y) for _, y in held] == [32, 32, 13]
+
+
+def test_a_loaded_split_is_not_copied_out_of_its_tensors(tmp_path):
+    # Tensor.numpy() copies (a second for 160,000 digits here): the loader hands out read-only views.
+    from models.common.inputs import load_split
+
+    spec = {"pixels": tf.io.FixedLenFeature([4], tf.float32), "label": tf.io.FixedLenFeature([1], tf.int64)}
+    with tf.io.TFRecordWriter(str(tmp_path / "part-0.gz"), options="GZIP") as out:
+        for i in range(50):
+            out.write(tf.train.Example(features=tf.train.Features(feature={
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)] * 4)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3]))})).SerializeToString())
+    loaded = load_split(str(tmp_path / "*.gz"), spec)
+    assert loaded is not None and loaded["pixels"].shape == (50, 4)
+    assert not loaded["pixels"].flags.writeable and not loaded["pixels"].flags.owndata
+    np.testing.assert_array_equal(loaded["pixels"][:, 0], np.arange(50, dtype=np.float32))
 
 
 def test_step_budget_grows_sublinearly_with_the_data():

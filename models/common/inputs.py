@@ -283,10 +283,13 @@ def load_split(file_patterns: str | Sequence[str],
     """Every example of a split as numpy arrays (sorted file order), or None when it is not
     held in memory (over the budget, variable-length features, not eager): for trainers
     that need the whole split at once (a held-out part of train, reference predictors).
-    ``transform`` as in :func:`make_dataset`."""
+    ``transform`` as in :func:`make_dataset`.
+
+    The arrays are read-only views of the loaded tensors: ``Tensor.numpy()`` copies, and a copy of
+    160,000 digits' pixels took a second here (docs/history/benchmarks-log.md, "Two files a split")."""
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if budget <= 0 or not tf.executing_eagerly() or not _all_fixed_len(feature_spec):
         return None
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
     data = _load_in_memory(patterns, feature_spec, budget, parallel=True, transform=transform)
-    return None if data is None else {key: value.numpy() for key, value in data.items()}
+    return None if data is None else {key: np.asarray(value) for key, value in data.items()}

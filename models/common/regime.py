@@ -146,20 +146,30 @@ def is_imbalanced(labels: np.ndarray) -> bool:
     return len(counts) > 1 and counts.max() / counts.min() > IMBALANCE_RATIO
 
 
-def _dataset(x: dict[str, np.ndarray], y: np.ndarray, batch_size: int, shuffle: bool, seed: int):
-    """Shuffled batches forever (the fit part) or every example once (the held-out part), not autotuned.
+def _dataset(x: dict[str, tf.Tensor], y: tf.Tensor, indices: np.ndarray, batch_size: int, shuffle: bool, seed: int):
+    """The examples at ``indices``: shuffled batches forever (the fit part) or each once (the held-out part),
+    not autotuned.
+
+    The indices are shuffled and batched, and each batch gathered from the whole split: the batches a
+    dataset of the examples themselves would give (a shuffle's order depends only on its seed and the
+    number of elements), without copying the split's part twice first (numpy's fancy index, then
+    ``from_tensor_slices``: about 2 s of a 160,000-digit Trainer, docs/history/benchmarks-log.md,
+    "Two files a split"), nor moving each image through tf.data one by one.
 
     Autotuning off: an autotuned iterator's model thread sleeps through an optimisation period that
     grows to a minute, and destroying the iterator waits for that sleep to end. Keras leaves the training
     iterator to Python's garbage collector, so after a fit of a minute or more whatever ran at the next
     collection stalled for up to a minute (it was the export). Nothing here is tuned (the prefetch depth
     is fixed), so turning it off changes no batch."""
-    data = tf.data.Dataset.from_tensor_slices((x, y))
+    data = tf.data.Dataset.from_tensor_slices(indices.astype(np.int64))
     if shuffle:
-        data = data.shuffle(len(y), seed=seed, reshuffle_each_iteration=True).repeat()
-        data = data.batch(batch_size, drop_remainder=len(y) >= batch_size).prefetch(2)
+        data = data.shuffle(len(indices), seed=seed, reshuffle_each_iteration=True).repeat()
+        data = data.batch(batch_size, drop_remainder=len(indices) >= batch_size)
     else:
         data = data.batch(batch_size)
+    data = data.map(lambda batch: ({key: tf.gather(value, batch) for key, value in x.items()}, tf.gather(y, batch)))
+    if shuffle:
+        data = data.prefetch(2)
     options = tf.data.Options()
     options.autotune.enabled = False
     return data.with_options(options)
@@ -181,8 +191,10 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     fit_idx, held_idx = stopping_holdout(y, holdout_fraction, seed)
     if len(held_idx) == 0:  # too few examples to hold any out: train the step budget
         fit_idx = np.arange(len(y))
-    take = lambda idx: ({k: v[idx] for k, v in x.items()}, y[idx])  # noqa: E731
-    x_fit, y_fit = take(fit_idx)
+    y_fit = y[fit_idx]
+    # The whole split once as tensors (a read-only array from inputs.load_split is not copied); each
+    # dataset gathers its part batch by batch.
+    x_all, y_all = {k: tf.convert_to_tensor(v) for k, v in x.items()}, tf.convert_to_tensor(y)
     plan = schedule(len(fit_idx), batch_size, min_steps=min_steps, max_steps=max_steps,
                     patience_steps=patience_steps, scale_budget=scale_budget)
     steps_per_epoch, epochs = plan.steps_per_check, plan.epochs
@@ -196,10 +208,11 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     for weighted in modes:
         model = build_model()
         stopper: BestWeights | None = BestWeights(patience=plan.patience, min_epochs=plan.min_epochs)
-        validation = _dataset(*take(held_idx), max(batch_size, CHECK_BATCH), False, seed) if len(held_idx) else None
+        validation = (_dataset(x_all, y_all, held_idx, max(batch_size, CHECK_BATCH), False, seed)
+                      if len(held_idx) else None)
         if validation is None:
             stopper = None
-        history = model.fit(_dataset(x_fit, y_fit, batch_size, True, seed), epochs=epochs,
+        history = model.fit(_dataset(x_all, y_all, fit_idx, batch_size, True, seed), epochs=epochs,
                   steps_per_epoch=steps_per_epoch, validation_data=validation,
                   class_weight=balanced_class_weights(y_fit, num_classes) if weighted else None,
                   callbacks=[c for c in [stopper, steps, *(callbacks or [])] if c is not None], verbose=0)
