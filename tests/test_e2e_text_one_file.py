@@ -169,3 +169,33 @@ def test_generation_benchmark_judges_both_continuations_on_held_out_text(one_fil
         assert mode["identical"] == report["prompts"] and mode["served"] == mode["counts_alone"] < 0
         assert mode["difference"][:1] == [0.0]
     assert "served - counts +0.000" in result.stdout
+
+
+def test_learning_curve_benchmark_reproduces_the_trainers_held_out_windows_and_counts(one_file_run, tmp_path):
+    """benchmarks/text_learning_curve.py on this run: it splits the train windows and fits the counts as the
+    Trainer does, so the counts' held-out top-5 it reports is the one the Trainer recorded for its mix fit
+    (training.json), to the last window; then each variant trains and is scored at its checkpoints."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    from artifacts.serving_dir import latest_version_dir
+
+    config, _ = one_file_run
+    with open(os.path.join(latest_version_dir(config.serving_model_dir), "assets.extra", "training.json")) as f:
+        recorded = json.load(f)["blend"]
+    out = tmp_path / "curve.json"
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "benchmarks" / "text_learning_curve.py"),
+                             config.output_dir, "--quick", "--variants", "dropout=0.5;dropout=0.0,units=32",
+                             "--json-out", str(out)], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["held_out_windows"] == recorded["held_out_windows"] > 0
+    assert [curve["variant"] for curve in report["curves"]] == [{"dropout": 0.5}, {"dropout": 0.0, "units": 32}]
+    for curve in report["curves"]:
+        assert curve["curve"] and all(point["steps"] > 0 for point in curve["curve"])
+        for point in curve["curve"]:
+            assert point["counts"] == pytest.approx(recorded["components"]["counts"]["top5"], abs=1e-12)
+            assert 0.0 <= point["network"] <= 1.0 and point["gain"] == pytest.approx(point["mix"] - point["counts"])
+            assert point["share"] > 0 or point["mix"] == point["counts"]  # no share: the counts themselves

@@ -204,6 +204,11 @@ def test_the_training_line_names_the_regime_each_family_records():
              "stopped_early": True, "holdout_examples": 120, "class_weights": False}
     assert gate_summary.training_line(early).startswith(
         "Training: kept step 350 of 500 (checked every 50 steps; stopped early")
+    # The text model's budget of 20,000 steps in 6 checks of 3,334: the last check comes at the budget's end.
+    budget = {**early, "best_epoch": 6, "epochs_run": 6, "steps_per_epoch": 3334, "steps": 20000,
+              "stopped_early": False}
+    assert gate_summary.training_line(budget).startswith(
+        "Training: kept step 20000 of 20000 (checked every 3334 steps; ran to the step budget")
     kept = {**early, "kernel_head": {"kept": True, "why": "auto", "centers": 480, "holdout_accuracy": 0.85,
                                      "softmax_holdout_accuracy": 0.8}}
     assert gate_summary.training_line(kept).endswith(

@@ -11,6 +11,7 @@ import tensorflow as tf
 from support.text_windows import windows
 
 from models.seq2seq import blend, count_reference, features, holdout, kneser_ney, ngram
+from pipeline.results import gate_summary
 
 V = 12
 
@@ -349,4 +350,15 @@ def test_the_paired_noise_counts_the_eval_windows_where_the_served_model_and_its
 
     tokens = trainer._Tokens(vocab, 4, 2, [])
     found = trainer._disagreements(Network(), [eval_file], tokens, count_reference.Choice(3))
+    gain, low, high = found.pop("gain"), found.pop("gain_low"), found.pop("gain_high")
     assert found == {"discordant": 3.0, "windows": 20, "scored": 20}
+    # The served model hits 3 windows of 20 the counts miss: a gain of 3/20, and the paired interval of
+    # differences 1 (3 times) and 0 (17 times): sample variance (3 * 0.85^2 + 17 * 0.15^2) / 19.
+    half = 1.96 * np.sqrt((3 * 0.85 ** 2 + 17 * 0.15 ** 2) / 19 / 20)
+    assert gain == pytest.approx(0.15) and (low, high) == pytest.approx((0.15 - half, 0.15 + half))
+    lines = gate_summary.references_lines({"references": {"kneser_ney": 0.5}, "gate_reference": "kneser_ney",
+                                           "contained": ["kneser_ney"],
+                                           "paired": {"kneser_ney": {**found, "gain": gain, "gain_low": low,
+                                                                     "gain_high": high}}}, "Top-5", 0.65)
+    assert lines[1] == ("  The served model over kneser_ney, which it contains, on 20 of the same eval windows: "
+                        "+0.1500 [95% CI -0.0106, +0.3106] (paired)")

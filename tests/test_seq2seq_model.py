@@ -147,6 +147,17 @@ def test_model_shapes():
     assert gru(inputs).shape == (5, 3, 50)
 
 
+def test_dropout_follows_the_corpus_size_unless_a_user_or_a_tuner_set_it():
+    from models.seq2seq import trainer
+
+    defaults = dict(trainer.MODEL_DEFAULTS)
+    small = trainer.corpus_dropout(defaults, set(), trainer.LARGE_CORPUS_WINDOWS - 1)
+    large = trainer.corpus_dropout(defaults, set(), trainer.LARGE_CORPUS_WINDOWS)
+    assert (small["dropout"], large["dropout"]) == (0.5, 0.2)  # as measured: docs/benchmarks.md
+    assert defaults == trainer.MODEL_DEFAULTS  # the defaults themselves are left alone
+    assert trainer.corpus_dropout({**defaults, "dropout": 0.4}, {"dropout"}, 10**6)["dropout"] == 0.4
+
+
 @pytest.fixture(scope="module")
 def trained(s2s_transform, tmp_path_factory):
     """Model trained a little on the synthetic corpus and exported: (model, history, export_dir)."""

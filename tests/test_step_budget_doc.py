@@ -23,6 +23,8 @@ from pipeline.families import get_family
 
 #: Training split sizes: the bundled digits' train split, and 200,000 images' (4:1).
 SMALL, LARGE = 1_437, 160_000
+#: Text windows: a short document's train split.
+SMALL_TEXT = 2_000
 
 
 class _Reached(Exception):
@@ -52,10 +54,11 @@ def _cnn_statement() -> dict[str, int]:
 
 
 def _seq2seq_statement() -> dict[str, int]:
-    found = _stated(r"seq2seq (\d+) \(at most: stopped early after (\d+) passes without a better held-out top-5, "
-                    r"the best pass kept\)")
-    passes, patience = (int(value) for value in found.groups())
-    return {"passes": passes, "patience": patience}
+    found = _stated(r"seq2seq (\d+) \(at most, and (\d+) steps at most: the held-out top-5 is checked that many "
+                    r"times, evenly, training stops early after (\d+) checks without a better one, and the best is "
+                    r"kept\)")
+    passes, max_steps, patience = (int(value) for value in found.groups())
+    return {"passes": passes, "max_steps": max_steps, "patience": patience}
 
 
 def _run_without_flags(family: str) -> tuple[TrainingSettings, dict]:
@@ -154,8 +157,8 @@ def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(mon
     assert settings.epochs * settings.steps_per_epoch(train_steps) >= train_steps  # fit reaches every step
 
 
-@pytest.mark.parametrize("train_windows", [2_000, 4_000_000])
-def test_the_text_model_trains_the_stated_passes_and_stops_as_stated(monkeypatch, tmp_path, train_windows):
+@pytest.mark.parametrize("train_windows", [SMALL_TEXT, 4_000_000])
+def test_the_text_model_trains_the_stated_budget_and_stops_as_stated(monkeypatch, tmp_path, train_windows):
     from models.seq2seq import trainer
 
     stated = _seq2seq_statement()
@@ -179,6 +182,12 @@ def test_the_text_model_trains_the_stated_passes_and_stops_as_stated(monkeypatch
     with pytest.raises(_Reached):
         trainer._train(fn_args, settings, {}, tokens, {}, types.SimpleNamespace(num_replicas_in_sync=1), warm,
                        "fit", "holdout", {"holdout": 100})
-    assert settings.epochs == stated["passes"] and settings.steps_per_epoch(train_steps) == per_pass  # one pass each
+    budget = trainer.step_budget(settings, train_steps)
+    assert budget == min(train_steps, stated["max_steps"])  # "and ... steps at most"
+    if train_windows == SMALL_TEXT:
+        assert budget == train_steps and settings.steps_per_epoch(budget) == per_pass  # a check after each pass
+    else:
+        assert budget == stated["max_steps"] < train_steps  # the cap, not the passes
+    assert settings.epochs * settings.steps_per_epoch(budget) >= budget  # checked that many times, evenly
     assert built["patience"] == stated["patience"] < stated["passes"]  # it can stop early
     assert built["monitor"] == "val_next_token_top5"  # "a better held-out top-5"

@@ -49,11 +49,21 @@ log = logging.getLogger(__package__)  # "models.seq2seq"
 MODEL_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 128, "units": 256, "dropout": 0.5, "cell": "lstm", "lr_schedule": "constant",
     "label_smoothing": 0.0}
+#: Dropout where neither the family settings nor a Tuner set it: ``MODEL_DEFAULTS``' on a small corpus, this from
+#: ``LARGE_CORPUS_WINDOWS`` fit windows on. A million words' network learned about twice as fast at 0.2 as at
+#: 0.5 within the step budget, where training sees each window a few times (docs/benchmarks.md, "Text at a
+#: million words"); 0.5 stays where it was measured best, the default corpus and 250,000 words.
+LARGE_CORPUS_DROPOUT = 0.2
+LARGE_CORPUS_WINDOWS = 200_000
 BASELINES_FILE = "baselines.json"
 #: Eval windows the served model and its count part are compared on at most (``_disagreements``).
 MAX_PAIRED_WINDOWS = 20_000
 #: Epochs without a better held-out top-5 before training stops (when --train-steps is not given).
 EARLY_STOP_PATIENCE = 2
+#: Steps a run trains at most when --train-steps is not given: the passes' budget grows with the corpus, and
+#: a million words' 6 passes would keep a 2-core machine training for most of an hour, where the network's
+#: gain over its counts had flattened (docs/benchmarks.md, "Text at a million words").
+MAX_STEPS = 20_000
 TRAINING_FILE = "training.json"
 
 
@@ -103,10 +113,12 @@ def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference
     """On the eval windows, how many the served model and the count model it contains (the Kneser-Ney
     reference, ``choice``) do not both hit or both miss, estimated on at most ``MAX_PAIRED_WINDOWS`` of them
     (seeded) and scaled to the split: the noise of the gate's paired comparison of the two
-    (``references.contained_demand``). Nothing is chosen on them: they size the test, the Evaluator decides."""
+    (``references.contained_demand``), and the served model's top-5 gain over the count model on the windows
+    scored, with its paired 95% interval (the summary's line). Nothing is chosen on them: they size the test
+    and report the gain; the Evaluator decides."""
     contexts, targets = kneser_ney.read_windows(eval_files, tokens.context, tokens.target)
     keep = references.subsample(len(targets), MAX_PAIRED_WINDOWS, seed=2)
-    discordant = 0.0
+    differences = [np.zeros([0])]
     for start in range(0, len(keep), 256):
         rows = keep[start:start + 256]
         chunk = tf.constant(contexts[rows].astype(np.int64))
@@ -115,9 +127,15 @@ def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference
         parts = {name: value.numpy() for name, value in ngram_parts.items()}
         counts = count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown)
         served = export.next_token_probabilities(model, chunk, ngram_parts).numpy()
-        discordant += float((count_reference.hits(served, labels)[1] != count_reference.hits(counts, labels)[1]).sum())
+        differences.append(count_reference.hits(served, labels)[1] - count_reference.hits(counts, labels)[1])
+    difference = np.concatenate(differences)
     scale = len(targets) / max(len(keep), 1)
-    return {"discordant": discordant * scale, "windows": int(len(targets)), "scored": int(len(keep))}
+    found = {"discordant": float(np.abs(difference).sum()) * scale, "windows": int(len(targets)),
+             "scored": int(len(keep))}
+    if len(difference) > 1:  # the served model's top-5 gain over the count model, with its paired 95% interval
+        gain, spread = float(difference.mean()), 1.96 * float(difference.std(ddof=1)) / math.sqrt(len(difference))
+        found.update(gain=gain, gain_low=gain - spread, gain_high=gain + spread)
+    return found
 
 
 def reference_scores(reference: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
@@ -183,6 +201,7 @@ def run_fn(fn_args: FnArgs) -> None:
         fit_file, holdout_file, split = holdout.split_files(fn_args.train_files, scratch, text_order)
         log.info("Held out %d of the train windows (blocks; %d beside them unused) to stop training and fit the "
                  "mix with the n-gram counts", split["holdout"], split["gap"])
+        hyper = corpus_dropout(hyper, {*settings.family, *tuned}, split["fit"])
         warm = WarmStarter.for_trainer(settings.warm_start, fn_args, tokens.identity(), log)
         model, trained = _train(fn_args, settings, hyper, tokens, transform_output.transformed_feature_spec(),
                                 strategy, warm, fit_file, holdout_file, split)
@@ -220,6 +239,14 @@ def run_fn(fn_args: FnArgs) -> None:
             f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def corpus_dropout(hyper: dict[str, Any], given: set[str], fit_windows: int) -> dict[str, Any]:
+    """``hyper`` with the dropout the corpus's size asks for, unless ``given`` (the keys a user or a Tuner set)
+    holds it."""
+    if "dropout" in given or fit_windows < LARGE_CORPUS_WINDOWS:
+        return hyper
+    return {**hyper, "dropout": LARGE_CORPUS_DROPOUT}
+
+
 def _settings(fn_args: FnArgs) -> tuple[TrainingSettings, dict[str, Any], dict[str, Any]]:
     """The training settings, the model's hyperparameters and the Tuner's values that overrode them."""
     settings = TrainingSettings.from_custom_config(fn_args.custom_config)
@@ -250,6 +277,11 @@ def _references(fn_args: FnArgs, tokens: _Tokens):
     return reference, counts, choice, text_order
 
 
+def step_budget(settings: TrainingSettings, train_steps: int) -> int:
+    """--train-steps exactly; else the passes' steps (TrainArgs), at most ``MAX_STEPS``."""
+    return train_steps if settings.explicit_steps else min(train_steps, MAX_STEPS)
+
+
 def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], tokens: _Tokens, spec: dict,
            strategy, warm, fit_file: str, holdout_file: str, split: dict[str, int]) -> tuple[Any, dict[str, Any]]:
     """The network trained on the fit windows; the best epoch on the held-out ones is kept (without
@@ -261,8 +293,12 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
     evaluation = teacher_forcing(make_dataset(holdout_file if split["holdout"] else fit_file, spec,
                                               features.TARGET_XF, global_batch, shuffle=False, repeat=True,
                                               **settings.input_options()))
-    steps_per_epoch = settings.steps_per_epoch(fn_args.train_steps)
-    total_steps = steps_per_epoch * settings.epochs
+    budget = step_budget(settings, fn_args.train_steps)
+    if budget < fn_args.train_steps:
+        log.info("Step budget: %d steps at most (the passes would take %d; --train-steps trains longer)", budget,
+                 fn_args.train_steps)
+    steps_per_epoch = settings.steps_per_epoch(budget)
+    total_steps = min(steps_per_epoch * settings.epochs, budget)  # what ``fit`` trains: the last epoch may be cut
 
     def build():
         with strategy.scope():
@@ -276,8 +312,8 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
     stopper = BestWeights(monitor="val_next_token_top5",
                           patience=settings.epochs if settings.explicit_steps else EARLY_STOP_PATIENCE)
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
-    history = fit(settings, model, train, evaluation, attr.evolve(fn_args, eval_steps=eval_steps), log,
-                  validate_every_epoch=True, callbacks=(stopper,))
+    history = fit(settings, model, train, evaluation, attr.evolve(fn_args, train_steps=budget, eval_steps=eval_steps),
+                  log, validate_every_epoch=True, callbacks=(stopper,))
     return model, {
         "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
         "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1, "steps_per_epoch": steps_per_epoch,

@@ -6,6 +6,7 @@ Reads what the Trainer put in the model (``assets.extra/references.json``,
 for any family that writes them, and for a run served from cache.
 """
 import json
+import math
 import os
 from typing import Any
 
@@ -54,7 +55,8 @@ def training_line(training: dict[str, Any] | None) -> str | None:
             f"{k.replace('_', ' ')} {v:.4f}" for k, v in sorted(trials.items())) + ")"
     stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
     every = training["steps_per_epoch"]
-    return (f"Training: kept step {training['best_epoch'] * every} of {training['epochs_run'] * every} "
+    last = min(training["epochs_run"] * every, training.get("steps") or math.inf)  # a step budget may cut the last
+    return (f"Training: kept step {min(training['best_epoch'] * every, last)} of {last} "
             f"(checked every {every} steps; {stop}; best on {training['holdout_examples']} "
             f"held-out train examples), {weights}{_kernel_head_clause(training.get('kernel_head'))}")
 
@@ -102,6 +104,10 @@ def references_lines(payload: dict[str, Any] | None, label: str, overall: float 
     out += [f"  {name}: {text}" for name, text in sorted((payload.get("descriptions") or {}).items())]
     out += [f"  Not fitted, left out of the gate: {name} ({why})"
             for name, why in sorted((payload.get("not_fitted") or {}).items())]
+    # A contained reference's paired comparison (models/seq2seq/trainer.py _disagreements): the gain itself.
+    out += [f"  The served model over {name}, which it contains, on {pair['scored']:,} of the same eval windows: "
+            f"{pair['gain']:+.4f} [95% CI {pair['gain_low']:+.4f}, {pair['gain_high']:+.4f}] (paired)"
+            for name, pair in sorted((payload.get("paired") or {}).items()) if pair.get("gain") is not None]
     # A perfect score that ties a perfect reference has nothing left to gain from training longer.
     if overall is not None and overall <= ordered[-1][1] and overall < references.METRIC_MAXIMUM:
         remedy = advice.diagnosis(training) or ("the training record shows no clear cause: compare "
