@@ -51,8 +51,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "label_smoothing": 0.0}
 #: Dropout where neither the family settings nor a Tuner set it: ``MODEL_DEFAULTS``' on a small corpus, this from
 #: ``LARGE_CORPUS_WINDOWS`` fit windows on. A million words' network learned about twice as fast at 0.2 as at
-#: 0.5 within the step budget, where training sees each window a few times (docs/benchmarks.md, "Text at a
-#: million words"); 0.5 stays where it was measured best, the default corpus and 250,000 words.
+#: 0.5 within the step budget, where training sees each window a few times (docs/history/benchmarks-log.md,
+#: "Text at a million words"); 0.5 stays where it was measured best (the default corpus) and on 250,000 words.
 LARGE_CORPUS_DROPOUT = 0.2
 LARGE_CORPUS_WINDOWS = 200_000
 BASELINES_FILE = "baselines.json"
@@ -60,9 +60,10 @@ BASELINES_FILE = "baselines.json"
 MAX_PAIRED_WINDOWS = 20_000
 #: Epochs without a better held-out top-5 before training stops (when --train-steps is not given).
 EARLY_STOP_PATIENCE = 2
-#: Steps a run trains at most when --train-steps is not given: the passes' budget grows with the corpus, and
-#: a million words' 6 passes would keep a 2-core machine training for most of an hour, where the network's
-#: gain over its counts had flattened (docs/benchmarks.md, "Text at a million words").
+#: Steps a run trains at most when --train-steps is not given: the passes' budget grows with the corpus (a
+#: million words' 6 passes are 33,144 steps), and this keeps such a run near 25 minutes on 2 cores with the
+#: network well above its counts; its held-out top-5 still rose at the end, so --train-steps trains longer
+#: (docs/history/benchmarks-log.md, "Text at a million words").
 MAX_STEPS = 20_000
 TRAINING_FILE = "training.json"
 
