@@ -7,6 +7,7 @@ decisions (the CNN's step schedule, its in-memory limit and streaming, the text 
 small and a large training split: a change to the behaviour that leaves the page as it was fails here, and
 so does a change to the page that the behaviour does not follow.
 """
+import dataclasses
 import math
 import re
 import types
@@ -48,7 +49,8 @@ def _stated(pattern: str) -> re.Match:
 def _cnn_statement() -> dict[str, int]:
     found = _stated(r"cnn (\d+) \(while the parsed train split fits in (\d+) GiB: a step budget of "
                     r"min\(these passes, (\d+) x sqrt\(examples it fits on\)\) steps but at least (\d+), stopped "
-                    r"early on held-out train; a larger split: exactly these passes, streamed\)")
+                    r"early on held-out train; a larger split: the same budget on all its examples, not stopped "
+                    r"early, streamed\)")
     passes, gib, per_sqrt, at_least = (int(value) for value in found.groups())
     return {"passes": passes, "memory_bytes": gib << 30, "per_sqrt": per_sqrt, "at_least": at_least}
 
@@ -128,7 +130,7 @@ def test_the_cnn_step_budget_is_the_one_the_reference_states(monkeypatch, tmp_pa
         assert plan.budget == stated["at_least"] > train_steps  # at least, even past the passes
 
 
-def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(monkeypatch, tmp_path):
+def test_the_cnn_in_memory_limit_and_the_streamed_budget_are_the_stated_ones(monkeypatch, tmp_path):
     from models.cnn import trainer
     from models.common import regime
 
@@ -142,19 +144,34 @@ def test_the_cnn_in_memory_limit_and_the_streamed_passes_are_the_stated_ones(mon
     assert trainer._load_splits(fn_args, settings, data, False) == (None, None)
     assert budgets == [stated["memory_bytes"]] * 2  # a split over it is not held: it streams
 
-    # A train split too large for memory (a million 32x32x3 images): exactly the passes, no early stopping.
+    # A train split too large for memory (a million 32x32x3 images): the same budget on all its examples, no
+    # early stopping. Its examples are the ExampleGen's train count, handed over with the data's facts.
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from models.cnn.hparams import CnnHyperparameters
+
+    hparams = CnnHyperparameters.from_family(settings.family)
     train_steps = _train_args_steps(custom_config, 800_000)
+    assert train_steps == stated["passes"] * math.ceil(800_000 / settings.batch_size)
     fitted = {}
     monkeypatch.setattr(trainer, "make_dataset", lambda *args, **kwargs: None)
     monkeypatch.setattr(trainer, "fit", lambda settings, model, train, held, fn_args, log, **kwargs: fitted.update(
         settings=settings, fn_args=fn_args, kwargs=kwargs))
-    fn_args = types.SimpleNamespace(train_steps=train_steps, train_files=["train"], eval_files=["eval"])
-    _, training = trainer._train_streaming(fn_args, settings, data, types.SimpleNamespace(num_replicas_in_sync=1),
-                                           lambda: None, False)
-    assert training["regime"] == "fixed_steps" and training["steps"] == train_steps
-    assert train_steps == stated["passes"] * math.ceil(800_000 / settings.batch_size)
-    assert fitted["fn_args"].train_steps == train_steps and not fitted["kwargs"].get("callbacks")
-    assert settings.epochs * settings.steps_per_epoch(train_steps) >= train_steps  # fit reaches every step
+    facts = {**custom_config, "data_facts": {"split_counts": {"train": 800_000, "eval": 200_000}}}
+    fn_args = FnArgs(train_steps=train_steps, train_files=["train"], eval_files=["eval"], custom_config=facts)
+    _, training = trainer._train_streaming(fn_args, settings, hparams, data,
+                                           types.SimpleNamespace(num_replicas_in_sync=1), lambda: None, False)
+    stated_budget = max(stated["at_least"], min(train_steps, math.ceil(stated["per_sqrt"] * math.sqrt(800_000))))
+    assert training["regime"] == "fixed_steps" and training["steps"] == stated_budget < train_steps
+    assert fitted["fn_args"].train_steps == stated_budget and not fitted["kwargs"].get("callbacks")
+    assert fitted["fn_args"].eval_files == ["eval"]  # the rest of the Trainer's arguments as they came
+    assert settings.epochs * settings.steps_per_epoch(stated_budget) >= stated_budget  # fit reaches every step
+    # --train-steps: exactly those, streamed or not.
+    explicit = dataclasses.replace(settings, explicit_steps=True)
+    given = FnArgs(train_steps=123, train_files=["train"], eval_files=["eval"], custom_config=facts)
+    trainer._train_streaming(given, explicit, hparams, data, types.SimpleNamespace(num_replicas_in_sync=1),
+                             lambda: None, False)
+    assert fitted["fn_args"].train_steps == 123
 
 
 @pytest.mark.parametrize("train_windows", [SMALL_TEXT, 4_000_000])

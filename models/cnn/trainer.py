@@ -6,7 +6,7 @@ reference predictors are fitted and scored (models/common/references.py) in a th
 with early stopping on a held-out part of train and class weights when they help
 (models/common/regime.py), and the export carries ``assets.extra/references.json`` (the
 gate's input) and ``assets.extra/training.json`` (the chosen epoch, the class-weight trial).
-A split too big for memory streams instead: fixed TrainArgs steps, references on a
+A split too big for memory streams instead: the same step budget, no early stopping, references on a
 bounded subsample read from the start of the files.
 
 ``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
@@ -25,12 +25,13 @@ import logging
 import os
 from typing import Any
 
+import attr
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from data.manifest import image_shape_in
+from data.manifest import facts_in, image_shape_in
 from models.cnn import base_model, evaluation, export, features, kernel_head, preprocessing
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
@@ -92,7 +93,7 @@ def run_fn(fn_args: FnArgs) -> None:
     if train is not None:
         model, training = _train_in_memory(fn_args, settings, hparams, data, base, strategy, build, train)
     else:
-        model, training = _train_streaming(fn_args, settings, data, strategy, build, base is not None)
+        model, training = _train_streaming(fn_args, settings, hparams, data, strategy, build, base is not None)
     training.update(hparams=hparams.to_dict(), learning_rate=settings.learning_rate,
                     tuned=tuned)  # tuned: {} without a search, the values above are the defaults
     if base:
@@ -176,19 +177,40 @@ def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHy
     return model, training
 
 
-def _train_streaming(fn_args: FnArgs, settings: TrainingSettings, data: _Data, strategy,
+def _train_streaming(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHyperparameters, data: _Data, strategy,
                      build, on_base_model: bool) -> tuple[Any, dict[str, Any]]:
-    """A train split too big for memory: the TrainArgs steps, streamed, no early stopping."""
-    log.info("Train split too big for memory: streaming %d fixed steps, no early stopping", fn_args.train_steps)
+    """A train split too big for memory: streamed, no early stopping, for :func:`streamed_steps`."""
     global_batch = settings.batch_size * strategy.num_replicas_in_sync
+    steps, why = streamed_steps(fn_args, settings, hparams, global_batch)
+    log.info("Train split too big for memory: streaming %d steps (%s), no early stopping", steps, why)
     model = build()
     spec, transform = data.reader(_trained_keys(on_base_model))
     train = make_dataset(fn_args.train_files, spec, features.LABEL_XF, global_batch, seed=settings.seed,
                          transform=transform, **settings.input_options())
     held = make_dataset(fn_args.eval_files, spec, features.LABEL_XF, global_batch, shuffle=False,
                         repeat=True, transform=transform, **settings.input_options())
-    fit(settings, model, train, held, fn_args, log)
-    return model, {"regime": "fixed_steps", "steps": fn_args.train_steps, "epochs_run": settings.epochs}
+    fit(settings, model, train, held, attr.evolve(fn_args, train_steps=steps), log)
+    return model, {"regime": "fixed_steps", "steps": steps, "epochs_run": settings.epochs}
+
+
+def streamed_steps(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHyperparameters,
+                   global_batch: int) -> tuple[int, str]:
+    """The steps a streamed train split trains, and why: the TrainArgs steps when --train-steps set them;
+    otherwise the in-memory regime's budget for the split's examples (``regime.schedule``: the passes, but at
+    most ``STEPS_PER_SQRT_EXAMPLE`` x sqrt(examples) and at least ``min_steps``). The square root is about
+    the data, not about where it is held: a bigger set gives more distinct examples per step, and with the
+    passes alone a million 28x28 digits trained longer than TFX's example took for its whole run
+    (docs/history/benchmarks-log.md, "A million digits beside TFX's example"). The examples are the
+    ExampleGen's train count, from the data's facts."""
+    train_examples = int((facts_in(fn_args.custom_config).get("split_counts") or {}).get("train") or 0)
+    if settings.explicit_steps:
+        return fn_args.train_steps, "--train-steps"
+    if not train_examples:
+        return fn_args.train_steps, "the passes: the data's facts hold no train count"
+    plan = regime.schedule(train_examples, global_batch, min_steps=hparams.min_steps, max_steps=fn_args.train_steps,
+                           patience_steps=hparams.patience_steps)
+    return plan.budget, (f"the step budget of {train_examples:,} train examples: min({settings.epochs} passes, "
+                         f"{regime.STEPS_PER_SQRT_EXAMPLE} x sqrt(examples)), at least {hparams.min_steps}")
 
 
 def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperparameters, num_classes: int,

@@ -140,8 +140,8 @@ FAMILY = register(ModelFamily(
                               min_accuracy_note="gated on its reference predictors",
                               epochs_note=("while the parsed train split fits in 1 GiB: a step budget of "
                                            "min(these passes, 8 x sqrt(examples it fits on)) steps but at least 1000, "
-                                           "stopped early on held-out train; a larger split: exactly these passes, "
-                                           "streamed")),
+                                           "stopped early on held-out train; a larger split: the same budget on all "
+                                           "its examples, not stopped early, streamed")),
     # The name of the accuracy in models/cnn/evaluation.py (ArgmaxAccuracy, named after the Keras metric).
     gate_metric="sparse_categorical_accuracy",
     gate_metric_label="Accuracy",
