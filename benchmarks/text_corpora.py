@@ -1,215 +1,233 @@
-"""The served text model against the bigram reference on corpora nobody here wrote.
+"""The text family with every default, on corpora nobody here wrote: one whole run each, as a user runs it.
 
-For each corpus (Debian's own prose on this machine: a license, the Python policy, the Vim
-user manual, package READMEs; from one file of ~3k words to a folder of ~100k), the
-pipeline's steps without its orchestration (benchmarks/seq2seq_quality.py: the data
-preparation's split, Transform on train, the real ``run_fn``), then the exported
-``serving_default`` scored on the held-out windows as TFMA scores them, next to the
-bigram reference computed here from the transformed windows (models/seq2seq/baselines.py)
-and the interpolated trigram of the train counts alone (models/seq2seq/ngram.py), with the
-95% Wilson interval the run summary prints (models/common/intervals.py), a 95% bootstrap
-interval of the paired difference served - bigram over the same eval windows (is the gain
-real?), and one generated continuation per corpus. Nothing is tuned on the eval windows.
+For each corpus (Debian's own prose on this machine: two single documents, a license, the Python policy, the
+Vim user manual, package READMEs; from one file of ~5k words to a folder of ~100k; and any folder given with
+``--folder``, such as ``debian_text_folder.py``'s 250,000 or 1,000,000 words), in a fresh process::
 
-    .venv/bin/python benchmarks/text_corpora.py                       # every corpus
-    .venv/bin/python benchmarks/text_corpora.py --only gpl2 --max-steps 300
+    python -m pipeline run --model seq2seq --data CORPUS --output WORK/run-NAME
 
-Results: benchmarks/README.md ("Text corpora").
+with nothing but the data given. Read back from the run's own artifacts (not from its terminal):
+
+- the served model's eval top-5, the Evaluator's, with the 95 % Wilson interval the summary prints;
+- the best count model, chosen by cross-fitting on train (the gate's Kneser-Ney reference): its eval top-5 and
+  what it is (order, counting, cache and unknown-word shares);
+- the served model over that count model on up to 20,000 of the same eval windows, paired, with its 95 %
+  interval (the Trainer's ``_disagreements``, which the gate also uses);
+- the served mix: the network's share, and the network's and the counts' own top-5 on the held-out train
+  windows the mix was fitted on;
+- blessed, and pushed;
+- the wall time of the whole run and its peak memory summed over all its processes (sampled every 0.5 s).
+
+A run that fails is reported with its exit code and its last lines, and the next corpus runs. Corpora are
+copied once into ``WORK/corpora`` and reused, so that a second stack (another Python, another root) given the
+same work folder reads the very same files. ``--read RUN`` prints one finished run's row, runs nothing.
+
+    python benchmarks/text_corpora.py                                      # the seven corpora (~20 min here)
+    python benchmarks/text_corpora.py --only gpl3 triggers
+    python benchmarks/text_corpora.py --only --folder 250k=/tmp/text250k/docs --folder 1m=/tmp/text1m/docs
+    python benchmarks/text_corpora.py --read /tmp/run                      # one finished run, no run
+
+Results: docs/benchmarks.md and docs/history/benchmarks-log.md ("Text corpora with every default").
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import gzip
-import hashlib
 import json
-import math
 import os
+import re
+import shutil
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import stackenv  # noqa: F401,E402  (before TensorFlow)
+import _common as C  # noqa: E402  (puts the project on the path)
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from seq2seq_quality import split_raw_records, transform  # noqa: E402
-
-from data.text import prepare_text_dataset  # noqa: E402
-from models.common import intervals  # noqa: E402
-from models.common.training import TrainingSettings  # noqa: E402
-from models.seq2seq import blend, features, ngram  # noqa: E402
-from models.seq2seq.baselines import ngram_baselines  # noqa: E402
-from models.seq2seq.export import generate_request  # noqa: E402
-
-MIN_WORDS = 50  # files shorter than this are left out of a corpus folder
+NAME = "text_corpora"
+PIPELINE = "seq2seq-pipeline"
+MIN_WORDS = 50  # files shorter than this are left out of a corpus folder: stubs, shorter than one window
 #: name -> (kind, glob of source files). Gzipped files are decompressed into the corpus folder.
 CORPORA = {
+    "gpl3": ("license, one file", "/usr/share/common-licenses/GPL-3"),
+    "triggers": ("specification, one file", "/usr/share/doc/dpkg/spec/triggers.txt"),
     "gpl2": ("license, one file", "/usr/share/common-licenses/GPL-2"),
     "python-policy": ("technical policy, one file", "/usr/share/doc/python3/python-policy.txt.gz"),
-    "vim-usr-01-05": ("user manual, 5 chapters", "/usr/share/vim/vim90/doc/usr_0[1-5].txt"),
+    "vim-usr-01-05": ("user manual, 5 chapters", "/usr/share/vim/vim9*/doc/usr_0[1-5].txt"),
     "doc-readmes": ("package READMEs, many short files", "/usr/share/doc/*/README*"),
-    "vim-usr-all": ("user manual, 36 chapters", "/usr/share/vim/vim90/doc/usr_*.txt"),
+    "vim-usr-all": ("user manual, all chapters", "/usr/share/vim/vim9*/doc/usr_*.txt"),
 }
+_CORPUS_LINE = re.compile(r"^Corpus: ([\d,]+) documents? read \(([^)]*) words\)", re.MULTILINE)
+
+
+def parse_args(argv=None):
+    p = C.base_parser(__doc__)
+    p.add_argument("--only", nargs="*", default=None,
+                   help=f"corpora to run, of {', '.join(CORPORA)} (default: all; --only alone: none)")
+    p.add_argument("--folder", action="append", default=[], metavar="NAME=PATH",
+                   help="a folder (or file) of your own to run too; repeat for more")
+    p.add_argument("--read", default=None, metavar="RUN", help="print a finished run's row and run nothing")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per run")
+    p.add_argument("--work-dir", default="/tmp/text-corpora")
+    return p.parse_args(argv)
 
 
 def build_corpus(name: str, pattern: str, root: Path) -> Path | None:
-    """A folder of .txt copies of ``pattern``'s files (None when none exists on this machine)."""
+    """A folder of .txt copies of ``pattern``'s files (None when none exists on this machine), built once."""
     target = root / "corpora" / name
+    if (target / ".complete").exists():
+        return target
     files = sorted(f for f in glob.glob(pattern) if os.path.isfile(f))
     if not files:
         return None
-    target.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
     for path in files:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
-        if len(text.split()) < MIN_WORDS:  # a stub README: not prose, and shorter than one window
+        if len(text.split()) < MIN_WORDS:
             continue
         stem = path.strip("/").replace("/", "_").removesuffix(".gz")
         (target / f"{stem}.txt").write_text(text, encoding="utf-8")
+    (target / ".complete").touch()
     return target
 
 
-def score_export(export_dir: str, eval_records: list[bytes], tables: ngram.NgramTables,
-                 batch: int = 512) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-window top-5 hit (0/1) of ``serving_default`` and of the bigram reference, and whether the label is
-    the OOV id (a word the train split never held), labels as TFMA reads them.
-
-    The reference's hits come from ``tables``' bigram distribution, the train counts' (it ranks
-    exactly as baselines.py; its mean is printed beside ngram_baselines' to show it).
-    """
-    model = tf.saved_model.load(export_dir)
-    serve, labels_fn = model.signatures["serving_default"], model.signatures["transform_features"]
-    hits, reference, unknown = [], [], []
-    for start in range(0, len(eval_records), batch):
-        chunk = tf.constant(eval_records[start:start + batch])
-        probabilities = serve(examples=chunk)["probabilities"].numpy()
-        transformed = labels_fn(examples=chunk)
-        labels = transformed[features.NEXT_TOKEN_XF].numpy()
-        hits.extend(blend.hits(probabilities, labels).tolist())
-        bigram = tables.probabilities(transformed[features.CONTEXT_XF])["bigram"].numpy()
-        reference.extend(blend.hits(bigram, labels).tolist())
-        unknown.extend((labels >= tables.vocab_size - features.NUM_OOV_BUCKETS).tolist())
-    return np.asarray(hits, np.float64), np.asarray(reference, np.float64), np.asarray(unknown, bool)
+def _json(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
-def trigram_top5(tables: ngram.NgramTables, eval_glob: str) -> float:
-    """Eval top-5 of the interpolated trigram of the train counts alone (``tables``)."""
-    spec = {features.CONTEXT_XF: tf.io.FixedLenFeature([32], tf.int64),
-            features.NEXT_TOKEN_XF: tf.io.FixedLenFeature([], tf.int64)}
-    found = []
-    for batch in tf.data.TFRecordDataset(tf.io.gfile.glob(eval_glob), compression_type="GZIP").batch(512):
-        parsed = tf.io.parse_example(batch, spec)
-        interpolated = tables.probabilities(parsed[features.CONTEXT_XF])["interpolated"].numpy()
-        found.append(blend.hits(interpolated, parsed[features.NEXT_TOKEN_XF].numpy()))
-    return float(np.concatenate(found).mean())
+def read_run(output: Path) -> dict[str, Any]:
+    """One finished run's figures, from its Evaluator's and Trainer's artifacts and its serving folder."""
+    from artifacts.tfma_results import slice_metrics
+    from models.common import intervals
+    from pipeline.families import get_family
+
+    tfx = output / "tfx" / PIPELINE
+    hint = f"{output} is not a finished text run"
+    evaluation = C.latest_numbered(f"{tfx}/Evaluator/evaluation/*", hint)
+    gate = _json(os.path.join(evaluation, "gate.json"))
+    metric = get_family("seq2seq").gate_metric
+    overall = next(m for m in slice_metrics(evaluation, metric) if m.slice_name == "overall")
+    extras = os.path.join(C.latest_numbered(f"{tfx}/Trainer/model/*", hint), "Format-Serving", "assets.extra")
+    training, references = _json(os.path.join(extras, "training.json")), _json(os.path.join(extras, "references.json"))
+    counts = gate["gate_reference"]
+    paired = gate.get("paired", {}).get(counts, {})
+    blend = training.get("blend") or {}
+    components = blend.get("components", {})
+    blessing = C.latest_numbered(f"{tfx}/Evaluator/blessing/*", hint)
+    return {
+        "served": overall.value, "eval_windows": int(overall.count),
+        "interval": list(intervals.wilson(overall.value, int(overall.count))),
+        "counts_name": counts, "counts": gate["references"][counts],
+        "counts_description": references.get("descriptions", {}).get(counts, ""),
+        "contained": counts in gate.get("contained", []),
+        "gain": paired.get("gain"), "gain_interval": [paired.get("gain_low"), paired.get("gain_high")],
+        "paired_windows": paired.get("scored"),
+        "mix": blend.get("weights", {}), "network_held_out": components.get("network", {}).get("top5"),
+        "counts_held_out": components.get("counts", {}).get("top5"), "held_out_windows": blend.get("held_out_windows"),
+        "steps": training.get("steps"),
+        "threshold": gate.get("threshold"), "blessed": os.path.exists(os.path.join(blessing, "BLESSED")),
+        "pushed": sorted(glob.glob(str(output / "serving" / "seq2seq" / "[0-9]*"))),
+    }
 
 
-def prompt_of(eval_records: list[bytes]) -> str:
-    """The context of the middle eval window: text the model has not trained on."""
-    from data import text_features
-    example = tf.train.Example.FromString(eval_records[len(eval_records) // 2])
-    return example.features.feature[text_features.CONTEXT].bytes_list.value[0].decode()
+def run_corpus(name: str, kind: str, data: Path, work: Path, args) -> dict[str, Any]:
+    output = work / f"run-{name}"
+    shutil.rmtree(output, ignore_errors=True)
+    cmd = [C.PYTHON, "-m", "pipeline", "run", "--model", "seq2seq", "--data", str(data), "--output", str(output)]
+    C.log(f"{name}: {C.shell_command(cmd)}")
+    with C.PeakChildrenRss(interval=0.5) as memory:
+        out = C.run_timed(cmd, timeout=args.timeout, log_path=work / f"run-{name}.log")
+    row = {"corpus": name, "kind": kind, "data": str(data), "returncode": out["returncode"],
+           "wall_s": round(out["wall_s"], 1), "peak_rss_gib": round(memory.peak_gib, 2)}
+    corpus = _CORPUS_LINE.search(out["stdout"])
+    if corpus:
+        row["documents"], row["words"] = int(corpus.group(1).replace(",", "")), corpus.group(2)
+    if out["returncode"] == 0:
+        row.update(read_run(output))
+    else:
+        row["tail"] = (out["stdout"] + out["stderr"]).strip().splitlines()[-12:]
+    C.log(f"{name}: " + describe(row))
+    return row
 
 
-def repeated_trigrams(text: str) -> int:
-    words = text.split()
-    grams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
-    return len(grams) - len(set(grams))
+def describe(row: dict[str, Any]) -> str:
+    """One line a reader compares across corpora."""
+    if row.get("returncode", 0) != 0:
+        return f"exit {row['returncode']}: " + " / ".join(row.get("tail", [])[-3:])
+    low, high = row["interval"]
+    line = (f"served {row['served']:.4f} [{low:.4f}, {high:.4f}] on {row['eval_windows']:,} eval windows; "
+            f"{row['counts_name']} {row['counts']:.4f}")
+    if row["gain"] is not None:
+        line += (f"; paired gain {row['gain']:+.4f} [{row['gain_interval'][0]:+.4f}, {row['gain_interval'][1]:+.4f}] "
+                 f"on {row['paired_windows']:,}")
+    line += f"; network share {row['mix'].get('network', 0.0):.2f}"
+    line += f"; {'blessed' if row['blessed'] else 'NOT blessed'}, {'pushed' if row['pushed'] else 'not pushed'}"
+    return line
 
 
-def bootstrap(values: np.ndarray, draws: int = 1000, seed: int = 0) -> tuple[float, float]:
-    rng = np.random.RandomState(seed)
-    means = values[rng.randint(0, len(values), size=(draws, len(values)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+def _number(value: float | None, fmt: str = "{:.4f}") -> str:
+    return "" if value is None else fmt.format(value)
 
 
-def run_corpus(name: str, folder: Path, args, root: Path) -> dict:
-    from tfx.components.trainer.fn_args_utils import FnArgs
-
-    from models.seq2seq.trainer import run_fn
-
-    manifest = prepare_text_dataset(str(folder), root / "data", 16, 4, 2)
-    config = {"vocab_size": 4000, "context_tokens": 32, "target_tokens": 8}
-    key = hashlib.sha256(json.dumps([manifest.fingerprint, config]).encode()).hexdigest()[:12]
-    splits = split_raw_records(manifest)
-    data = transform(splits, config, root / f"transformed-{name}-{key}")
-    train_glob, eval_glob = str(data / "train" / "*"), str(data / "eval" / "*")
-    reference = ngram_baselines(train_glob, eval_glob)
-    n_train = len(splits["train"])
-    steps = min(args.max_steps, args.epochs * math.ceil(n_train / 64))
-    settings = TrainingSettings(batch_size=64, learning_rate=3e-3, epochs=args.epochs, seed=42)
-    run_dir = root / f"run-{name}-{time.strftime('%H%M%S')}"
-    fn_args = FnArgs(train_files=[train_glob], eval_files=[eval_glob], train_steps=steps,
-                     eval_steps=1, transform_output=str(data / "transform"),
-                     transform_graph_path=str(data / "transform"), serving_model_dir=str(run_dir / "serving"),
-                     model_run_dir=str(run_dir / "logs"), custom_config=settings.to_custom_config())
-    started = time.monotonic()
-    run_fn(fn_args)
-    seconds = time.monotonic() - started
-    import tensorflow_transform as tft
-
-    vocab_size = (tft.TFTransformOutput(str(data / "transform")).vocabulary_size_by_name(features.VOCABULARY)
-                  + features.NUM_OOV_BUCKETS)
-    tables = ngram.NgramTables(ngram.fit_tables(ngram.read_events(train_glob, config["context_tokens"]), vocab_size))
-    hits, reference_hits, unknown = score_export(fn_args.serving_model_dir, splits["eval"], tables)
-    trigram = trigram_top5(tables, eval_glob)
-    with open(run_dir / "serving" / "assets.extra" / "training.json") as handle:
-        training = json.load(handle)
-    model = tf.saved_model.load(fn_args.serving_model_dir)
-    generated = model.signatures["generate"](**generate_request(
-        [prompt_of(splits["eval"])], max_new_tokens=24))["continuations"].numpy()[0].decode()
-    net = training["blend"].get("components", {}).get("network", {}).get("top5")
-    return {"corpus": name, "words": manifest.extra["num_words"], "documents": manifest.extra["num_documents"],
-            "train": n_train, "eval": len(splits["eval"]), "bigram": reference["bigram_top5"],
-            "served": float(hits.mean()), "interval": intervals.wilson(float(hits.mean()), len(hits)),
-            "bigram_from_export": float(reference_hits.mean()), "trigram": trigram,
-            "gain": float((hits - reference_hits).mean()), "gain_interval": bootstrap(hits - reference_hits),
-            "oov_labels": float(unknown.mean()), "served_known": float(hits[~unknown].mean()),
-            "bigram_known": float(reference_hits[~unknown].mean()), "network_holdout": net,
-            "weights": training["blend"]["weights"], "best_epoch": training["best_epoch"],
-            "epochs_run": training["epochs_run"], "steps": steps, "seconds": seconds, "sample": generated,
-            "repeated_trigrams": repeated_trigrams(generated)}
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--work-dir", default="/tmp/text-corpora")
-    p.add_argument("--only", nargs="*", default=None)
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--max-steps", type=int, default=3000, help="training steps at most per corpus (CPU time)")
-    args = p.parse_args(argv)
-    root = Path(args.work_dir)
-    rows = []
-    for name, (kind, pattern) in CORPORA.items():
-        if args.only and name not in args.only:
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    table = []
+    for r in rows:
+        if r["returncode"] != 0:
+            table.append((r["corpus"], r.get("words", ""), f"exit {r['returncode']}", "", "", "", "", "",
+                          r["wall_s"], r["peak_rss_gib"]))
             continue
-        folder = build_corpus(name, pattern, root)
+        gain = "" if r["gain"] is None else (f"{r['gain']:+.4f} [{r['gain_interval'][0]:+.4f}, "
+                                             f"{r['gain_interval'][1]:+.4f}]")
+        table.append((r["corpus"], r.get("words", ""), f"{r['served']:.4f} [{r['interval'][0]:.4f}, "
+                      f"{r['interval'][1]:.4f}] n={r['eval_windows']:,}", f"{r['counts']:.4f}", gain,
+                      f"{r['mix'].get('network', 0.0):.2f}",
+                      f"{_number(r['network_held_out'])} / {_number(r['counts_held_out'])}",
+                      ("pushed" if r["pushed"] else "blessed, not pushed") if r["blessed"] else "NOT blessed",
+                      r["wall_s"], r["peak_rss_gib"]))
+    C.print_table(["corpus", "words", "served top-5 [95% CI]", "best count model", "served - counts [95% CI, paired]",
+                   "network share", "held out: network / counts", "gate", "wall s", "peak GiB"], table,
+                  title="The text family with every default, one whole run per corpus")
+    for r in rows:
+        if r["returncode"] == 0:
+            print(f"{r['corpus']}: {r['counts_name']} is {r['counts_description']}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.read:
+        row = {"corpus": os.path.basename(args.read.rstrip("/")), "returncode": 0, **read_run(Path(args.read))}
+        print(describe(row))
+        C.write_json(NAME, {"rows": [row]}, args, C.machine_info())
+        return 0
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    machine = C.machine_info()
+    C.print_header(NAME, machine, args.quick)
+    contention = C.Contention()
+    plan = []
+    for name, (kind, pattern) in CORPORA.items():
+        if args.only is not None and name not in args.only:
+            continue
+        folder = build_corpus(name, pattern, work)
         if folder is None:
             print(f"{name}: no {pattern} on this machine, skipped")
             continue
-        row = run_corpus(name, folder, args, root)
-        row["kind"] = kind
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    print()
-    print("| corpus | kind | words | train / eval windows | bigram top-5 | trigram top-5 | served top-5 [95% CI] "
-          "| served - bigram [95% CI, paired] | OOV labels | known words: served / bigram "
-          "| mix (models/seq2seq/blend.py COMPONENTS) | epochs (best/run) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
-    for r in rows:
-        w = r["weights"]
-        print(f"| {r['corpus']} | {r['kind']} | {r['words']:,} | {r['train']:,} / {r['eval']:,} | {r['bigram']:.3f} | "
-              f"{r['trigram']:.3f} | **{r['served']:.3f}** [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] | "
-              f"{r['gain']:+.3f} [{r['gain_interval'][0]:+.3f}, {r['gain_interval'][1]:+.3f}] | "
-              f"{r['oov_labels']:.3f} | {r['served_known']:.3f} / {r['bigram_known']:.3f} | "
-              f"{', '.join(f'{value:.2f}' for value in w.values())} | "
-              f"{r['best_epoch']}/{r['epochs_run']} |")
+        plan.append((name, kind, folder))
+    for given in args.folder:
+        name, _, path = given.partition("=")
+        if not path:
+            raise SystemExit(f"--folder {given!r}: write NAME=PATH, e.g. 1m=/tmp/text1m/docs")
+        plan.append((name, "your folder", Path(path)))
+    rows = [run_corpus(name, kind, folder, work, args) for name, kind, folder in plan]
+    print_rows(rows)
+    C.write_json(NAME, {"rows": rows}, args, machine, contention)
+    return 0 if all(r["returncode"] == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

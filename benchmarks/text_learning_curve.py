@@ -59,11 +59,9 @@ def parse_variants(text: str) -> list[dict[str, Any]]:
 
 def windows(output: str) -> dict[str, Any]:
     """The run's fit and held-out windows (as the Trainer splits them) and the counts' held-out probabilities."""
-    import tensorflow as tf
     import tensorflow_transform as tft
 
-    from models.common import references
-    from models.seq2seq import baselines, blend, count_reference, features, holdout, kneser_ney, ngram
+    from models.seq2seq import baselines, blend, count_reference, features, holdout, kneser_ney
 
     transform = f"{output}/tfx/seq2seq-pipeline/Transform"
     tft_output = tft.TFTransformOutput(_latest(f"{transform}/transform_graph/*"))
@@ -81,19 +79,11 @@ def windows(output: str) -> dict[str, Any]:
     fit, held = label == holdout.FIT, label == holdout.HOLDOUT
     stream, _, events = kneser_ney.rebuild_with_owners(contexts[fit], targets[fit],
                                                        starts=None if starts is None else starts[fit])
-    counts = count_reference.fit_chosen(stream, events, vocab, fitted.choice)[0].served()
-    keep = references.subsample(int(held.sum()), blend.MAX_FIT_WINDOWS, seed=0)
-    seen = count_reference.seen_ids(stream, vocab)
-    held_contexts = ngram.unseen_as_oov(contexts[held][keep].astype(np.int64), seen)
-    held_labels = ngram.unseen_as_oov(targets[held][keep, 0].astype(np.int64), seen)
-    mixed = []
-    for start in range(0, len(held_contexts), 256):
-        parts = {name: value.numpy()
-                 for name, value in counts.probabilities(tf.constant(held_contexts[start:start + 256])).items()}
-        mixed.append(count_reference.mixed(parts, parts["kneser_ney"], fitted.choice.cache, fitted.choice.unknown))
+    held_out = count_reference.held_out_counts(stream, events, vocab, fitted.choice, contexts[held], targets[held],
+                                               blend.MAX_FIT_WINDOWS)
     return {"vocab": vocab, "context": context, "target": target, "fit_contexts": contexts[fit],
-            "fit_targets": targets[fit], "held_contexts": held_contexts, "held_labels": held_labels,
-            "held_counts": np.concatenate(mixed), "shares": fitted.choice.shares(),
+            "fit_targets": targets[fit], "held_contexts": held_out.contexts, "held_labels": held_out.labels,
+            "held_counts": held_out.counts, "shares": fitted.choice.shares(),
             "description": fitted.scores.get("description", "")}
 
 

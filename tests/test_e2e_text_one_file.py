@@ -199,3 +199,48 @@ def test_learning_curve_benchmark_reproduces_the_trainers_held_out_windows_and_c
             assert point["counts"] == pytest.approx(recorded["components"]["counts"]["top5"], abs=1e-12)
             assert 0.0 <= point["network"] <= 1.0 and point["gain"] == pytest.approx(point["mix"] - point["counts"])
             assert point["share"] > 0 or point["mix"] == point["counts"]  # no share: the counts themselves
+
+
+def test_corpora_benchmark_reads_back_what_the_run_summary_printed(one_file_run, tmp_path):
+    """benchmarks/text_corpora.py --read on this run: what it reads from the run's artifacts (the Evaluator's
+    metrics and gate, the Trainer's mix, the blessing, the serving folder) is what the run's terminal said."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    config, run = one_file_run
+    script = PROJECT_ROOT / "benchmarks" / "text_corpora.py"
+    out = tmp_path / "corpora.json"
+    result = subprocess.run([sys.executable, str(script), "--read", config.output_dir, "--json-out", str(out)],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    low, high = row["interval"]
+    assert (f"Top-5 next-word accuracy (overall): {row['served']:.4f} [95% CI {low:.4f}-{high:.4f}] "
+            f"on {row['eval_windows']} eval examples") in run.stdout
+    assert row["counts_name"] == "kneser_ney" and row["contained"]
+    references = next(line for line in run.stdout.splitlines() if line.startswith("Reference predictors"))
+    assert f"kneser_ney {row['counts']:.4f} [95% CI" in references
+    assert f"  kneser_ney: {row['counts_description']}\n" in run.stdout
+    paired = [line for line in run.stdout.splitlines() if line.endswith("(paired)")]
+    if row["gain"] is None:   # no network share: the served model is its counts, nothing to pair
+        assert row["mix"]["network"] == 0.0 and not paired, paired
+    else:
+        gain_low, gain_high = row["gain_interval"]
+        assert paired == [f"  The served model over kneser_ney, which it contains, on {row['paired_windows']:,} of the "
+                          f"same eval windows: {row['gain']:+.4f} [95% CI {gain_low:+.4f}, {gain_high:+.4f}] (paired)"]
+    training = next(line for line in run.stdout.splitlines() if line.startswith("Training: "))
+    if "served mix" in training:
+        assert f"network {row['mix']['network']:.2f}" in training, training
+    else:   # the line leaves out a mix without the network
+        assert row["mix"].get("network", 0.0) == 0.0, row["mix"]
+    assert row["blessed"] and "Blessed: yes" in run.stdout
+    assert [f"Pushed: {path}" for path in row["pushed"]] == [line for line in run.stdout.splitlines()
+                                                             if line.startswith("Pushed: ")]
+    # The corpus line the benchmark reads from a run it starts: one document.
+    spec = importlib.util.spec_from_file_location("text_corpora", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module._CORPUS_LINE.search(run.stdout).group(1) == "1"

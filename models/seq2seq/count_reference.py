@@ -345,6 +345,38 @@ def fit_chosen(stream: np.ndarray, events: np.ndarray | None, vocab_size: int,
     return CountModel(every), dataclasses.replace(choice, order=int(every["order"]))
 
 
+class HeldOut(NamedTuple):
+    """Held-out windows as a count model of the fit text sees them (:func:`held_out_counts`)."""
+    contexts: np.ndarray   # [n, C] int64, a token the fit text never held as the OOV id
+    labels: np.ndarray     # [n] int64, the same
+    counts: np.ndarray     # [n, V] the count mix's probabilities
+
+
+def held_out_counts(stream: np.ndarray, events: np.ndarray | None, vocab_size: int, choice: Choice,
+                    contexts: np.ndarray, targets: np.ndarray, limit: int) -> HeldOut:
+    """``choice``'s count model fitted on the fit text ``stream`` alone, and at most ``limit`` of the held-out
+    windows ``contexts``/``targets`` (seeded) as it sees them: the network's share of the served mix is chosen
+    on these (models/seq2seq/blend.py), and benchmarks/text_learning_curve.py scores a network on the very same.
+
+    The held-out windows reach the counts as the eval split reaches the served model: a token the fit text
+    never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never held is out of
+    the vocabulary at eval time. A fit text too small for any count model gives no windows."""
+    try:
+        counts = fit_chosen(stream, events, vocab_size, choice)[0].served()
+    except kneser_ney.NotFitted:
+        targets = targets[:0]
+    keep = references.subsample(len(targets), limit, seed=0)
+    seen = seen_ids(stream, vocab_size)
+    held = ngram.unseen_as_oov(contexts[keep].astype(np.int64), seen)
+    labels = ngram.unseen_as_oov(targets[keep, 0].astype(np.int64), seen)
+    probabilities = [np.zeros([0, vocab_size], np.float32)]
+    for start in range(0, len(held), 256):
+        chunk = tf.constant(held[start:start + 256])
+        parts = {name: value.numpy() for name, value in counts.probabilities(chunk).items()}
+        probabilities.append(mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown))
+    return HeldOut(held, labels, np.concatenate(probabilities))
+
+
 def eval_hits(counts: ngram.ServedCounts, choice: Choice, contexts: np.ndarray, labels: np.ndarray,
               batch: int = 1024) -> dict[str, np.ndarray]:
     """Per window of ``contexts``/``labels``: ``top1``, ``top5`` of the chosen mix and ``alone_top5`` of its

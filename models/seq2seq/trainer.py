@@ -35,7 +35,7 @@ from models.common.multi_worker import export_dir
 from models.common.search_space import values_of
 from models.common.training import TrainingSettings, fit
 from models.common.warm_start import WarmStarter, write_record
-from models.seq2seq import baselines, blend, count_reference, export, features, holdout, kneser_ney, ngram
+from models.seq2seq import baselines, blend, count_reference, export, features, holdout, kneser_ney
 from models.seq2seq.evaluation import GATE_METRIC
 from models.seq2seq.hparams import LEARNING_RATE
 from models.seq2seq.memory import check_count_memory
@@ -81,33 +81,20 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
                choice: count_reference.Choice | None) -> tuple[dict[str, float], dict]:
     """The mix of network and counts (models/seq2seq/blend.py): the counts are the reference's model
     (``choice``: its order and shares, cross-fitted on train), here fitted on the fit windows' text only, as
-    the network's training: the held-out windows are new to both; the network's share is chosen on them.
-
-    The held-out windows reach the counts as the eval split reaches the served model: a token the fit text
-    never held becomes the OOV id (``ngram.unseen_as_oov``), as a word the train split never held is out of
-    the vocabulary at eval time.
-    """
+    the network's training: the held-out windows are new to both; the network's share is chosen on them
+    (``count_reference.held_out_counts``)."""
     if choice is None:
         return dict(blend.FALLBACK), {"note": "no Kneser-Ney model: the network alone"}
     held_contexts, held_targets = kneser_ney.read_windows(holdout_file, context_tokens, target_tokens)
     contexts, targets, starts = kneser_ney.read_windows_and_starts(fit_file, context_tokens, target_tokens)
     stream, _, events = kneser_ney.rebuild_with_owners(contexts, targets, starts=starts)
     del contexts, targets, starts
-    try:
-        counts = count_reference.fit_chosen(stream, events, vocab_size, choice)[0].served()
-    except kneser_ney.NotFitted:
-        held_targets = held_targets[:0]
-    keep = references.subsample(len(held_targets), blend.MAX_FIT_WINDOWS, seed=0)
-    seen = count_reference.seen_ids(stream, vocab_size)
-    held = ngram.unseen_as_oov(held_contexts[keep].astype(np.int64), seen)
-    labels = ngram.unseen_as_oov(held_targets[keep, 0].astype(np.int64), seen)
-    network, mixed = [np.zeros([0, vocab_size], np.float32)], [np.zeros([0, vocab_size], np.float32)]
-    for start in range(0, len(held), 256):
-        chunk = tf.constant(held[start:start + 256])
-        network.append(tf.nn.softmax(model.next_token_logits(chunk)).numpy())
-        parts = {name: value.numpy() for name, value in counts.probabilities(chunk).items()}
-        mixed.append(count_reference.mixed(parts, parts["kneser_ney"], choice.cache, choice.unknown))
-    return blend.fit_network_share(np.concatenate(network), np.concatenate(mixed), labels, choice.shares())
+    held = count_reference.held_out_counts(stream, events, vocab_size, choice, held_contexts, held_targets,
+                                           blend.MAX_FIT_WINDOWS)
+    network = [np.zeros([0, vocab_size], np.float32)]
+    for start in range(0, len(held.contexts), 256):
+        network.append(tf.nn.softmax(model.next_token_logits(tf.constant(held.contexts[start:start + 256]))).numpy())
+    return blend.fit_network_share(np.concatenate(network), held.counts, held.labels, choice.shares())
 
 
 def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference.Choice) -> dict[str, float]:
