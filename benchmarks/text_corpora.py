@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import glob
 import gzip
-import json
 import os
 import re
 import shutil
@@ -95,25 +94,25 @@ def build_corpus(name: str, pattern: str, root: Path) -> Path | None:
     return target
 
 
-def _json(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def read_run(output: Path) -> dict[str, Any]:
-    """One finished run's figures, from its Evaluator's and Trainer's artifacts and its serving folder."""
+    """One finished run's figures, from its Evaluator's and Trainer's artifacts and its serving folder, read as
+    the run summary reads them (``reference_gate.read_gate``, ``gate_summary.read_model_extras``)."""
     from artifacts.tfma_results import slice_metrics
+    from components.reference_gate import read_gate
     from models.common import intervals
     from pipeline.families import get_family
+    from pipeline.results.gate_summary import read_model_extras
 
     tfx = output / "tfx" / PIPELINE
     hint = f"{output} is not a finished text run"
     evaluation = C.latest_numbered(f"{tfx}/Evaluator/evaluation/*", hint)
-    gate = _json(os.path.join(evaluation, "gate.json"))
+    gate = read_gate(evaluation)
+    if gate is None:
+        raise SystemExit(f"no gate.json in {evaluation}: {hint} of this version")
     metric = get_family("seq2seq").gate_metric
     overall = next(m for m in slice_metrics(evaluation, metric) if m.slice_name == "overall")
-    extras = os.path.join(C.latest_numbered(f"{tfx}/Trainer/model/*", hint), "Format-Serving", "assets.extra")
-    training, references = _json(os.path.join(extras, "training.json")), _json(os.path.join(extras, "references.json"))
+    extras = read_model_extras(C.latest_numbered(f"{tfx}/Trainer/model/*", hint))
+    training, references = extras.get("training", {}), extras.get("references", {})
     counts = gate["gate_reference"]
     paired = gate.get("paired", {}).get(counts, {})
     blend = training.get("blend") or {}
@@ -155,16 +154,26 @@ def run_corpus(name: str, kind: str, data: Path, work: Path, args) -> dict[str, 
     return row
 
 
+def _served(row: dict[str, Any]) -> str:
+    low, high = row["interval"]
+    return f"{row['served']:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def _gain(row: dict[str, Any]) -> str:
+    """The paired gain over the count model with its interval ("" when the served model is the count model)."""
+    if row["gain"] is None:
+        return ""
+    low, high = row["gain_interval"]
+    return f"{row['gain']:+.4f} [{low:+.4f}, {high:+.4f}]"
+
+
 def describe(row: dict[str, Any]) -> str:
     """One line a reader compares across corpora."""
     if row.get("returncode", 0) != 0:
         return f"exit {row['returncode']}: " + " / ".join(row.get("tail", [])[-3:])
-    low, high = row["interval"]
-    line = (f"served {row['served']:.4f} [{low:.4f}, {high:.4f}] on {row['eval_windows']:,} eval windows; "
-            f"{row['counts_name']} {row['counts']:.4f}")
+    line = f"served {_served(row)} on {row['eval_windows']:,} eval windows; {row['counts_name']} {row['counts']:.4f}"
     if row["gain"] is not None:
-        line += (f"; paired gain {row['gain']:+.4f} [{row['gain_interval'][0]:+.4f}, {row['gain_interval'][1]:+.4f}] "
-                 f"on {row['paired_windows']:,}")
+        line += f"; paired gain {_gain(row)} on {row['paired_windows']:,}"
     line += f"; network share {row['mix'].get('network', 0.0):.2f}"
     line += f"; {'blessed' if row['blessed'] else 'NOT blessed'}, {'pushed' if row['pushed'] else 'not pushed'}"
     return line
@@ -181,10 +190,8 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
             table.append((r["corpus"], r.get("words", ""), f"exit {r['returncode']}", "", "", "", "", "",
                           r["wall_s"], r["peak_rss_gib"]))
             continue
-        gain = "" if r["gain"] is None else (f"{r['gain']:+.4f} [{r['gain_interval'][0]:+.4f}, "
-                                             f"{r['gain_interval'][1]:+.4f}]")
-        table.append((r["corpus"], r.get("words", ""), f"{r['served']:.4f} [{r['interval'][0]:.4f}, "
-                      f"{r['interval'][1]:.4f}] n={r['eval_windows']:,}", f"{r['counts']:.4f}", gain,
+        table.append((r["corpus"], r.get("words", ""), f"{_served(r)} n={r['eval_windows']:,}", f"{r['counts']:.4f}",
+                      _gain(r),
                       f"{r['mix'].get('network', 0.0):.2f}",
                       f"{_number(r['network_held_out'])} / {_number(r['counts_held_out'])}",
                       ("pushed" if r["pushed"] else "blessed, not pushed") if r["blessed"] else "NOT blessed",

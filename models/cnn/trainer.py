@@ -202,9 +202,9 @@ def streamed_steps(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHype
     passes alone a million 28x28 digits trained longer than TFX's example took for its whole run
     (docs/history/benchmarks-log.md, "A million digits beside TFX's example"). The examples are the
     ExampleGen's train count, from the data's facts."""
-    train_examples = int((facts_in(fn_args.custom_config).get("split_counts") or {}).get("train") or 0)
     if settings.explicit_steps:
         return fn_args.train_steps, "--train-steps"
+    train_examples = int((facts_in(fn_args.custom_config).get("split_counts") or {}).get("train") or 0)
     if not train_examples:
         return fn_args.train_steps, "the passes: the data's facts hold no train count"
     plan = regime.schedule(train_examples, global_batch, min_steps=hparams.min_steps, max_steps=fn_args.train_steps,
