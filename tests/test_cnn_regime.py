@@ -207,18 +207,21 @@ def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatc
     # nothing in memory across workers.
     from types import SimpleNamespace
 
-    from models.cnn import trainer
+    from models.cnn import byte_pixels, trainer
     from models.common.training import TrainingSettings
 
     calls = []
     monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: calls.append(
         (files, set(spec), budget, set(transform))))
     raw = {features.IMAGE: tf.io.FixedLenFeature([4], tf.int64), features.LABEL: tf.io.FixedLenFeature([], tf.string)}
-    data = SimpleNamespace(reader=lambda keys: (raw, keys))  # the keys stand for the function to them
+    # The keys stand for the function to them; a split over the budget transformed is tried as byte pixels.
+    data = SimpleNamespace(reader=lambda keys: (raw, keys),
+                           byte_reader=lambda: (raw, (byte_pixels.PIXELS, features.LABEL_XF)))
     fn_args = SimpleNamespace(train_files=["train"], eval_files=["eval"])
     trainer._load_splits(fn_args, TrainingSettings(), data, on_base_model=False)
-    assert calls == [(files, {features.IMAGE, features.LABEL}, regime.IN_MEMORY_BYTES,
-                      {features.IMAGE_XF, features.LABEL_XF}) for files in (["train"], ["eval"])]
+    assert calls == [(files, {features.IMAGE, features.LABEL}, regime.IN_MEMORY_BYTES, keys)
+                     for files in (["train"], ["eval"])
+                     for keys in ({features.IMAGE_XF, features.LABEL_XF}, {byte_pixels.PIXELS, features.LABEL_XF})]
     calls.clear()
     trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), data, on_base_model=True)
     assert calls[0][3] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0

@@ -47,10 +47,10 @@ def _stated(pattern: str) -> re.Match:
 
 
 def _cnn_statement() -> dict[str, int]:
-    found = _stated(r"cnn (\d+) \(while the parsed train split fits in (\d+) GiB: a step budget of "
-                    r"min\(these passes, (\d+) x sqrt\(examples it fits on\)\) steps but at least (\d+), stopped "
-                    r"early on held-out train; a larger split: the same budget on all its examples, not stopped "
-                    r"early, streamed\)")
+    found = _stated(r"cnn (\d+) \(while the train split fits in (\d+) GiB, transformed or as one byte a pixel: a "
+                    r"step budget of min\(these passes, (\d+) x sqrt\(examples it fits on\)\) steps but at least "
+                    r"(\d+), stopped early on held-out train; a larger split: the same budget on all its examples, "
+                    r"not stopped early, streamed\)")
     passes, gib, per_sqrt, at_least = (int(value) for value in found.groups())
     return {"passes": passes, "memory_bytes": gib << 30, "per_sqrt": per_sqrt, "at_least": at_least}
 
@@ -140,9 +140,10 @@ def test_the_cnn_in_memory_limit_and_the_streamed_budget_are_the_stated_ones(mon
     budgets = []
     monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: budgets.append(budget))
     fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"])
-    data = types.SimpleNamespace(reader=lambda keys: ({}, None))  # what is parsed and how: tests/test_raw_examples.py
+    # What is parsed and how: tests/test_raw_examples.py and, as byte pixels, tests/test_byte_pixels.py.
+    data = types.SimpleNamespace(reader=lambda keys: ({}, None), byte_reader=lambda: ({}, None))
     assert trainer._load_splits(fn_args, settings, data, False) == (None, None)
-    assert budgets == [stated["memory_bytes"]] * 2  # a split over it is not held: it streams
+    assert budgets == [stated["memory_bytes"]] * 4  # a split over it even as bytes is not held: it streams
 
     # A train split too large for memory (a million 32x32x3 images): the same budget on all its examples, no
     # early stopping. Its examples are the ExampleGen's train count, handed over with the data's facts.

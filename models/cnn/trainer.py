@@ -1,13 +1,14 @@
 """TFX Trainer entry point for the CNN family (``run_fn`` is referenced by dotted path).
 
 ExampleGen's splits are read into memory through the transform graph (Transform only analyses:
-models/common/raw_examples.py; ``inputs.load_split``; they are small), then:
+models/common/raw_examples.py; ``inputs.load_split``), or as their raw pixels, one byte each, transformed
+batch by batch, where the transformed pixels would exceed the in-memory budget (models/cnn/byte_pixels.py), then:
 reference predictors are fitted and scored (models/common/references.py) in a thread while the CNN trains
 with early stopping on a held-out part of train and class weights when they help
 (models/common/regime.py), and the export carries ``assets.extra/references.json`` (the
 gate's input) and ``assets.extra/training.json`` (the chosen epoch, the class-weight trial).
-A split too big for memory streams instead: the same step budget, no early stopping, references on a
-bounded subsample read from the start of the files.
+A split too big for memory even as bytes streams instead: the same step budget, no early stopping,
+references on a bounded subsample read from the start of the files.
 
 ``TrainingSettings.base_model`` (``--base-model``): a new head on a pretrained feature
 extractor (models/cnn/base_model.py) instead of a CNN from scratch, optionally fine-tuned.
@@ -32,7 +33,7 @@ import tensorflow_transform as tft
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from data.manifest import facts_in, image_shape_in
-from models.cnn import base_model, evaluation, export, features, kernel_head, preprocessing
+from models.cnn import base_model, byte_pixels, evaluation, export, features, kernel_head, preprocessing
 from models.cnn import model as cnn_model
 from models.cnn.hparams import LEARNING_RATE, CnnHyperparameters, with_tuned
 from models.cnn.hparams import describe as describe_hparams
@@ -66,6 +67,14 @@ class _Data:
     def reader(self, keys: tuple[str, ...]):
         """The raw spec to parse of ExampleGen's examples and the function to the transformed ``keys``."""
         return raw_examples.reader(self.transform_output, features.RAW_INPUTS, keys)
+
+    def byte_reader(self):
+        """As ``reader``, to the raw pixels as bytes and the transformed label (models/cnn/byte_pixels.py)."""
+        return byte_pixels.reader(self.transform_output)
+
+    def inputs_of_bytes(self, keys: tuple[str, ...]):
+        """Byte pixels -> the transformed ``keys`` (models/cnn/byte_pixels.py)."""
+        return byte_pixels.to_inputs(self.transform_output, keys)
 
     def identity(self, base_model: str) -> dict[str, Any]:
         """What the weights are tied to: a later --warm-start reuses them only if all of it matches."""
@@ -110,13 +119,26 @@ def run_fn(fn_args: FnArgs) -> None:
 
 def _load_splits(fn_args: FnArgs, settings: TrainingSettings, data: _Data, on_base_model: bool):
     """The train and eval splits as arrays of the features this Trainer reads (the network's input, the
-    references' standardised pixels, the label), or None for a split over the regime's in-memory size
-    (models/common/regime.py); never in memory across workers (``TrainingSettings.input_options``)."""
+    references' standardised pixels, the label); a split whose transformed pixels exceed the regime's
+    in-memory size (models/common/regime.py) as its raw pixels in bytes and the label
+    (models/cnn/byte_pixels.py), or None over that size even so; never in memory across workers
+    (``TrainingSettings.input_options``)."""
     spec, transform = data.reader(_trained_keys(on_base_model))
     budget = settings.input_options()["memory_budget_bytes"]
     budget = regime.IN_MEMORY_BYTES if budget is None else budget
-    return (load_split(fn_args.train_files, spec, budget, transform),
-            load_split(fn_args.eval_files, spec, budget, transform))
+
+    def load(files, name: str):
+        split = load_split(files, spec, budget, transform)
+        if split is None and budget > 0:
+            byte_spec, to_bytes = data.byte_reader()
+            split = load_split(files, byte_spec, budget, to_bytes)
+            if split is not None:
+                log.info("%s split held as raw pixels (%.0f MB): transformed they exceed the in-memory budget "
+                         "(%d MiB), so each batch is transformed as it is drawn", name.capitalize(),
+                         byte_pixels.megabytes(split), budget >> 20)
+        return split
+
+    return load(fn_args.train_files, "train"), load(fn_args.eval_files, "eval")
 
 
 def _trained_keys(on_base_model: bool) -> tuple[str, ...]:
@@ -155,8 +177,11 @@ def _train_in_memory(fn_args: FnArgs, settings: TrainingSettings, hparams: CnnHy
     """Early stopping on held-out train (models/common/regime.py), fine-tuning a base model if asked, then a
     kernel head where it helps; the model and what training.json records of it."""
     input_key = features.IMAGE_UNIT_XF if base else features.IMAGE_XF
+    held_as_bytes = byte_pixels.holds_bytes(train)
     fit_on_train = functools.partial(
-        regime.fit_with_holdout, x={input_key: train[input_key]}, y=train[features.LABEL_XF],
+        regime.fit_with_holdout, y=train[features.LABEL_XF],
+        x={byte_pixels.PIXELS: train[byte_pixels.PIXELS]} if held_as_bytes else {input_key: train[input_key]},
+        transform=data.inputs_of_bytes((input_key,)) if held_as_bytes else None,
         batch_size=settings.batch_size * strategy.num_replicas_in_sync,
         min_steps=0 if settings.explicit_steps else hparams.min_steps, max_steps=fn_args.train_steps,
         patience_steps=hparams.patience_steps, holdout_fraction=hparams.holdout_fraction,
@@ -217,7 +242,12 @@ def _with_kernel_head(model, report, train, input_key: str, hparams: CnnHyperpar
                       seed: int, on_base_model: bool):
     """The trained CNN with a kernel head on its features where it helps (models/cnn/kernel_head.py),
     decided on the same held-out part of train that stopped the training. On a base model the
-    input is [0, 1] pixels, standardised for the head as Transform does for a CNN from scratch."""
+    input is [0, 1] pixels, standardised for the head as Transform does for a CNN from scratch.
+    Not on a split held as bytes: the head reads every train example's transformed pixels at once,
+    which is what did not fit."""
+    if byte_pixels.holds_bytes(train):
+        return model, kernel_head.KernelHeadReport(
+            kept=False, why="train held as raw pixels: its transformed pixels exceed the in-memory budget")
     labels = np.asarray(train[features.LABEL_XF]).reshape(-1)
     fit_idx, held_idx = regime.stopping_holdout(labels, hparams.holdout_fraction, seed)
     return kernel_head.fit_and_select(
@@ -242,10 +272,19 @@ def _references(fn_args: FnArgs, data: _Data, train, evaluation_split, seed: int
                 break
         return {features.IMAGE_XF: np.concatenate(xs), features.LABEL_XF: np.concatenate(ys)}
 
-    train = train if train is not None else head(fn_args.train_files)
+    def sample(split, limit: int, sample_seed: int):
+        """Of a split held as bytes, the examples ``classifier_references`` reads, transformed (it then
+        takes them all: the same indices)."""
+        if not byte_pixels.holds_bytes(split):
+            return split
+        indices = references.subsample(len(split[features.LABEL_XF]), limit, sample_seed)
+        return byte_pixels.rows(split, indices, data.inputs_of_bytes((features.IMAGE_XF,)))
+
+    train = sample(train, references.MAX_TRAIN_EXAMPLES, seed) if train is not None else head(fn_args.train_files)
     whole = evaluation_split is not None
     evaluation_split = evaluation_split if whole else head(fn_args.eval_files)
     count = len(np.asarray(evaluation_split[features.LABEL_XF]).reshape(-1))
+    evaluation_split = sample(evaluation_split, references.MAX_EVAL_EXAMPLES, seed + 1)
     scored = {"eval_examples": references.eval_examples_scored(count)}
     if whole:
         scored["eval_split_examples"] = count

@@ -126,7 +126,7 @@ def _load_in_memory(patterns: list[str], feature_spec, budget: int, parallel: bo
         return None  # the streaming path raises its usual "no files matched" error
     compressed = sum(tf.io.gfile.stat(f).length for f in files)
     if compressed > budget:  # parsed tensors are rarely smaller than the GZIP files
-        log.info("Input: %d bytes of files > in-memory budget %d; streaming", compressed, budget)
+        log.info("Input: %d bytes of files > in-memory budget %d: not held in memory", compressed, budget)
         return None
     spec = dict(feature_spec)
 
@@ -174,8 +174,8 @@ def _load_in_memory(patterns: list[str], feature_spec, budget: int, parallel: bo
                 key, parsed = ordinal, item
             size += sum(_num_elements(value.shape) * value.dtype.size for value in parsed.values())
             if size > budget:
-                log.info("Input: parsed examples exceed the in-memory budget (%d bytes); "
-                         "streaming", budget)
+                log.info("Input: parsed examples exceed the in-memory budget (%d bytes): not held in memory",
+                         budget)
                 return None
             parsed_blocks.append((key, parsed))
         if not parsed_blocks:

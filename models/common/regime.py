@@ -3,8 +3,9 @@
 Every decision of the in-memory regime is made here, in :func:`schedule` and :func:`fit_with_holdout`:
 
 - **In memory or streamed.** The train split is held in memory as arrays when its parsed inputs fit
-  ``IN_MEMORY_BYTES`` (the CNN Trainer loads only the features it reads); above that it streams the
-  TrainArgs steps without early stopping (models/cnn/trainer.py).
+  ``IN_MEMORY_BYTES`` (the CNN Trainer loads only the features it reads, and its raw pixels as bytes when
+  their transformed floats do not fit: models/cnn/byte_pixels.py); above that it streams the step budget
+  without early stopping (models/cnn/trainer.py).
 - **Held-out part.** A stratified part of TRAIN (never the eval split, which the Evaluator gates on),
   ``holdout_fraction`` of it but at most ``MAX_HOLDOUT_EXAMPLES``, decides when to stop: the best
   check's weights are kept (``callbacks.BestWeights``). Past a few thousand examples a larger part
@@ -146,9 +147,10 @@ def is_imbalanced(labels: np.ndarray) -> bool:
     return len(counts) > 1 and counts.max() / counts.min() > IMBALANCE_RATIO
 
 
-def _dataset(x: dict[str, tf.Tensor], y: tf.Tensor, indices: np.ndarray, batch_size: int, shuffle: bool, seed: int):
+def _dataset(x: dict[str, tf.Tensor], y: tf.Tensor, indices: np.ndarray, batch_size: int, shuffle: bool, seed: int,
+             transform: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]] | None = None):
     """The examples at ``indices``: shuffled batches forever (the fit part) or each once (the held-out part),
-    not autotuned.
+    not autotuned; ``transform`` maps each gathered batch of ``x`` to the model's inputs.
 
     The indices are shuffled and batched, and each batch gathered from the whole split: the batches a
     dataset of the examples themselves would give (a shuffle's order depends only on its seed and the
@@ -167,7 +169,11 @@ def _dataset(x: dict[str, tf.Tensor], y: tf.Tensor, indices: np.ndarray, batch_s
         data = data.batch(batch_size, drop_remainder=len(indices) >= batch_size)
     else:
         data = data.batch(batch_size)
-    data = data.map(lambda batch: ({key: tf.gather(value, batch) for key, value in x.items()}, tf.gather(y, batch)))
+    def gather(batch):
+        inputs = {key: tf.gather(value, batch) for key, value in x.items()}
+        return (transform(inputs) if transform else inputs), tf.gather(y, batch)
+
+    data = data.map(gather)
     if shuffle:
         data = data.prefetch(2)
     options = tf.data.Options()
@@ -179,11 +185,14 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
                      *, batch_size: int, min_steps: int, max_steps: int, patience_steps: int,
                      holdout_fraction: float, class_weights: str = "auto", num_classes: int,
                      seed: int = 0, callbacks: list | None = None, scale_budget: bool = True,
-                     log: Callable[[str], None] | None = None) -> tuple[tf.keras.Model, FitReport]:
+                     log: Callable[[str], None] | None = None,
+                     transform: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]] | None = None,
+                     ) -> tuple[tf.keras.Model, FitReport]:
     """Train models from ``build_model`` on ``x``/``y`` and return the best one with its report.
 
     ``max_steps``: the TrainArgs steps; ``scale_budget=False`` (``--train-steps``) trains up to exactly
-    that many, else :func:`schedule` may cap them."""
+    that many, else :func:`schedule` may cap them. ``transform``: ``x`` holds what the model's inputs are
+    computed from, batch by batch (models/cnn/byte_pixels.py), not the inputs themselves."""
     # As TrainingSettings.fit: without it the first fit transpiles tf_keras and takes most of
     # a small Trainer's time (models/common/autograph.py, benchmarks/README.md).
     convert_tf_keras(False)
@@ -208,11 +217,11 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     for weighted in modes:
         model = build_model()
         stopper: BestWeights | None = BestWeights(patience=plan.patience, min_epochs=plan.min_epochs)
-        validation = (_dataset(x_all, y_all, held_idx, max(batch_size, CHECK_BATCH), False, seed)
+        validation = (_dataset(x_all, y_all, held_idx, max(batch_size, CHECK_BATCH), False, seed, transform)
                       if len(held_idx) else None)
         if validation is None:
             stopper = None
-        history = model.fit(_dataset(x_all, y_all, fit_idx, batch_size, True, seed), epochs=epochs,
+        history = model.fit(_dataset(x_all, y_all, fit_idx, batch_size, True, seed, transform), epochs=epochs,
                   steps_per_epoch=steps_per_epoch, validation_data=validation,
                   class_weight=balanced_class_weights(y_fit, num_classes) if weighted else None,
                   callbacks=[c for c in [stopper, steps, *(callbacks or [])] if c is not None], verbose=0)

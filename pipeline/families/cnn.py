@@ -138,8 +138,9 @@ FAMILY = register(ModelFamily(
     # The step budget follows the data (models/common/regime.py schedule, models/cnn/trainer.py): --epochs bounds it.
     defaults=TrainingDefaults(epochs=15, batch_size=64, learning_rate=1e-3, min_accuracy=0.0,
                               min_accuracy_note="gated on its reference predictors",
-                              epochs_note=("while the parsed train split fits in 1 GiB: a step budget of "
-                                           "min(these passes, 8 x sqrt(examples it fits on)) steps but at least 1000, "
+                              epochs_note=("while the train split fits in 1 GiB, transformed or as one byte a "
+                                           "pixel: a step budget of min(these passes, 8 x sqrt(examples it fits on)) "
+                                           "steps but at least 1000, "
                                            "stopped early on held-out train; a larger split: the same budget on all "
                                            "its examples, not stopped early, streamed")),
     # The name of the accuracy in models/cnn/evaluation.py (ArgmaxAccuracy, named after the Keras metric).
