@@ -69,7 +69,7 @@ def test_regime_batches_of_bytes_are_the_batches_of_the_transformed_split(even_s
                                    rtol=0, atol=1e-6)
 
 
-def _run(files, output, tmp_path, name):
+def _run(files, output, tmp_path, name, facts=DIGIT_FACTS):
     from tfx.components.trainer.fn_args_utils import FnArgs
 
     from models.cnn import trainer
@@ -81,7 +81,7 @@ def _run(files, output, tmp_path, name):
                           transform_graph_path=output._transform_output_dir,  # noqa: SLF001
                           serving_model_dir=str(serving), model_run_dir=str(tmp_path / f"{name}-run"),
                           train_steps=15 * 10, eval_steps=2,
-                          custom_config={**settings.to_custom_config(), **DIGIT_FACTS}))
+                          custom_config={**settings.to_custom_config(), **facts}))
     assets = serving / "assets.extra"
     return (json.loads((assets / "training.json").read_text()), json.loads((assets / "references.json").read_text()))
 
@@ -89,16 +89,22 @@ def _run(files, output, tmp_path, name):
 def test_a_split_over_the_budget_as_floats_trains_in_memory_as_bytes(even_splits, tmp_path, monkeypatch, caplog):
     """The real run_fn, once with the regime's budget and once with a budget that holds both splits only as
     bytes: the same regime (early stopping, not the streamed fixed steps), the same training, the same
-    reference scores (the same examples, transformed), and no kernel head, which needs every pixel at once."""
+    reference scores (the same examples, transformed), and no kernel head, which needs every pixel at once.
+    With the ExampleGen's counts in the data's facts, as a pipeline run hands them over, no transformed load
+    is begun and abandoned first."""
     output, _, files = even_splits
     floats, held_bytes = _sizes(output)
     transformed_training, transformed_references = _run(files, output, tmp_path, "floats")
 
     monkeypatch.setattr(regime, "IN_MEMORY_BYTES", (floats + held_bytes) // 2)
-    with caplog.at_level(logging.INFO, logger="models.cnn.trainer"):
-        training, written = _run(files, output, tmp_path, "bytes")
+    facts = {"data_facts": {**DIGIT_FACTS["data_facts"], "split_counts": {"train": 150, "eval": 150}}}
+    with caplog.at_level(logging.INFO):
+        training, written = _run(files, output, tmp_path, "bytes", facts)
     held_lines = [r.getMessage() for r in caplog.records if "held as raw pixels" in r.getMessage()]
     assert [line.split()[0] for line in held_lines] == ["Train", "Eval"], held_lines
+    assert "as the train split" in held_lines[1]
+    assert not [r for r in caplog.records if "exceed the in-memory budget (" in r.getMessage()
+                and r.name == "models.common.inputs"]  # no transformed load abandoned at the budget
 
     assert training["regime"] == transformed_training["regime"] == "early_stopping"
     for key in ("best_epoch", "epochs_run", "steps_per_epoch", "holdout_examples", "step_budget"):

@@ -215,16 +215,32 @@ def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatc
         (files, set(spec), budget, set(transform))))
     raw = {features.IMAGE: tf.io.FixedLenFeature([4], tf.int64), features.LABEL: tf.io.FixedLenFeature([], tf.string)}
     # The keys stand for the function to them; a split over the budget transformed is tried as byte pixels.
-    data = SimpleNamespace(reader=lambda keys: (raw, keys),
+    data = SimpleNamespace(reader=lambda keys: (raw, keys), image_shape=[2, 2, 1],
                            byte_reader=lambda: (raw, (byte_pixels.PIXELS, features.LABEL_XF)))
-    fn_args = SimpleNamespace(train_files=["train"], eval_files=["eval"])
+    fn_args = SimpleNamespace(train_files=["train"], eval_files=["eval"], custom_config={})
+    transformed, as_bytes = {features.IMAGE_XF, features.LABEL_XF}, {byte_pixels.PIXELS, features.LABEL_XF}
     trainer._load_splits(fn_args, TrainingSettings(), data, on_base_model=False)
     assert calls == [(files, {features.IMAGE, features.LABEL}, regime.IN_MEMORY_BYTES, keys)
-                     for files in (["train"], ["eval"])
-                     for keys in ({features.IMAGE_XF, features.LABEL_XF}, {byte_pixels.PIXELS, features.LABEL_XF})]
+                     for files in (["train"], ["eval"]) for keys in (transformed, as_bytes)]
     calls.clear()
     trainer._load_splits(fn_args, TrainingSettings(strategy="multi_worker"), data, on_base_model=True)
     assert calls[0][3] == {features.IMAGE_XF, features.IMAGE_UNIT_XF, features.LABEL_XF} and calls[0][2] == 0
+
+    # Where the ExampleGen's counts say the transformed pixels (4 floats and an int64 label an example here)
+    # exceed the budget, no transformed load is begun; and a train split held as bytes holds its eval split so.
+    def load(files, spec, budget, transform):
+        calls.append((files, set(transform)))
+        return {byte_pixels.PIXELS: np.zeros((1, 4), np.uint8)} if byte_pixels.PIXELS in transform else None
+
+    monkeypatch.setattr(trainer, "load_split", load)
+    over = regime.IN_MEMORY_BYTES // (4 * 4 + 8) + 1
+    for counts, expected in [({"train": over, "eval": 10}, [(["train"], as_bytes), (["eval"], as_bytes)]),
+                             ({"train": over - 1, "eval": over}, [(["train"], transformed), (["train"], as_bytes),
+                                                                  (["eval"], as_bytes)])]:
+        calls.clear()
+        fn_args.custom_config = {"data_facts": {"split_counts": counts}}
+        trainer._load_splits(fn_args, TrainingSettings(), data, on_base_model=False)
+        assert calls == expected, counts
 
 
 def test_runs_of_steps_train_the_same_steps_and_count_each(tmp_path, monkeypatch):

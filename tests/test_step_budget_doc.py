@@ -139,9 +139,10 @@ def test_the_cnn_in_memory_limit_and_the_streamed_budget_are_the_stated_ones(mon
     assert regime.IN_MEMORY_BYTES == stated["memory_bytes"]
     budgets = []
     monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: budgets.append(budget))
-    fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"])
+    fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"], custom_config=custom_config)
     # What is parsed and how: tests/test_raw_examples.py and, as byte pixels, tests/test_byte_pixels.py.
-    data = types.SimpleNamespace(reader=lambda keys: ({}, None), byte_reader=lambda: ({}, None))
+    data = types.SimpleNamespace(reader=lambda keys: ({}, None), byte_reader=lambda: ({}, None),
+                                 image_shape=[32, 32, 3])
     assert trainer._load_splits(fn_args, settings, data, False) == (None, None)
     assert budgets == [stated["memory_bytes"]] * 4  # a split over it even as bytes is not held: it streams
 

@@ -121,24 +121,34 @@ def _load_splits(fn_args: FnArgs, settings: TrainingSettings, data: _Data, on_ba
     """The train and eval splits as arrays of the features this Trainer reads (the network's input, the
     references' standardised pixels, the label); a split whose transformed pixels exceed the regime's
     in-memory size (models/common/regime.py) as its raw pixels in bytes and the label
-    (models/cnn/byte_pixels.py), or None over that size even so; never in memory across workers
-    (``TrainingSettings.input_options``)."""
-    spec, transform = data.reader(_trained_keys(on_base_model))
+    (models/cnn/byte_pixels.py), and the eval split so too when the train split is; or None over that size
+    even so; never in memory across workers (``TrainingSettings.input_options``).
+
+    Where the ExampleGen's counts (the data's facts) already say the transformed pixels exceed the budget,
+    the split is read as bytes straight away: a load abandoned at the budget had held that much, and the
+    process kept it (docs/history/benchmarks-log.md, "Raw pixels in memory")."""
+    keys = _trained_keys(on_base_model)
+    spec, transform = data.reader(keys)
     budget = settings.input_options()["memory_budget_bytes"]
     budget = regime.IN_MEMORY_BYTES if budget is None else budget
+    counts = facts_in(fn_args.custom_config).get("split_counts") or {}
+    per_example = 8 + 4 * int(np.prod(data.image_shape)) * (len(keys) - 1)  # transformed: float pixels, a label
+    over_budget = f"transformed they exceed the in-memory budget ({budget >> 20} MiB)"
 
-    def load(files, name: str):
-        split = load_split(files, spec, budget, transform)
+    def load(files, name: str, why_bytes: str):
+        if not why_bytes and budget > 0 and int(counts.get(name) or 0) * per_example > budget:
+            why_bytes = over_budget
+        split = None if why_bytes else load_split(files, spec, budget, transform)
         if split is None and budget > 0:
             byte_spec, to_bytes = data.byte_reader()
             split = load_split(files, byte_spec, budget, to_bytes)
             if split is not None:
-                log.info("%s split held as raw pixels (%.0f MB): transformed they exceed the in-memory budget "
-                         "(%d MiB), so each batch is transformed as it is drawn", name.capitalize(),
-                         byte_pixels.megabytes(split), budget >> 20)
+                log.info("%s split held as raw pixels (%.0f MB): %s; transformed batch by batch as they are read",
+                         name.capitalize(), byte_pixels.megabytes(split), why_bytes or over_budget)
         return split
 
-    return load(fn_args.train_files, "train"), load(fn_args.eval_files, "eval")
+    train = load(fn_args.train_files, "train", "")
+    return train, load(fn_args.eval_files, "eval", "as the train split" if byte_pixels.holds_bytes(train) else "")
 
 
 def _trained_keys(on_base_model: bool) -> tuple[str, ...]:
