@@ -66,4 +66,4 @@ def rows(split: dict[str, np.ndarray], indices: np.ndarray, transform: Transform
 
 
 def megabytes(split: dict[str, np.ndarray]) -> float:
-    return sum(value.nbytes for value in split.values()) / 1e6
+    return sum(np.asarray(value).nbytes for value in split.values()) / 1e6

@@ -138,10 +138,10 @@ def _load_splits(fn_args: FnArgs, settings: TrainingSettings, data: _Data, on_ba
     def load(files, name: str, why_bytes: str):
         if not why_bytes and budget > 0 and int(counts.get(name) or 0) * per_example > budget:
             why_bytes = over_budget
-        split = None if why_bytes else load_split(files, spec, budget, transform)
+        split = None if why_bytes else load_split(files, spec, budget, transform, tensors=True)
         if split is None and budget > 0:
             byte_spec, to_bytes = data.byte_reader()
-            split = load_split(files, byte_spec, budget, to_bytes)
+            split = load_split(files, byte_spec, budget, to_bytes, tensors=True)
             if split is not None:
                 log.info("%s split held as raw pixels (%.0f MB): %s; transformed batch by batch as they are read",
                          name.capitalize(), byte_pixels.megabytes(split), why_bytes or over_budget)

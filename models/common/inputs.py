@@ -279,17 +279,24 @@ def _streaming_dataset(patterns: list[str], feature_spec, label_key: str, batch_
 def load_split(file_patterns: str | Sequence[str],
                feature_spec: Mapping[str, tf.io.FixedLenFeature],
                memory_budget_bytes: int | None = None,
-               transform: Transform | None = None) -> dict[str, np.ndarray] | None:
+               transform: Transform | None = None, *,
+               tensors: bool = False) -> dict[str, np.ndarray] | dict[str, tf.Tensor] | None:
     """Every example of a split as numpy arrays (sorted file order), or None when it is not
     held in memory (over the budget, variable-length features, not eager): for trainers
     that need the whole split at once (a held-out part of train, reference predictors).
     ``transform`` as in :func:`make_dataset`.
 
     The arrays are read-only views of the loaded tensors: ``Tensor.numpy()`` copies, and a copy of
-    160,000 digits' pixels took a second here (docs/history/benchmarks-log.md, "Two files a split")."""
+    160,000 digits' pixels took a second here (docs/history/benchmarks-log.md, "Two files a split").
+    ``tensors=True`` returns the tensors themselves, for a caller that hands them to TensorFlow again:
+    ``tf.convert_to_tensor`` copies a numpy array, even such a view (``np.asarray`` of a tensor does not), and
+    at 800,000 digits that copy was most of a Trainer's memory (docs/history/benchmarks-log.md, "Raw pixels in
+    memory")."""
     budget = IN_MEMORY_BUDGET_BYTES if memory_budget_bytes is None else memory_budget_bytes
     if budget <= 0 or not tf.executing_eagerly() or not _all_fixed_len(feature_spec):
         return None
     patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
     data = _load_in_memory(patterns, feature_spec, budget, parallel=True, transform=transform)
-    return None if data is None else {key: np.asarray(value) for key, value in data.items()}
+    if data is None or tensors:
+        return data
+    return {key: np.asarray(value) for key, value in data.items()}

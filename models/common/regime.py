@@ -201,7 +201,7 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     if len(held_idx) == 0:  # too few examples to hold any out: train the step budget
         fit_idx = np.arange(len(y))
     y_fit = y[fit_idx]
-    # The whole split once as tensors (a read-only array from inputs.load_split is not copied); each
+    # The whole split once as tensors (those of inputs.load_split(tensors=True) are not copied; an array is); each
     # dataset gathers its part batch by batch.
     x_all, y_all = {k: tf.convert_to_tensor(v) for k, v in x.items()}, tf.convert_to_tensor(y)
     plan = schedule(len(fit_idx), batch_size, min_steps=min_steps, max_steps=max_steps,
