@@ -173,6 +173,10 @@ def test_a_loaded_split_is_not_copied_out_of_its_tensors(tmp_path):
     assert loaded is not None and loaded["pixels"].shape == (50, 4)
     assert not loaded["pixels"].flags.writeable and not loaded["pixels"].flags.owndata
     np.testing.assert_array_equal(loaded["pixels"][:, 0], np.arange(50, dtype=np.float32))
+    # And back: tf.convert_to_tensor copies a numpy array, even this view; asked for, the tensors themselves.
+    held = load_split(str(tmp_path / "*.gz"), spec, tensors=True)
+    assert held is not None and all(tf.convert_to_tensor(value) is value for value in held.values())
+    np.testing.assert_array_equal(np.asarray(held["pixels"]), loaded["pixels"])
 
 
 def test_step_budget_grows_sublinearly_with_the_data():
@@ -211,8 +215,9 @@ def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatc
     from models.common.training import TrainingSettings
 
     calls = []
-    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: calls.append(
-        (files, set(spec), budget, set(transform))))
+    # The Trainer takes the loaded tensors themselves: tf.convert_to_tensor copies a numpy array, even a view.
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform, tensors: calls.append(
+        (files, set(spec), budget, set(transform))) if tensors else pytest.fail("numpy arrays asked for"))
     raw = {features.IMAGE: tf.io.FixedLenFeature([4], tf.int64), features.LABEL: tf.io.FixedLenFeature([], tf.string)}
     # The keys stand for the function to them; a split over the budget transformed is tried as byte pixels.
     data = SimpleNamespace(reader=lambda keys: (raw, keys), image_shape=[2, 2, 1],
@@ -228,7 +233,7 @@ def test_the_trainer_holds_only_what_it_reads_under_the_regime_budget(monkeypatc
 
     # Where the ExampleGen's counts say the transformed pixels (4 floats and an int64 label an example here)
     # exceed the budget, no transformed load is begun; and a train split held as bytes holds its eval split so.
-    def load(files, spec, budget, transform):
+    def load(files, spec, budget, transform, tensors):
         calls.append((files, set(transform)))
         return {byte_pixels.PIXELS: np.zeros((1, 4), np.uint8)} if byte_pixels.PIXELS in transform else None
 

@@ -138,7 +138,7 @@ def test_the_cnn_in_memory_limit_and_the_streamed_budget_are_the_stated_ones(mon
     settings, custom_config = _run_without_flags("cnn")
     assert regime.IN_MEMORY_BYTES == stated["memory_bytes"]
     budgets = []
-    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform: budgets.append(budget))
+    monkeypatch.setattr(trainer, "load_split", lambda files, spec, budget, transform, tensors: budgets.append(budget))
     fn_args = types.SimpleNamespace(train_files=["train"], eval_files=["eval"], custom_config=custom_config)
     # What is parsed and how: tests/test_raw_examples.py and, as byte pixels, tests/test_byte_pixels.py.
     data = types.SimpleNamespace(reader=lambda keys: ({}, None), byte_reader=lambda: ({}, None),
