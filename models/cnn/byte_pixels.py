@@ -11,7 +11,7 @@ Each batch drawn for training is transformed through the transform graph (the on
 serving applies) as it is gathered. The graph works per pixel, so the model reads the very values a
 transformed split would have held.
 """
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +22,8 @@ from models.common.inputs import Transform
 
 #: The key of the byte pixels in a split held this way (the raw feature's name: they are the raw values).
 PIXELS = features.IMAGE
+#: A loaded split: the tensors ``inputs.load_split(tensors=True)`` hands the Trainer, or arrays.
+Split = Mapping[str, tf.Tensor | np.ndarray]
 
 
 def reader(transform_output: tft.TFTransformOutput) -> tuple[dict[str, tf.io.FixedLenFeature], Transform]:
@@ -51,12 +53,12 @@ def to_inputs(transform_output: tft.TFTransformOutput, keys: Iterable[str]) -> T
     return transform
 
 
-def holds_bytes(split: dict[str, np.ndarray] | None) -> bool:
+def holds_bytes(split: Split | None) -> bool:
     """Whether a loaded split holds byte pixels (``reader``) rather than transformed ones."""
     return split is not None and PIXELS in split
 
 
-def rows(split: dict[str, np.ndarray], indices: np.ndarray, transform: Transform) -> dict[str, np.ndarray]:
+def rows(split: Split, indices: np.ndarray, transform: Transform) -> dict[str, np.ndarray]:
     """The examples at ``indices`` with their pixels transformed and the label: for what reads a sample of
     the split at once (the reference predictors)."""
     chosen = tf.constant(indices, tf.int64)
@@ -65,5 +67,5 @@ def rows(split: dict[str, np.ndarray], indices: np.ndarray, transform: Transform
             features.LABEL_XF: np.asarray(split[features.LABEL_XF])[indices]}
 
 
-def megabytes(split: dict[str, np.ndarray]) -> float:
+def megabytes(split: Split) -> float:
     return sum(np.asarray(value).nbytes for value in split.values()) / 1e6
