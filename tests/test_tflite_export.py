@@ -75,9 +75,9 @@ def test_sample_is_seeded_and_bounded(model_and_examples):
     assert first != tflite_export.sample_examples(examples, "train", 30, seed=1)
 
 
-def test_sample_read_in_batches_is_the_reservoir_over_every_record(model_and_examples, monkeypatch):
-    """``sample_examples`` reads records in batches: the sample is still the seeded reservoir over
-    every record in file order, wherever the batches end (a batch of one is the record-by-record read)."""
+def test_sample_read_in_batches_is_the_same_sample_wherever_the_batches_end(model_and_examples, monkeypatch):
+    """``sample_examples`` decides a batch at a time: the sample is the same as read record by record (a batch
+    of one), and a limit above the split's size returns every record once, in file order."""
     _, examples = model_and_examples
     monkeypatch.setattr(tflite_export, "READ_BATCH", 1)
     one_by_one = tflite_export.sample_examples(examples, "train", 30)
@@ -85,7 +85,42 @@ def test_sample_read_in_batches_is_the_reservoir_over_every_record(model_and_exa
         monkeypatch.setattr(tflite_export, "READ_BATCH", batch)
         assert tflite_export.sample_examples(examples, "train", 30) == one_by_one
     files = tflite_export._split_files(examples, "train")
-    total = sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
-    assert total > 30 and len(one_by_one) == 30   # the reservoir replaced records: the indices mattered
-    assert tflite_export.sample_examples(examples, "train", total + 5) == [
-        r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+    every = [r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+    assert len(every) > 30 and len(one_by_one) == 30 and set(one_by_one) < set(every)
+    assert tflite_export.sample_examples(examples, "train", len(every) + 5) == every
+
+
+def test_sample_is_uniform_over_records(model_and_examples):
+    """Over many seeds every record is kept about limit / records of the time (30 of 120: a quarter), the
+    first as often as the last: a sample of the whole split, not of the records read first."""
+    _, examples = model_and_examples
+    files = tflite_export._split_files(examples, "train")
+    every = [r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+    position = {record: i for i, record in enumerate(every)}
+    kept = np.zeros(len(every))
+    seeds = 400
+    for seed in range(seeds):
+        for record in tflite_export.sample_examples(examples, "train", 30, seed=seed):
+            kept[position[record]] += 1
+    share = kept / seeds   # each ~ Binomial(400, 0.25) / 400: sd 0.022
+    assert np.all(np.abs(share - 0.25) < 0.11), share
+    assert abs(share[:60].mean() - share[60:].mean()) < 0.03
+
+
+def test_a_split_of_several_files_is_read_whole_in_file_order(tmp_path, monkeypatch):
+    """The ExampleGen writes a split as several files, read side by side: every record of each is read once,
+    the sample comes back in file order, and it does not depend on how the files' batches interleave."""
+    for part, seed in ((0, 3), (1, 4)):
+        _write_split(str(tmp_path / f"part{part}"), "train", 50 + 20 * part, seed=seed)
+        os.makedirs(tmp_path / "examples" / "Split-train", exist_ok=True)
+        os.rename(tmp_path / f"part{part}" / "Split-train" / "data_tfrecord-00000-of-00001.gz",
+                  tmp_path / "examples" / "Split-train" / f"data_tfrecord-part{part}-00000-of-00001.gz")
+    examples = str(tmp_path / "examples")
+    files = tflite_export._split_files(examples, "train")
+    every = [r for f in files for r in tf.data.TFRecordDataset([f], compression_type="GZIP").as_numpy_iterator()]
+    assert len(files) == 2 and tflite_export.sample_examples(examples, "train", 1000) == every
+    sample = tflite_export.sample_examples(examples, "train", 40)
+    for batch in (1, 16):
+        monkeypatch.setattr(tflite_export, "READ_BATCH", batch)
+        assert tflite_export.sample_examples(examples, "train", 40) == sample
+    assert len(sample) == 40 and set(sample) < set(every)
