@@ -21,7 +21,7 @@ two Beam settings stand side by side in one table.
 
     python benchmarks/bench_whole_pipeline.py --images 100000 --only images
     python benchmarks/bench_whole_pipeline.py --images 1000000 --words 10000000 \\
-        --beam-mode in_memory,multi_processing          # the issue-31 table (1-2 h on 2 cores)
+        --beam-mode in_memory,multi_processing          # both Beam modes side by side (1-2 h on 2 cores)
     python benchmarks/bench_whole_pipeline.py --quick   # 2,000 images, 50k words: a smoke run
 """
 from __future__ import annotations
