@@ -35,6 +35,13 @@ def _write_split(uri, split, count, seed):
             })).SerializeToString())
 
 
+def _every_record(examples, split="train"):
+    """A split's records, file after file (TensorFlow's own reader over the sorted files): what a sample is
+    drawn from, in the order it comes back."""
+    files = tflite_export._split_files(examples, split)
+    return [r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+
+
 @pytest.fixture(scope="module")
 def model_and_examples(tmp_path_factory):
     root = tmp_path_factory.mktemp("tflite")
@@ -84,8 +91,7 @@ def test_sample_read_in_batches_is_the_same_sample_wherever_the_batches_end(mode
     for batch in (7, 4096):
         monkeypatch.setattr(tflite_export, "READ_BATCH", batch)
         assert tflite_export.sample_examples(examples, "train", 30) == one_by_one
-    files = tflite_export._split_files(examples, "train")
-    every = [r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+    every = _every_record(examples)
     assert len(every) > 30 and len(one_by_one) == 30 and set(one_by_one) < set(every)
     assert tflite_export.sample_examples(examples, "train", len(every) + 5) == every
 
@@ -94,8 +100,7 @@ def test_sample_is_uniform_over_records(model_and_examples):
     """Over many seeds every record is kept about limit / records of the time (30 of 120: a quarter), the
     first as often as the last: a sample of the whole split, not of the records read first."""
     _, examples = model_and_examples
-    files = tflite_export._split_files(examples, "train")
-    every = [r for r in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()]
+    every = _every_record(examples)
     position = {record: i for i, record in enumerate(every)}
     kept = np.zeros(len(every))
     seeds = 400
@@ -116,9 +121,9 @@ def test_a_split_of_several_files_is_read_whole_in_file_order(tmp_path, monkeypa
         os.rename(tmp_path / f"part{part}" / "Split-train" / "data_tfrecord-00000-of-00001.gz",
                   tmp_path / "examples" / "Split-train" / f"data_tfrecord-part{part}-00000-of-00001.gz")
     examples = str(tmp_path / "examples")
-    files = tflite_export._split_files(examples, "train")
-    every = [r for f in files for r in tf.data.TFRecordDataset([f], compression_type="GZIP").as_numpy_iterator()]
-    assert len(files) == 2 and tflite_export.sample_examples(examples, "train", 1000) == every
+    every = _every_record(examples)
+    assert len(tflite_export._split_files(examples, "train")) == 2
+    assert tflite_export.sample_examples(examples, "train", 1000) == every
     sample = tflite_export.sample_examples(examples, "train", 40)
     for batch in (1, 16):
         monkeypatch.setattr(tflite_export, "READ_BATCH", batch)
