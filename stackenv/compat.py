@@ -48,6 +48,8 @@ TFMA_SIGNATURE_CALL = ("tensorflow_model_analysis utils/model_util.get_callable 
                        "ModelSignaturesDoFn._batch_reducible_process calls a signature of serialized examples with)")
 TRANSFORM_WRITE = ("tfx transform executor module global TransformProcessor (instantiated by Executor.Do) "
                    "and TransformProcessor._EncodeAndWrite / _RecordBatchToExamplesFn")
+DIRECT_RUNNER_PRISM = ("apache_beam StandardOptions.DEFAULT_RUNNER (the runner of a pipeline given none) and "
+                       "SwitchingDirectRunner._is_interactive (its run_pipeline tries PrismRunner unless it is set)")
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -272,6 +274,39 @@ def skip_tfx_sdist_for_local_beam() -> None:
 
     dependency_flags._skips_local = True  # type: ignore[attr-defined]
     dependency_utils.make_beam_dependency_flags = dependency_flags
+
+
+# --------------------------------------------------------------------------- Beam's DirectRunner and Prism
+
+def direct_runner_without_prism() -> None:
+    """Make Beam's DirectRunner, minus its attempt at Prism, the runner of every pipeline given none.
+
+    Hook DIRECT_RUNNER_PRISM: ``apache_beam.options.pipeline_options.StandardOptions.DEFAULT_RUNNER``, the
+    runner name ``beam.Pipeline`` creates when the options name none (TFX's BeamDagRunner builds its DAG
+    pipeline with no options, and the components' Beam args name none unless a user's do), and
+    ``SwitchingDirectRunner._is_interactive``, the one attribute its ``run_pipeline`` reads to decline
+    PrismRunner (Beam 2.77; Beam 2.59's DirectRunner never tries Prism and has no such attribute). Why: since
+    apache/beam#34612 (in Beam 2.77, not in 2.59) the DirectRunner first hands a batch pipeline to PrismRunner, which
+    downloads its Go binary from GitHub (``~/.apache_beam/cache/prism``) and runs the pipeline in it; only
+    when that fails (no network: every step of every run here) does it fall back to the FnApiRunner. So on
+    ``tfx-1.21`` a machine with internet fetched a binary at run time and ran each step on another runner
+    than the one tested, and one without tried to. Beam's advice (the PR) is to pin the FnApiRunner; this
+    keeps the DirectRunner's own choice of it instead (its pipeline options handed to the workers, its
+    fallback for what the FnApiRunner cannot run), on both stacks. A ``--runner`` a user passes still wins.
+    Idempotent; for the process's lifetime (the local runner, a Kubeflow step).
+    """
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    StandardOptions.DEFAULT_RUNNER = f"{__name__}.DirectRunnerWithoutPrism"
+
+
+def _direct_runner_without_prism() -> type:
+    from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
+
+    class DirectRunnerWithoutPrism(SwitchingDirectRunner):
+        _is_interactive = True  # read only where run_pipeline decides whether to try Prism
+
+    return DirectRunnerWithoutPrism
 
 
 # --------------------------------------------------------------------------- tfx_bsl batching
@@ -849,6 +884,7 @@ _LAZY_CLASSES: dict[str, Callable[[], type]] = {
     "HookedBeamDagRunner": _hooked_beam_dag_runner,
     "AnomalyHookValidatorExecutor": _anomaly_hook_validator_executor,
     "CountRecords": _count_records_dofn,
+    "DirectRunnerWithoutPrism": _direct_runner_without_prism,
 }
 
 

@@ -366,6 +366,48 @@ def test_beam_executor_with_local_args_builds_no_tfx_sdist(monkeypatch):
     assert built and "--extra_package=/tmp/tfx.tar.gz" in remote._beam_pipeline_args
 
 
+def test_pipelines_given_no_runner_keep_to_the_fnapi_runner_without_trying_prism(monkeypatch):
+    """The hook sits where ``beam.Pipeline`` reads its default runner and where the DirectRunner decides on
+    Prism. PrismRunner is replaced by what it does on a machine without internet (it raises, having found no
+    binary), recording that it was tried: Beam 2.77's DirectRunner tries it, 2.59's does not; with the hook
+    neither does, the pipeline's result is the FnApiRunner's, and a ``--runner`` a user names still wins."""
+    import stackenv
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.runners.portability import prism_runner
+    from apache_beam.runners.portability.fn_api_runner.fn_runner import RunnerResult
+
+    tried = []
+
+    def no_binary(self, pipeline, options):
+        tried.append(pipeline)
+        raise RuntimeError("Unable to fetch remote prism binary (no network)")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_binary)
+    monkeypatch.setattr(StandardOptions, "DEFAULT_RUNNER", StandardOptions.DEFAULT_RUNNER)
+
+    def run(*args: str):
+        pipeline = beam.Pipeline(options=PipelineOptions(["--direct_running_mode=in_memory", *args]))
+        _ = pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2) | beam.combiners.Count.Globally()
+        result = pipeline.run()
+        result.wait_until_finish()
+        return pipeline, result
+
+    run()
+    newer = stackenv.stack() == "tfx-1.21"
+    assert bool(tried) == newer, f"Beam's DirectRunner {'no longer tries' if newer else 'now tries'} Prism first"
+    tried.clear()
+    compat.direct_runner_without_prism()
+    compat.direct_runner_without_prism()  # idempotent
+    pipeline, result = run()
+    assert not tried, _broken(compat.DIRECT_RUNNER_PRISM, "a pipeline given no runner was handed to PrismRunner")
+    assert type(pipeline.runner).__name__ == "DirectRunnerWithoutPrism" and isinstance(result, RunnerResult), _broken(
+        compat.DIRECT_RUNNER_PRISM, f"ran on {type(pipeline.runner).__name__}, result {type(result).__name__}")
+    pipeline, _ = run("--runner=BundleBasedDirectRunner")
+    assert type(pipeline.runner).__name__ == "BundleBasedDirectRunner"
+
+
 def test_transform_write_hook_puts_our_write_in_tfx_transform_and_restores_it():
     # The hook names the module global TFX's Transform Executor.Do instantiates; inside, its TFRecord write is
     # ours (building it calls ``write``), other formats stay TFX's, and the global is restored even on an error.

@@ -34,6 +34,7 @@ import stackenv
 from stackenv.compat import (
     INVOCATION_FLAG,
     TFX_ENTRYPOINT_MODULE,
+    direct_runner_without_prism,
     drop_launcher_managed_outputs,
     exit_skipping_teardown,
     restore_artifact_types_in_argv,
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (WORKER_SITE, os.environ.get("PYTHONPATH"))))
     sys.argv = [TFX_ENTRYPOINT_MODULE, *args]
     skip_tfx_sdist_for_local_beam()  # the image has TFX: no sdist of it per Beam step
+    direct_runner_without_prism()  # no Prism binary fetched from GitHub inside the cluster
     try:
         runpy.run_module(TFX_ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
         code = 0

@@ -1,4 +1,5 @@
-"""Run the pipeline locally: TFX's BeamDagRunner, components on Beam's DirectRunner.
+"""Run the pipeline locally: TFX's BeamDagRunner, components on Beam's DirectRunner (without its attempt at
+PrismRunner, which fetches a binary from GitHub on Beam 2.77: ``compat.direct_runner_without_prism``).
 
 The only additions to TFX's runner are a progress line per component (running, done or
 cached, with its time, read from MLMD), a live line while a long one runs (counts done,
@@ -72,6 +73,7 @@ def reporting_runner() -> beam_dag_runner.BeamDagRunner:
     """TFX's BeamDagRunner with the progress lines and failure record above."""
     compat.count_records_read()  # the Beam steps' records, for the live line
     compat.skip_tfx_sdist_for_local_beam()
+    compat.direct_runner_without_prism()  # no Prism binary fetched, the steps on the runner tested
     return compat.HookedBeamDagRunner(_ReportingNodeDoFn)
 
 
