@@ -43,6 +43,45 @@ def test_min_epochs_holds_back_stopping_and_ties_prefer_lower_loss():
     assert not model.stop_training and callback.best_epoch == 1
 
 
+def _checks(callback, accuracies, losses=None):
+    """Feed ``callback`` one check per accuracy (with ``losses``, else a falling loss); the checks run."""
+    model = _tiny_model()
+    callback.set_model(model)
+    for epoch, accuracy in enumerate(accuracies):
+        loss = losses[epoch] if losses else 1.0 - 0.01 * epoch
+        callback.on_epoch_end(epoch, {"val_accuracy": accuracy, "val_loss": loss})
+        if model.stop_training:
+            break
+    return callback.epochs_run
+
+
+def test_patience_waits_only_on_gains_the_held_out_part_can_resolve():
+    # The held-out accuracies of a 200,000-digit run (4,995 held out, a check every 394 steps, patience one
+    # check, three checks before stopping): 0.9928 -> 0.9930 is one example in 4,995, under the standard error
+    # of 0.9928 there (sqrt(0.9928 * 0.0072 / 4995) = 0.0012), so it is no progress: stop after it, keeping it.
+    curve = [0.965, 0.9822, 0.9928, 0.9930, 0.9938, 0.9924]
+    sized = BestWeights(patience=1, min_epochs=3, holdout_examples=4995)
+    assert _checks(sized, curve) == 4 and sized.stopped_early and sized.best_epoch == 3
+    # Without a size every new best is progress (the rule for a monitor that is no accuracy on a count).
+    unsized = BestWeights(patience=1, min_epochs=3)
+    assert _checks(unsized, curve) == 6 and unsized.best_epoch == 4
+    # The standard error shrinks with the held-out part: a gain of 0.01 at 0.80 is progress on 5,000 examples
+    # (error 0.0057) but not on 300 (0.023); large gains are progress on either.
+    for examples, stopped in ((300, True), (5000, False)):
+        bound = BestWeights(patience=1, min_epochs=3, holdout_examples=examples)
+        assert _checks(bound, [0.60, 0.70, 0.80, 0.81, 0.95]) == (4 if stopped else 5)
+        assert bound.stopped_early == stopped and bound.best_epoch == (3 if stopped else 4)
+    rising = BestWeights(patience=1, min_epochs=3, holdout_examples=300)
+    assert _checks(rising, [0.60, 0.70, 0.80, 0.90, 0.95]) == 5 and not rising.stopped_early
+
+
+def test_a_lower_loss_alone_keeps_its_weights_but_buys_no_patience():
+    sized = BestWeights(patience=1, min_epochs=0, holdout_examples=5000)
+    assert _checks(sized, [0.9, 0.95, 0.95, 0.95], losses=[0.5, 0.3, 0.2, 0.1]) == 3 and sized.best_epoch == 2
+    unsized = BestWeights(patience=1, min_epochs=0)
+    assert _checks(unsized, [0.9, 0.95, 0.95, 0.95], losses=[0.5, 0.3, 0.2, 0.1]) == 4 and unsized.best_epoch == 3
+
+
 def test_holdout_never_takes_a_single_image_class():
     labels = np.array([0] * 10 + [1] * 10 + [2])
     fit, held = regime.holdout_split(labels, 0.2, seed=3)

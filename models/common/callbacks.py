@@ -1,5 +1,6 @@
 """Keras callbacks shared by the model families."""
 import logging
+import math
 import time
 
 from stackenv import progress
@@ -76,27 +77,46 @@ class BestWeights(tf.keras.callbacks.Callback):
     and it breaks no ties. This tracks every epoch, may stop only after ``min_epochs``, and
     restores the best weights however training ends. Best = the highest ``monitor`` (an
     accuracy), ties broken by the lower ``tie_breaker`` (a loss).
+
+    Patience counts the epochs since the last one that made progress. Without ``holdout_examples``
+    that is every new best. With it (``monitor`` an accuracy on that many held-out examples),
+    progress is a gain the held-out part can resolve: more than one standard error of the last
+    progress' accuracy on those examples. A smaller gain, or a lower loss alone, still gives the
+    kept weights, but it no longer buys another ``patience`` epochs: waiting on gains of a few
+    examples in thousands trained large sets up to half again as long, for an accuracy the same
+    within its interval (docs/history/benchmarks-log.md, "Progress the held-out part can resolve").
     """
 
     def __init__(self, monitor: str = "val_accuracy", tie_breaker: str = "val_loss",
-                 patience: int = 10, min_epochs: int = 0):
+                 patience: int = 10, min_epochs: int = 0, holdout_examples: int | None = None):
         super().__init__()
         self.monitor, self.tie_breaker = monitor, tie_breaker
         self.patience, self.min_epochs = patience, min_epochs
+        self.holdout_examples = holdout_examples
         self.best_epoch = -1
         self.best: tuple[float, float] | None = None  # (monitor, -tie_breaker) of the best epoch
         self.epochs_run = 0
         self.stopped_early = False
         self._weights = None
+        self._progress: tuple[float, int] | None = None  # (monitor, epoch) of the last progress
+
+    def _made_progress(self, value: float, epoch: int, last: float) -> bool:
+        """Whether ``epoch`` (``value``) made progress since the last progress (``last``)."""
+        if not self.holdout_examples:
+            return epoch == self.best_epoch
+        return value > last + math.sqrt(max(0.0, last * (1.0 - last)) / self.holdout_examples)
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         self.epochs_run = epoch + 1
-        score = (float(logs[self.monitor]), -float(logs.get(self.tie_breaker, 0.0)))
+        value = float(logs[self.monitor])
+        score = (value, -float(logs.get(self.tie_breaker, 0.0)))
         if self.best is None or score > self.best:
             self.best, self.best_epoch = score, epoch
             self._weights = self.model.get_weights()
-        elif epoch + 1 >= self.min_epochs and epoch - self.best_epoch >= self.patience:
+        if self._progress is None or self._made_progress(value, epoch, self._progress[0]):
+            self._progress = (value, epoch)
+        elif epoch + 1 >= self.min_epochs and epoch - self._progress[1] >= self.patience:
             self.stopped_early = True
             self.model.stop_training = True
 

@@ -21,7 +21,9 @@ Every decision of the in-memory regime is made here, in :func:`schedule` and :fu
 - **Checks.** The held-out part is checked once per pass over the data, but (with the defaults)
   at least ``MIN_CHECKS`` times in the budget, and never more often than every ``MIN_STEPS_PER_CHECK``
   steps (``FitReport.steps_per_epoch``: a Keras "epoch" is one check). Patience is counted in
-  steps, so it means the same on 500 or 50,000 examples.
+  steps, so it means the same on 500 or 50,000 examples, and from the last check that made
+  progress the held-out part can resolve (``callbacks.BestWeights``: a gain of more than a standard
+  error); the best check's weights are kept either way.
 - **Imbalanced classes**: with ``class_weights="auto"`` the model is trained both without and
   with balanced class weights, and the better on the held-out part (its accuracy, the key
   metric) is kept; ``"on"``/``"off"`` force one.
@@ -216,7 +218,8 @@ def fit_with_holdout(build_model: Callable[[], tf.keras.Model], x: dict[str, np.
     trials: dict[str, float | None] = {}
     for weighted in modes:
         model = build_model()
-        stopper: BestWeights | None = BestWeights(patience=plan.patience, min_epochs=plan.min_epochs)
+        stopper: BestWeights | None = BestWeights(patience=plan.patience, min_epochs=plan.min_epochs,
+                                                  holdout_examples=len(held_idx))
         validation = (_dataset(x_all, y_all, held_idx, max(batch_size, CHECK_BATCH), False, seed, transform)
                       if len(held_idx) else None)
         if validation is None:
