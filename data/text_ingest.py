@@ -82,6 +82,8 @@ def read(ref: DocumentRef, settings: dict, limit: int = MAX_TEXT_BYTES) -> tuple
 
 #: The progress counter of the counting pass (the runner's live line: documents read of how many).
 DOCUMENTS_READ = "documents read"
+#: The counter of the pass that makes the windows (after the counting pass: minutes on a large corpus).
+WINDOWS_MADE = "windows made"
 
 
 def count(ref: DocumentRef, settings: dict, max_text_mb: int | None = None, documents: int | None = None
@@ -139,7 +141,10 @@ def split_windows(ref: DocumentRef, settings: dict, split: text_split.CorpusSpli
     if isinstance(outcome, Skip):
         return
     document = outcome[0]
+    made = 0
     for index, example in enumerate(text._examples([document], **settings)):
         label = split.label(document.doc_id, index)
         if label is not None:
+            made += 1
             yield label, example
+    progress.count(WINDOWS_MADE, made, total=split.kept_windows)

@@ -28,6 +28,7 @@ Two methods, chosen per corpus:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
@@ -90,6 +91,12 @@ class CorpusSplit:
 
     def label(self, document: str, index: int) -> str | None:
         return self.documents[document].label(index)
+
+    @functools.cached_property
+    def kept_windows(self) -> int:
+        """Train and eval windows together: what the ExampleGen writes (its progress line's total)."""
+        counts = self.counts()
+        return counts[TRAIN] + counts[EVAL]
 
     def counts(self) -> dict[str, int]:
         total = {TRAIN: 0, EVAL: 0, "gap": 0}

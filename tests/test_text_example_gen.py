@@ -163,3 +163,24 @@ def test_uri_folder_reads_like_a_local_one(tmp_path: Path) -> None:
     corpus = runs["uri"][1]
     assert corpus["documents"] == 6 and {s["document"]: s["reason"] for s in corpus["skipped"]} == {
         "photo.png": "format", "tiny.txt": "short"}
+
+
+def test_the_windows_pass_counts_every_window_it_writes_of_the_total(tmp_path: Path, monkeypatch) -> None:
+    """The runner's live line through the pass after the count of documents: windows made, of the split's
+    train and eval windows (gap windows are dropped, so they count in neither)."""
+    from stackenv import progress
+
+    from data.text_ingest import DOCUMENTS_READ, WINDOWS_MADE
+
+    monkeypatch.setenv(progress.PROGRESS_DIR_ENV, str(tmp_path / "progress"))
+    (tmp_path / "progress").mkdir()
+    _corpus(tmp_path / "one", {"book.txt": 700})  # blocks: gap windows dropped
+    written = run_example_gen(TextExampleGenExecutor, str(tmp_path / "one" / "book.txt"), tmp_path / "new",
+                              output_config=example_gen_pb2.Output(), input_config=input_config(WHOLE_FOLDER),
+                              custom_config=settings_config(context_words=6, target_words=2, stride=2))
+    progress.flush()
+    counts, totals = progress.read(str(tmp_path / "progress"))
+    windows = len(written["train"]) + len(written["eval"])
+    assert recorded_facts(tmp_path / "new")["split"]["gap_windows_total"] > 0
+    assert counts[WINDOWS_MADE] == totals[WINDOWS_MADE] == windows, (counts, totals, windows)
+    assert counts[DOCUMENTS_READ] == totals[DOCUMENTS_READ] == 1

@@ -51,6 +51,11 @@ class StepCounter(_CountsSteps):
     def on_train_batch_end(self, batch, logs=None):
         progress.count("training steps", self._new_steps(batch), total=self._total)
 
+    def on_train_end(self, logs=None):
+        # The count is written at most once a second: without this the line kept showing the steps of the last
+        # write (485 of 500) through whatever the Trainer does next (fitting the served mix, the export).
+        progress.flush()
+
 
 class StopAtStep(_CountsSteps):
     """End training after exactly ``total`` optimizer steps: ``--train-steps`` split into ``epochs`` epochs of
