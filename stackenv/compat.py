@@ -49,7 +49,7 @@ TFMA_SIGNATURE_CALL = ("tensorflow_model_analysis utils/model_util.get_callable 
 TRANSFORM_WRITE = ("tfx transform executor module global TransformProcessor (instantiated by Executor.Do) "
                    "and TransformProcessor._EncodeAndWrite / _RecordBatchToExamplesFn")
 DIRECT_RUNNER_PRISM = ("apache_beam StandardOptions.DEFAULT_RUNNER (the runner of a pipeline given none) and "
-                       "SwitchingDirectRunner._is_interactive (its run_pipeline tries PrismRunner unless it is set)")
+                       "SwitchingDirectRunner.is_interactive() (run_pipeline tries PrismRunner unless it was called)")
 
 
 # --------------------------------------------------------------------------- AutoGraph
@@ -279,34 +279,41 @@ def skip_tfx_sdist_for_local_beam() -> None:
 # --------------------------------------------------------------------------- Beam's DirectRunner and Prism
 
 def direct_runner_without_prism() -> None:
-    """Make Beam's DirectRunner, minus its attempt at Prism, the runner of every pipeline given none.
+    """Make Beam's DirectRunner, told not to try Prism, the runner of every pipeline given none.
 
     Hook DIRECT_RUNNER_PRISM: ``apache_beam.options.pipeline_options.StandardOptions.DEFAULT_RUNNER``, the
     runner name ``beam.Pipeline`` creates when the options name none (TFX's BeamDagRunner builds its DAG
-    pipeline with no options, and the components' Beam args name none unless a user's do), and
-    ``SwitchingDirectRunner._is_interactive``, the one attribute its ``run_pipeline`` reads to decline
-    PrismRunner (Beam 2.77; Beam 2.59's DirectRunner never tries Prism and has no such attribute). Why: since
-    apache/beam#34612 (in Beam 2.77, not in 2.59) the DirectRunner first hands a batch pipeline to PrismRunner, which
-    downloads its Go binary from GitHub (``~/.apache_beam/cache/prism``) and runs the pipeline in it; only
-    when that fails (no network: every step of every run here) does it fall back to the FnApiRunner. So on
-    ``tfx-1.21`` a machine with internet fetched a binary at run time and ran each step on another runner
-    than the one tested, and one without tried to. Beam's advice (the PR) is to pin the FnApiRunner; this
-    keeps the DirectRunner's own choice of it instead (its pipeline options handed to the workers, its
-    fallback for what the FnApiRunner cannot run), on both stacks. A ``--runner`` a user passes still wins.
-    Idempotent; for the process's lifetime (the local runner, a Kubeflow step).
+    pipeline with no options, and the components' Beam args name none unless a user's do), here the dotted
+    path of :func:`new_direct_runner`. Why: since apache/beam#34612 (in Beam 2.77, not in 2.59) the
+    DirectRunner first hands a batch pipeline to PrismRunner, which downloads its Go binary from GitHub
+    (``~/.apache_beam/cache/prism``) and runs the pipeline in it; only when that fails (no network: every step
+    of every run here) does it fall back to the FnApiRunner. So on ``tfx-1.21`` a machine with internet
+    fetched a binary at run time and ran each step on another runner than the one tested, and one without
+    tried to. Beam's advice (the PR) is to pin the FnApiRunner; this keeps the DirectRunner's own choice of
+    it instead (its pipeline options handed to the workers, its fallback for what the FnApiRunner cannot
+    run), on both stacks. A ``--runner`` a user passes still wins. Idempotent; for the process's lifetime
+    (the local runner, a Kubeflow step).
     """
     from apache_beam.options.pipeline_options import StandardOptions
 
-    StandardOptions.DEFAULT_RUNNER = f"{__name__}.DirectRunnerWithoutPrism"
+    StandardOptions.DEFAULT_RUNNER = f"{__name__}.{new_direct_runner.__name__}"
 
 
-def _direct_runner_without_prism() -> type:
-    from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
+def new_direct_runner() -> Any:
+    """A DirectRunner that will not try Prism (``direct_runner_without_prism``).
 
-    class DirectRunnerWithoutPrism(SwitchingDirectRunner):
-        _is_interactive = True  # read only where run_pipeline decides whether to try Prism
+    The runner stays of Beam's own class, not a subclass: TensorFlow Transform looks its TF session settings up
+    by the exact type of ``pipeline.runner`` (``impl._DEFAULT_TENSORFLOW_CONFIG_BY_BEAM_RUNNER_TYPE``), and a
+    subclass made Transform 40 % slower on ``tfx-1.16``. Beam 2.77's ``SwitchingDirectRunner.is_interactive()``
+    sets the one flag its ``run_pipeline`` reads to decline Prism (``_is_interactive``; nothing else reads it);
+    Beam 2.59 has neither the method nor the attempt.
+    """
+    from apache_beam.runners.direct.direct_runner import DirectRunner
 
-    return DirectRunnerWithoutPrism
+    runner = DirectRunner()
+    if hasattr(runner, "is_interactive"):
+        runner.is_interactive()
+    return runner
 
 
 # --------------------------------------------------------------------------- tfx_bsl batching
@@ -884,7 +891,6 @@ _LAZY_CLASSES: dict[str, Callable[[], type]] = {
     "HookedBeamDagRunner": _hooked_beam_dag_runner,
     "AnomalyHookValidatorExecutor": _anomaly_hook_validator_executor,
     "CountRecords": _count_records_dofn,
-    "DirectRunnerWithoutPrism": _direct_runner_without_prism,
 }
 
 
