@@ -1,4 +1,4 @@
-"""The project against TFX's own "MNIST native Keras" example, on the same digits (issue 45).
+"""The project against TFX's own "MNIST native Keras" example, on the same digits.
 
 TFX ships the example in its wheel (``tfx/examples/mnist/mnist_pipeline_native_keras.py`` with
 ``mnist_utils_native_keras.py`` and ``_base``): ImportExampleGen of TFRecords holding
