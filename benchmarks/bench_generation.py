@@ -1,8 +1,9 @@
 """Is the served text model's generated text better than its count model's? Judged by a model neither saw.
 
 The gate compares next-word top-5 on eval windows; a user reads continuations. This benchmark makes the
-two agree: it continues the same prompts with the served model (network and counts mixed as served) and
-with its count part alone (the same SavedModel, the network's share set to 0 and the others scaled up),
+two agree: it continues the same prompts with the served model (network and counts mixed as ``generate``
+mixes them, for log-likelihood) and with its count part alone (the same SavedModel, the network's share
+set to 0 and the others scaled up),
 and scores every continuation under a held-out model, so that better numbers show as more plausible text.
 
 - **The data** are a finished run's own eval split (Transform's eval windows, rebuilt into the text they
@@ -92,12 +93,19 @@ def score(judge, prompt: list[int], continuation: list[int]) -> float:
 def generate(model, prompts: list[str], tokens: int, weights, mode: dict, seed: int) -> list[str]:
     from models.seq2seq.export import generate_request
 
-    model.blend_weights.assign(weights)
+    _drawn_from(model).assign(weights)
     signature = model.signatures["generate"]
     request = generate_request(prompts, signature.structured_input_signature[1], max_new_tokens=tokens,
                                seed=np.int64(seed), **{k: np.asarray(v, np.float32 if k == "temperature" else np.int32)
                                                        for k, v in mode.items()})
     return [text.decode() for text in signature(**request)["continuations"].numpy()]
+
+
+def _drawn_from(model):
+    """The mix variable ``generate`` reads: ``generate_weights`` (log-likelihood), or on an older export the served
+    ``blend_weights`` (top-5)."""
+    weights = getattr(model, "generate_weights", None)
+    return model.blend_weights if weights is None else weights
 
 
 def paired_interval(differences: np.ndarray) -> tuple[float, float, float]:
@@ -137,7 +145,7 @@ def main() -> None:
     if version is None:
         sys.exit(f"nothing pushed under {args.output}/serving/seq2seq: the run was not blessed")
     model = tf.saved_model.load(version)
-    served = model.blend_weights.numpy().copy()
+    served = _drawn_from(model).numpy().copy()
     network = blend.COMPONENTS.index("network")
     counts_only = served.copy()
     counts_only[network] = 0.0
@@ -172,7 +180,7 @@ def main() -> None:
         results["modes"][name] = {"served": float(scored["served"].mean()),
                                   "counts_alone": float(scored["counts alone"].mean()),
                                   "difference": [mean, low, high], "identical": identical}
-    model.blend_weights.assign(served)
+    _drawn_from(model).assign(served)
     C.write_json("bench_generation", results, args, machine)
 
 

@@ -266,6 +266,13 @@ def test_the_text_training_line_shows_the_served_mix():
     assert gate_summary.training_line(text).endswith(
         "-> mix 0.2800; the served model ranks as the Kneser-Ney reference itself: the network did not beat it "
         "beyond the noise of the held-out train windows, so it can tie the reference but not beat it")
+    # generate's own mix (chosen by log-likelihood) is named where it differs from the served one.
+    text["blend"]["weights"]["network"] = 0.5
+    text["blend"]["generation_weights"] = {"network": 0.3, "kneser_ney": 0.56, "cache": 0.0, "unknown": 0.14}
+    assert gate_summary.training_line(text).endswith(
+        "-> mix 0.2800; generate draws with the network at 0.30, the share of the best held-out log-likelihood")
+    text["blend"]["generation_weights"]["network"] = 0.5
+    assert gate_summary.training_line(text).endswith("-> mix 0.2800")
 
 
 @pytest.mark.parametrize("value,bound,shown", [

@@ -179,6 +179,40 @@ def test_the_network_share_is_taken_only_when_it_clearly_beats_the_reference_cou
     assert weights == {"network": 0.0, **shares}
 
 
+def test_generate_draws_from_the_share_of_the_best_log_likelihood_not_of_the_best_top5():
+    """50 tokens, 500 windows. In one window of ten the counts rank the label sixth (0.001 against five tokens
+    of 0.19) and the network gives it 0.3 (the other 49 tokens 0.7 / 49); in the rest the counts give it 0.5
+    and the network 1e-9. Top-5: the first kind are hit from a share of 0.4 (0.3 a + 0.001 (1 - a) passes
+    0.7 / 49 a + 0.19 (1 - a)), the second up to 0.9: every window from 0.4 to 0.9, and 0.4 has the best
+    log-likelihood of those. The mean log-probability 0.1 log(0.001 + 0.299 a) + 0.9 log(0.5 (1 - a)) peaks
+    where 0.0299 (1 - a) = 0.9 (0.001 + 0.299 a), at a = 0.097: 0.1 on the grid of tenths."""
+    n, vocab = 500, 50
+    labels = np.arange(n) % vocab
+    ranked_sixth = np.arange(n) % 10 == 0
+    network, counts = np.zeros((n, vocab)), np.zeros((n, vocab))
+    for row, label in enumerate(labels):
+        others = [token for token in range(vocab) if token != label]
+        if ranked_sixth[row]:
+            network[row, others], network[row, label] = 0.7 / 49, 0.3
+            counts[row, others[:5]], counts[row, others[5:]], counts[row, label] = 0.19, 0.049 / 44, 0.001
+        else:
+            network[row, others], network[row, label] = (1 - 1e-9) / 49, 1e-9
+            counts[row, others], counts[row, label] = 0.5 / 49, 0.5
+    shares = {"kneser_ney": 0.9, "cache": 0.05, "unknown": 0.05}
+    served, _ = blend.fit_network_share(network, counts, labels, shares)
+    drawn, record = blend.fit_generation_share(network, counts, labels, shares)
+    assert served["network"] == 0.4 and drawn["network"] == 0.1, (served, drawn)
+    assert drawn["kneser_ney"] == pytest.approx(0.9 * 0.9) and sum(drawn.values()) == pytest.approx(1.0)
+    expected = 0.1 * np.log(0.1 * 0.3 + 0.9 * 0.001) + 0.9 * np.log(0.1 * 1e-9 + 0.9 * 0.5)
+    assert record["log_likelihood"] == pytest.approx(expected)
+    assert record["counts_log_likelihood"] == pytest.approx(0.1 * np.log(0.001) + 0.9 * np.log(0.5))
+    # A network no likelier than the counts, or too few windows to tell, leaves the counts alone.
+    noise = np.random.RandomState(2).dirichlet(np.ones(vocab), size=n)
+    assert blend.fit_generation_share(noise, counts, labels, shares)[0]["network"] == 0.0
+    assert blend.fit_generation_share(network[:1], counts[:1], labels[:1], shares)[0]["network"] == 0.0
+    assert blend.fit_generation_share(network[:0], counts[:0], labels[:0], shares)[0] == {"network": 0.0, **shares}
+
+
 def test_the_reference_takes_the_order_and_shares_with_the_best_cross_fitted_top5():
     rng = np.random.RandomState(2)
     labels = rng.randint(3, V - 1, 400)

@@ -570,3 +570,41 @@ def test_next_token_top5_scores_only_the_first_target_token():
     padded = FirstTokenTopK(k=5)  # a padded first position does not count
     padded.update_state(labels, tf.constant(scores), sample_weight=tf.constant([[0.0, 1, 1], [1, 1, 1]]))
     assert padded.result().numpy() == pytest.approx(0.0)
+
+
+def test_generate_draws_from_its_own_mix_and_serving_default_from_the_served_one(s2s_transform, tmp_path):
+    """The Trainer gives the export two mixes of the same parts (models/seq2seq/blend.py): ``blend_weights`` (top-5,
+    what ``serving_default`` and so the gate score) and ``generate_weights`` (log-likelihood, what ``generate`` draws
+    from). Exported with the network alone served and the Kneser-Ney counts alone drawn from, the greedy first token
+    must be the one the counts rank first, at the counts' probability, where the network (untrained, nearly
+    uniform) ranks the tokens otherwise."""
+    from models.seq2seq import kneser_ney, ngram
+
+    tft_output, _, _ = s2s_transform
+    vocab, index = _ids(tft_output)
+    vocab_size = tft_output.vocabulary_size_by_name(features.VOCABULARY) + features.NUM_OOV_BUCKETS
+    stream = np.array([index[w] for w in SENTENCES * 12], np.int64)
+    tf.keras.utils.set_random_seed(3)
+    model = build_seq2seq(vocab_size, CONTEXT_TOKENS, TARGET_TOKENS, embedding_dim=8, units=8, dropout=0.0)
+    model.ngram = ngram.ServedCounts(kneser_ney.fit(stream, vocab_size, 3))
+    model.blend_weights = tf.Variable([1.0, 0.0, 0.0, 0.0], trainable=False, name="blend_weights")
+    model.generate_weights = tf.Variable([0.0, 1.0, 0.0, 0.0], trainable=False, name="generate_weights")
+    export.export_serving_model(model, tft_output, str(tmp_path / "export"))
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    prompt = "the cat sat on the"
+    example = _raw_examples([{features.CONTEXT: prompt.encode(), features.TARGET: b"mat ."}])
+    allowed = np.array([i >= len(features.RESERVED_TOKENS) and i < len(vocab) for i in range(vocab_size)])
+
+    def served_distribution():
+        return loaded.signatures["serving_default"](examples=tf.constant(example))["probabilities"].numpy()[0]
+
+    network = served_distribution()
+    out = loaded.signatures[export.GENERATE_SIGNATURE](**export.generate_request(
+        [prompt], max_new_tokens=1, top_k=1, temperature=1.0, stop_at="", repetition_penalty=1.0, no_repeat_ngram=0))
+    loaded.blend_weights.assign([0.0, 1.0, 0.0, 0.0])  # the counts alone, through the same signature
+    counts = served_distribution()
+    first = out["continuations"].numpy()[0].decode()
+    assert first == vocab[int(np.argmax(np.where(allowed, counts, -1)))]
+    assert first != vocab[int(np.argmax(np.where(allowed, network, -1)))]
+    assert out["token_probabilities"].numpy()[0, 0] == pytest.approx(counts[index[first]], rel=1e-5)
+    assert counts[index[first]] > 2 * network[index[first]]

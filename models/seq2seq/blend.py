@@ -108,6 +108,44 @@ def fit_network_share(network: np.ndarray, counts: np.ndarray, labels: np.ndarra
     return {name: float(weights.get(name, 0.0)) for name in COMPONENTS}, record
 
 
+def fit_generation_share(network: np.ndarray, counts: np.ndarray, labels: np.ndarray,
+                         count_shares: dict[str, float]) -> tuple[dict[str, float], dict]:
+    """The mix ``generate`` draws from: the network's share ``a`` with the highest mean log-probability of
+    the label on the same held-out windows (ties: the smaller share), against the same count mix; ``a``
+    stays 0 unless that beats the counts alone clearly (``clearly_likelier``). Why a second mix: the served
+    one is chosen for top-5, the gate's metric, which asks only that the next word be among five; text is
+    drawn from the whole distribution, and log-likelihood is what judges a distribution. At a million words
+    the top-5 share (0.5) gave samples no more plausible than the counts alone, the log-likelihood's (0.3)
+    clearly more (docs/history/benchmarks-log.md, "Progress the held-out part can resolve")."""
+    labels = np.asarray(labels, np.int64).reshape(-1)
+    if not len(labels):
+        return ({"network": 0.0, **{name: float(count_shares.get(name, 0.0)) for name in COMPONENTS[1:]}},
+                {"held_out_windows": 0, "note": "nothing held out: the counts alone"})
+    rows = np.arange(len(labels))
+    network_p, counts_p = network[rows, labels].astype(np.float64), counts[rows, labels].astype(np.float64)
+
+    def log_probabilities(a: float) -> np.ndarray:
+        return np.log(np.maximum(a * network_p + (1 - a) * counts_p, 1e-12))
+
+    shares = [step / GRID_STEPS for step in range(GRID_STEPS + 1)]
+    share = max(shares, key=lambda a: (float(log_probabilities(a).mean()), -a))
+    if share and not clearly_likelier(log_probabilities(share), log_probabilities(0.0)):
+        share = 0.0
+    weights = {"network": share, **{name: (1 - share) * count_shares.get(name, 0.0) for name in COMPONENTS[1:]}}
+    record = {"held_out_windows": int(len(labels)), "network": share,
+              "log_likelihood": float(log_probabilities(share).mean()),
+              "counts_log_likelihood": float(log_probabilities(0.0).mean())}
+    return {name: float(weights[name]) for name in COMPONENTS}, record
+
+
+def clearly_likelier(candidate: np.ndarray, reference: np.ndarray) -> bool:
+    """The mean of the paired per-window log-probability gains exceeds ``SIGNIFICANCE_Z`` standard errors."""
+    difference = np.asarray(candidate, np.float64) - np.asarray(reference, np.float64)
+    if len(difference) < 2:
+        return False
+    return bool(difference.mean() > SIGNIFICANCE_Z * difference.std(ddof=1) / np.sqrt(len(difference)))
+
+
 def mix(weights: tf.Tensor, network: tf.Tensor, ngram: dict[str, tf.Tensor]) -> tf.Tensor:
     """``[batch, V]`` served probabilities from the network's and the tables' (TF, for the export)."""
     mixed = weights[0] * network

@@ -14,7 +14,9 @@
   is appended to the context and the model reads the last ``context_tokens`` of it again
   (a sliding window), so generation goes on for ``max_new_tokens`` tokens unless a row
   emits a ``stop_at`` token (it is included). Pad, start, end and OOV tokens are never
-  emitted. The loop is a graph while-loop, so TF Serving runs it with no Python. Sampling
+  emitted. Each token is drawn from the network and the counts mixed by ``generate_weights`` (chosen
+  for log-likelihood, where ``serving_default``'s mix is chosen for top-5: ``blend.fit_generation_share``).
+  The loop is a graph while-loop, so TF Serving runs it with no Python. Sampling
   draws from the ``top_k`` most likely tokens, then the smallest set of them reaching
   ``top_p`` float32 (1: all k), after dividing the log-probabilities by ``temperature``;
   ``repetition_penalty`` float32 (1: off) and ``no_repeat_ngram`` int32 (0: off) keep a
@@ -117,16 +119,23 @@ def export_serving_model(model: Seq2Seq, tf_transform_output: tft.TFTransformOut
 
 
 def next_token_probabilities(model: Seq2Seq, context_ids: tf.Tensor,
-                             ngram_parts: dict[str, tf.Tensor] | None = None) -> tf.Tensor:
+                             ngram_parts: dict[str, tf.Tensor] | None = None, weights: tf.Variable | None = None
+                             ) -> tf.Tensor:
     """[batch, V] served next-token distribution: the network mixed with the n-gram counts when
     the Trainer attached them (``model.ngram``, ``model.blend_weights``: models/seq2seq/blend.py),
     else the network alone. ``ngram_parts``: ``model.ngram.probabilities(context_ids)``, when the
-    caller has them already."""
+    caller has them already; ``weights``: another mix of the same parts (``generate``'s)."""
     network = tf.nn.softmax(model.next_token_logits(context_ids))
     if getattr(model, "ngram", None) is None:
         return network
     parts = model.ngram.probabilities(context_ids) if ngram_parts is None else ngram_parts
-    return blend.mix(model.blend_weights, network, parts)
+    return blend.mix(model.blend_weights if weights is None else weights, network, parts)
+
+
+def generation_weights(model: Seq2Seq) -> tf.Variable | None:
+    """The mix ``generate`` draws from (``model.generate_weights``, chosen by log-likelihood:
+    ``blend.fit_generation_share``), or None (the served mix) on a model the Trainer gave none."""
+    return getattr(model, "generate_weights", None)
 
 
 def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence[int]):
@@ -171,7 +180,7 @@ def _generate_function(model: Seq2Seq, names: tf.Tensor, context_shape: Sequence
                 break
             # The sliding window: the model reads the last context tokens, generated ones included,
             # and predicts the first token after them (what it is trained and evaluated on).
-            probabilities = next_token_probabilities(model, window)
+            probabilities = next_token_probabilities(model, window, weights=generation_weights(model))
             log_probs = tf.math.log(probabilities + 1e-12)
             log_probs = decoding.penalise_repeats(log_probs, decoding.presence(history, vocab_size),
                                                   repetition_penalty) + bias

@@ -78,13 +78,14 @@ def model_settings(family: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context_tokens: int, target_tokens: int,
-               choice: count_reference.Choice | None) -> tuple[dict[str, float], dict]:
-    """The mix of network and counts (models/seq2seq/blend.py): the counts are the reference's model
+               choice: count_reference.Choice | None) -> tuple[dict[str, float], dict[str, float], dict]:
+    """The mixes of network and counts (models/seq2seq/blend.py): the served one (top-5) and the one
+    ``generate`` draws from (log-likelihood), and their record. The counts are the reference's model
     (``choice``: its order and shares, cross-fitted on train), here fitted on the fit windows' text only, as
-    the network's training: the held-out windows are new to both; the network's share is chosen on them
+    the network's training: the held-out windows are new to both; the network's shares are chosen on them
     (``count_reference.held_out_counts``)."""
     if choice is None:
-        return dict(blend.FALLBACK), {"note": "no Kneser-Ney model: the network alone"}
+        return dict(blend.FALLBACK), dict(blend.FALLBACK), {"note": "no Kneser-Ney model: the network alone"}
     held_contexts, held_targets = kneser_ney.read_windows(holdout_file, context_tokens, target_tokens)
     contexts, targets, starts = kneser_ney.read_windows_and_starts(fit_file, context_tokens, target_tokens)
     stream, _, events = kneser_ney.rebuild_with_owners(contexts, targets, starts=starts)
@@ -94,7 +95,11 @@ def _fit_blend(model, fit_file: str, holdout_file: str, vocab_size: int, context
     network = [np.zeros([0, vocab_size], np.float32)]
     for start in range(0, len(held.contexts), 256):
         network.append(tf.nn.softmax(model.next_token_logits(tf.constant(held.contexts[start:start + 256]))).numpy())
-    return blend.fit_network_share(np.concatenate(network), held.counts, held.labels, choice.shares())
+    network_p = np.concatenate(network)
+    weights, record = blend.fit_network_share(network_p, held.counts, held.labels, choice.shares())
+    generation, record["generation"] = blend.fit_generation_share(network_p, held.counts, held.labels,
+                                                                  choice.shares())
+    return weights, generation, record
 
 
 def _disagreements(model, eval_files, tokens: "_Tokens", choice: count_reference.Choice) -> dict[str, float]:
@@ -195,16 +200,19 @@ def run_fn(fn_args: FnArgs) -> None:
                                 strategy, warm, fit_file, holdout_file, split)
         # A minute or more on a large corpus with no step counter: say what the Trainer is doing.
         log.info("Fitting the served mix of the network and the n-gram counts (held-out and cross-fitted windows)")
-        weights, blend_record = _fit_blend(model, fit_file, holdout_file, tokens.vocab_size, tokens.context,
-                                           tokens.target, choice)
+        weights, generation, blend_record = _fit_blend(model, fit_file, holdout_file, tokens.vocab_size,
+                                                       tokens.context, tokens.target, choice)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s)", weights,
-             blend_record.get("mix"))
+    log.info("Served mix of the network and the n-gram counts: %s (held-out top-5 %s); generate draws from %s "
+             "(held-out log-likelihood %s)", weights, blend_record.get("mix"), generation,
+             blend_record.get("generation", {}).get("log_likelihood"))
     # The served counts are the Kneser-Ney reference itself (every train window's text), when it was fitted.
     model.ngram = count_model.served() if count_model is not None else None
     model.blend_weights = tf.Variable([weights[name] for name in blend.COMPONENTS], trainable=False,
                                       name="blend_weights")
+    model.generate_weights = tf.Variable([generation[name] for name in blend.COMPONENTS], trainable=False,
+                                         name="generate_weights")
     with export_dir(strategy, fn_args.serving_model_dir) as target:  # chief only (multi_worker.py)
         export.export_serving_model(model, transform_output, target)
         # The n-gram scores travel with the model they were measured for (same split, same
@@ -222,7 +230,8 @@ def run_fn(fn_args: FnArgs) -> None:
                                     settings.gate_margin, extra=extra, contained=contained)
         write_record(target, tokens.identity(), warm.decision)
         record = {**trained, "hparams": hyper, "learning_rate": settings.learning_rate, "tuned": tuned,
-                  "holdout_examples": split["holdout"], "holdout": split, "blend": {**blend_record, "weights": weights}}
+                  "holdout_examples": split["holdout"], "holdout": split,
+                  "blend": {**blend_record, "weights": weights, "generation_weights": generation}}
         with tf.io.gfile.GFile(os.path.join(target, references.ASSETS_EXTRA, TRAINING_FILE), "w") as f:
             f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
 

@@ -73,7 +73,10 @@ def _blend_clause(mix: dict[str, Any] | None) -> str:
     alone = ("; the served model ranks as the Kneser-Ney reference itself: the network did not beat it beyond the "
              "noise of the held-out train windows, so it can tie the reference but not beat it"
              if not mix["weights"].get("network") else "")
-    return f"served mix of network and n-gram counts: {weights}{held}{alone}"
+    drawn = (mix.get("generation_weights") or {}).get("network")
+    generation = (f"; generate draws with the network at {drawn:.2f}, the share of the best held-out log-likelihood"
+                  if drawn is not None and drawn != mix["weights"].get("network") else "")
+    return f"served mix of network and n-gram counts: {weights}{held}{alone}{generation}"
 
 
 def _kernel_head_clause(head: dict[str, Any] | None) -> str:
