@@ -104,7 +104,9 @@ def generate(model, prompts: list[str], tokens: int, weights, mode: dict, seed: 
 def _drawn_from(model):
     """The mix variable ``generate`` reads: ``generate_weights`` (log-likelihood), or on an older export the served
     ``blend_weights`` (top-5)."""
-    weights = getattr(model, "generate_weights", None)
+    from models.seq2seq.export import generation_weights
+
+    weights = generation_weights(model)
     return model.blend_weights if weights is None else weights
 
 

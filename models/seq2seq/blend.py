@@ -26,6 +26,8 @@ COMPONENTS = ("network", "kneser_ney", "cache", "unknown")
 #: The reference's own ranking: the count component that takes what the others leave.
 ANCHOR = "kneser_ney"
 GRID_STEPS = 10          # weights in tenths
+#: The network's shares tried on top of the count mix (``fit_network_share``, ``fit_generation_share``).
+NETWORK_SHARES = tuple(step / GRID_STEPS for step in range(GRID_STEPS + 1))
 TOP_K = 5
 #: Held-out windows the fit is scored on at most (seeded subsample beyond).
 MAX_FIT_WINDOWS = 3000
@@ -96,16 +98,20 @@ def fit_network_share(network: np.ndarray, counts: np.ndarray, labels: np.ndarra
     labels = np.asarray(labels, np.int64).reshape(-1)
     if not len(labels):
         return {**count_shares, "network": 0.0}, {"held_out_windows": 0, "note": "nothing held out: the counts alone"}
-    shares = [step / GRID_STEPS for step in range(GRID_STEPS + 1)]
-    weight = max(shares, key=lambda a: (score(a * network + (1 - a) * counts, labels), -a))
+    weight = max(NETWORK_SHARES, key=lambda a: (score(a * network + (1 - a) * counts, labels), -a))
     if weight and not clearly_better(weight * network + (1 - weight) * counts, counts, labels):
         weight = 0.0
-    weights = {"network": weight, **{name: (1 - weight) * share for name, share in count_shares.items()}}
     record = {"held_out_windows": int(len(labels)),
               "components": {"network": dict(zip(("top5", "log_likelihood"), score(network, labels))),
                              "counts": dict(zip(("top5", "log_likelihood"), score(counts, labels)))},
               "mix": dict(zip(("top5", "log_likelihood"), score(weight * network + (1 - weight) * counts, labels)))}
-    return {name: float(weights.get(name, 0.0)) for name in COMPONENTS}, record
+    return with_network_share(weight, count_shares), record
+
+
+def with_network_share(share: float, count_shares: dict[str, float]) -> dict[str, float]:
+    """The weights of ``COMPONENTS``: ``share`` for the network, ``(1 - share)`` times each count share."""
+    return {"network": float(share),
+            **{name: float((1 - share) * count_shares.get(name, 0.0)) for name in COMPONENTS[1:]}}
 
 
 def fit_generation_share(network: np.ndarray, counts: np.ndarray, labels: np.ndarray,
@@ -119,23 +125,17 @@ def fit_generation_share(network: np.ndarray, counts: np.ndarray, labels: np.nda
     clearly more (docs/history/benchmarks-log.md, "Progress the held-out part can resolve")."""
     labels = np.asarray(labels, np.int64).reshape(-1)
     if not len(labels):
-        return ({"network": 0.0, **{name: float(count_shares.get(name, 0.0)) for name in COMPONENTS[1:]}},
+        return (with_network_share(0.0, count_shares),
                 {"held_out_windows": 0, "note": "nothing held out: the counts alone"})
     rows = np.arange(len(labels))
     network_p, counts_p = network[rows, labels].astype(np.float64), counts[rows, labels].astype(np.float64)
-
-    def log_probabilities(a: float) -> np.ndarray:
-        return np.log(np.maximum(a * network_p + (1 - a) * counts_p, 1e-12))
-
-    shares = [step / GRID_STEPS for step in range(GRID_STEPS + 1)]
-    share = max(shares, key=lambda a: (float(log_probabilities(a).mean()), -a))
-    if share and not clearly_likelier(log_probabilities(share), log_probabilities(0.0)):
+    log_p = {a: np.log(np.maximum(a * network_p + (1 - a) * counts_p, 1e-12)) for a in NETWORK_SHARES}
+    share = max(NETWORK_SHARES, key=lambda a: (float(log_p[a].mean()), -a))
+    if share and not clearly_likelier(log_p[share], log_p[0.0]):
         share = 0.0
-    weights = {"network": share, **{name: (1 - share) * count_shares.get(name, 0.0) for name in COMPONENTS[1:]}}
     record = {"held_out_windows": int(len(labels)), "network": share,
-              "log_likelihood": float(log_probabilities(share).mean()),
-              "counts_log_likelihood": float(log_probabilities(0.0).mean())}
-    return {name: float(weights[name]) for name in COMPONENTS}, record
+              "log_likelihood": float(log_p[share].mean()), "counts_log_likelihood": float(log_p[0.0].mean())}
+    return with_network_share(share, count_shares), record
 
 
 def clearly_likelier(candidate: np.ndarray, reference: np.ndarray) -> bool:
