@@ -384,6 +384,8 @@ def test_pipelines_given_no_runner_keep_to_the_fnapi_runner_without_trying_prism
     tried = []
 
     def no_binary(self, pipeline, options):
+        # As apache_beam/runners/portability/prism_runner.py:302@v2.77.0 without network ("Unable to fetch remote
+        # prism binary"), which runners/direct/direct_runner.py:208-229@v2.77.0 catches to fall back.
         tried.append(pipeline)
         raise RuntimeError("Unable to fetch remote prism binary (no network)")
 
