@@ -31,6 +31,9 @@ VARIANTS = {
     "two_conv_dense": {"convs_per_block": 2, "dense_units": 128},
     "filters32_aug": {"filters": 32, "augment": ("translate", "zoom")},
     "auto": {},
+    # The augmentation before translate and zoom became one resample (models/cnn/shift_zoom.py):
+    # Keras' RandomTranslation then RandomZoom, two resamples of each image.
+    "auto_two_resamples": {"_two_resamples": True},
     # Candidates for small sets (benchmark-side only until they measure better):
     # refit: after early stopping picked the length on the held-out 15%, train a fresh model on
     # all of train for that many passes; ensemble: average the softmax of the models trained
@@ -102,6 +105,26 @@ def _scores(probabilities: np.ndarray, labels: np.ndarray, prefix: str = "") -> 
             f"{prefix}balanced_accuracy": round(float(np.mean(recalls)), 4)}
 
 
+def _with_two_resamples(build):
+    """``build`` with translate+zoom as Keras' two layers, as before shift_zoom.py (seeds as then)."""
+    import tensorflow as tf
+
+    from models.cnn import model as cnn_model
+
+    def pair(factor, seed=0):
+        layers = tf.keras.layers
+        return tf.keras.Sequential([layers.RandomTranslation(factor, factor, fill_mode="nearest", seed=seed - 4),
+                                    layers.RandomZoom(factor, fill_mode="nearest", seed=seed - 3)])
+
+    def built():
+        fused, cnn_model.RandomShiftZoom = cnn_model.RandomShiftZoom, pair
+        try:
+            return build()
+        finally:
+            cnn_model.RandomShiftZoom = fused
+    return built
+
+
 def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
     import tensorflow as tf
 
@@ -129,6 +152,8 @@ def run_set(name, x, y, variants, seed, log, args_max_steps=2000):
         tf.keras.utils.set_random_seed(seed)
         t = time.monotonic()
         build = lambda: build_cnn(x.shape[1:], num_classes, 1e-3, hp)  # noqa: E731
+        if VARIANTS[variant].get("_two_resamples"):
+            build = _with_two_resamples(build)
         fit = lambda mode, member=0: regime.fit_with_holdout(  # noqa: E731
             build, {features.IMAGE_XF: xt}, yt,
             batch_size=64, min_steps=hp.min_steps, max_steps=args_max_steps, patience_steps=hp.patience_steps,

@@ -7,6 +7,7 @@ import tensorflow as tf
 from models.cnn import features
 from models.cnn.hparams import CnnHyperparameters
 from models.cnn.model import build_cnn
+from models.cnn.shift_zoom import RandomShiftZoom
 from models.common import regime
 from models.common.callbacks import BestWeights
 
@@ -129,8 +130,9 @@ def test_augmentation_is_inactive_at_inference():
     images = tf.constant(np.random.RandomState(1).normal(size=(6, 16 * 16 * 3)).astype(np.float32))
     first, second = model(images, training=False), model(images, training=False)
     np.testing.assert_array_equal(first.numpy(), second.numpy())
-    augmented = model.get_layer(index=2)  # input, reshape, then the first augmentation layer
-    assert isinstance(augmented, tf.keras.layers.RandomTranslation)
+    augmented = model.get_layer(index=2)  # input, reshape, then translate+zoom as one layer
+    assert isinstance(augmented, RandomShiftZoom)
+    assert [type(layer) for layer in model.layers[3:5]] == [tf.keras.layers.RandomContrast, tf.keras.layers.RandomFlip]
     reshaped = tf.reshape(images, (6, 16, 16, 3))
     assert not np.allclose(augmented(reshaped, training=True).numpy(), reshaped.numpy())
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from models.cnn import features
 from models.cnn.hparams import CnnHyperparameters
+from models.cnn.shift_zoom import RandomShiftZoom
 
 
 def conv_block_count(height: int, width: int, max_blocks: int = 3) -> int:
@@ -21,7 +22,8 @@ def conv_block_count(height: int, width: int, max_blocks: int = 3) -> int:
 
 def augmentation_layers(augment: Sequence[str], seed: int = 0, strength: float | None = None) -> list:
     """The training-only preprocessing layers for ``augment`` (see hparams.AUGMENTATIONS);
-    ``strength`` (hparams.augment_strength, None: 0.1) is their shift/zoom factor."""
+    ``strength`` (hparams.augment_strength, None: 0.1) is their shift/zoom factor. A translation
+    followed by a zoom is one layer that resamples each image once (shift_zoom.py)."""
     layers = tf.keras.layers
     factor = 0.1 if strength is None else float(strength)
     make = {
@@ -30,7 +32,14 @@ def augmentation_layers(augment: Sequence[str], seed: int = 0, strength: float |
         "contrast": lambda: layers.RandomContrast(2 * factor, seed=seed + 2),
         "flip": lambda: layers.RandomFlip("horizontal", seed=seed + 3),
     }
-    return [make[name]() for name in augment]
+    made, names = [], list(augment)
+    while names:
+        if names[:2] == ["translate", "zoom"]:  # one resample for both (shift_zoom.py)
+            made.append(RandomShiftZoom(factor, seed=seed + 4))
+            names = names[2:]
+        else:
+            made.append(make[names.pop(0)]())
+    return made
 
 
 def build_cnn(image_shape: Sequence[int], num_classes: int, learning_rate: float = 1e-3,
