@@ -19,7 +19,7 @@ Every variant must find the same documents (the reader skips none of the generat
 
     python benchmarks/bench_text_ingest.py                  # ~2,000 documents, ~20 MB of text
     python benchmarks/bench_text_ingest.py --documents 10000 --example-gen
-    python benchmarks/bench_text_ingest.py --words 10000000 --rounds 2 --example-gen   # issue 37's 10M words
+    python benchmarks/bench_text_ingest.py --words 10000000 --rounds 2 --example-gen   # the 10M-word folder
     python benchmarks/bench_text_ingest.py --quick          # smoke only
 """
 from __future__ import annotations

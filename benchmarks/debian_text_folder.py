@@ -1,6 +1,6 @@
 """A folder of real documents nobody here wrote, gathered from this machine's /usr/share/doc.
 
-Issue 37's end-to-end check needs "a folder of ~500 documents and ~250k words" as users have
+The text family's end-to-end runs need a folder of ~500 documents and ~250k words as users have
 them: READMEs, NEWS files, Markdown, reStructuredText, HTML, gzipped changelogs, mixed
 lengths. This copies such files as they are (compressed ones stay compressed, the format is
 the file's own) until the word budget is spent, smallest formats first so that many packages

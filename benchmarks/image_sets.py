@@ -10,7 +10,7 @@ No downloads: everything comes from files installed by ordinary desktop packages
   Packages: fonts-dejavu-core, fonts-dejavu-extra, fonts-liberation, fonts-freefont-ttf.
 - ``icons``: the GNOME Adwaita icon theme's 48x48 PNGs (adwaita-icon-theme), one folder per
   theme category (actions, devices, emotes, mimetypes, places, status): RGBA with alpha,
-  26 to 233 images per class, the imbalanced set of issue 19.
+  26 to 233 images per class, the project's imbalanced real set.
 
 Deterministic: the same packages give byte-identical folders (sorted inputs, seeded
 variants, PNG without timestamps). ``sets.json`` in the output folder records what was

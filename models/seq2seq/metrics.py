@@ -1,7 +1,7 @@
 """The Evaluator's next-token metrics, TFMA-native (``MetricConfig(class_name="NextToken...",
 module="models.seq2seq.metrics")``): top-1, top-k, cross-entropy and perplexity, and top-1 and top-k on
 the examples whose next word is known (not the OOV id, the vocabulary's last: ``generate`` never emits
-it, so a hit on OOV is no help to a user of ``generate``, issue 43).
+it, so a hit on OOV is no help to a user of ``generate``).
 
 Perplexity is the exp of the mean cross-entropy over the slice, not a mean of per-batch
 exps, which would overweight bad batches.

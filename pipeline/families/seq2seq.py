@@ -154,7 +154,7 @@ FAMILY = register(ModelFamily(
     default_data="the Python Language Reference prose shipped with CPython (pydoc topics)",
     memory=Memory(batch=batch_memory, eval_output_bytes=eval_output_bytes),
     # TFMA names of models/seq2seq/evaluation.py (ACCURACY, KNOWN_TOP5, KNOWN_TOP1): `generate` never emits the
-    # OOV id, so the figures on known next words say what it can use (issue 43).
+    # OOV id, so the figures on known next words say what it can use.
     summary_metrics=(("top-1", "sparse_categorical_accuracy"),
                      ("on known next words (what generate can emit): top-5", "known_word_top_k_accuracy"),
                      ("top-1", "known_word_accuracy")),
