@@ -1,9 +1,8 @@
 """Random translation and zoom as one resample of each training image.
 
 Keras' ``RandomTranslation`` followed by ``RandomZoom`` resamples every image twice, each a
-projective transform on the CPU that costs about as much as a convolution of the small CNN:
-together they were a third of a training step on 28x28 digits (docs/history/benchmarks-log.md,
-"One resample for translate and zoom"). Both are affine, so their composition is one matrix and
+projective transform on the CPU, and on small images the two were a large part of a training step
+(docs/history/benchmarks-log.md, "One resample for translate and zoom"). Both are affine, so their composition is one matrix and
 one resample. This layer draws what the two layers draw (a shift of up to ``factor`` of the height
 and of the width, one zoom factor in [1 - factor, 1 + factor] for both axes, seeded ops), composes
 them in that order (translate, then zoom) and resamples once: bilinear, edges filled with the
