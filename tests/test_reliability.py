@@ -201,6 +201,31 @@ def _beam_workers_started(process, timeout=300):
     raise AssertionError(f"no Beam SDK worker started in {timeout} s")
 
 
+@pytest.mark.parametrize("thread_name, error, printed", [
+    ("read_grpc_client_inputs", "rpc", False), ("beam_control_read", "rpc", False),
+    ("run_worker", "runtime", False), ("run_worker", "value", True), ("some_thread", "rpc", True),
+])
+def test_a_stop_drops_only_the_errors_of_beams_worker_threads(thread_name, error, printed, capsys, monkeypatch):
+    """Once a stop has ended Beam's workers, the runner's threads that talked to them raise (the names and
+    errors of Beam 2.59 and 2.77): the stop itself, so not printed. Any other thread's error still is."""
+    import threading
+
+    import grpc
+
+    from pipeline.local import run_lock
+
+    errors = {"rpc": grpc.RpcError, "runtime": RuntimeError, "value": ValueError}
+    monkeypatch.setattr(threading, "excepthook", run_lock._drop_worker_exits)
+
+    def fail():
+        raise errors[error]("Worker subprocess exited with return code -15")
+
+    thread = threading.Thread(target=fail, name=thread_name)
+    thread.start()
+    thread.join(timeout=30)
+    assert ("Traceback" in capsys.readouterr().err) is printed
+
+
 def test_sigterm_under_multi_processing_beam_ends_its_workers(tmp_path):
     """SIGTERM to the run alone (as `kill PID` sends it) while Beam's SDK worker processes run a
     component: exit 143 within the bound, no worker left behind, lock released, nothing pushed,

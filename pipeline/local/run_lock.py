@@ -74,10 +74,29 @@ class _Stop:
 CHILD_GRACE_S = 5.0
 
 
+#: Beam's runner-side threads (fn_api_runner/worker_handlers.py, worker/data_plane.py, the same names in
+#: Beam 2.59 and 2.77) and what each raises once the stop has ended the worker processes: ``run_worker``
+#: "Worker subprocess exited with return code -15"; the control and data channels' readers the
+#: ``grpc.RpcError`` of their stream, cancelled by the worker's exit.
+_STOPPED_WORKER_THREADS = {"run_worker": "RuntimeError", "beam_control_read": "RpcError",
+                           "read_grpc_client_inputs": "RpcError"}
+
+
+def _is_stopped_worker(args) -> bool:
+    expected = _STOPPED_WORKER_THREADS.get(getattr(args.thread, "name", None))
+    if expected == "RuntimeError":
+        return args.exc_type is RuntimeError
+    if expected == "RpcError":
+        import grpc
+
+        return issubclass(args.exc_type, grpc.RpcError)
+    return False
+
+
 def _drop_worker_exits(args) -> None:
-    """The thread hook while a stop ends the children: Beam's ``run_worker`` threads then raise
-    "Worker subprocess exited with return code -15", which is the stop itself, not news."""
-    if not (args.thread is not None and args.thread.name == "run_worker" and args.exc_type is RuntimeError):
+    """The thread hook while a stop ends the children: Beam's threads that talk to the workers then
+    raise (``_STOPPED_WORKER_THREADS``), which is the stop itself, not news; anything else is printed."""
+    if not _is_stopped_worker(args):
         threading.__excepthook__(args)
 
 
