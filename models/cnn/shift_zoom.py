@@ -2,12 +2,12 @@
 
 Keras' ``RandomTranslation`` followed by ``RandomZoom`` resamples every image twice, each a
 projective transform on the CPU, and on small images the two were a large part of a training step
-(docs/history/benchmarks-log.md, "One resample for translate and zoom"). Both are affine, so their composition is one matrix and
-one resample. This layer draws what the two layers draw (a shift of up to ``factor`` of the height
-and of the width, one zoom factor in [1 - factor, 1 + factor] for both axes, seeded ops), composes
-them in that order (translate, then zoom) and resamples once: bilinear, edges filled with the
-nearest pixel, as the pair does. The images differ from the pair's only by the second
-interpolation's blur, which serving images never have.
+(docs/history/benchmarks-log.md, "One resample for translate and zoom"). Both are affine, so their
+composition is one matrix and one resample. This layer draws what the two layers draw (a shift of up
+to ``factor`` of the height and of the width, one zoom factor in [1 - factor, 1 + factor] for both
+axes, seeded ops), composes them in that order (translate, then zoom) and resamples once: bilinear,
+edges filled with the nearest pixel, as the pair does. The images differ from the pair's only by the
+second interpolation's blur, which serving images never have.
 """
 from __future__ import annotations
 
