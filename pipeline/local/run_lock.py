@@ -83,7 +83,7 @@ _STOPPED_WORKER_THREADS = {"run_worker": "RuntimeError", "beam_control_read": "R
 
 
 def _is_stopped_worker(args) -> bool:
-    expected = _STOPPED_WORKER_THREADS.get(getattr(args.thread, "name", None))
+    expected = _STOPPED_WORKER_THREADS.get(str(getattr(args.thread, "name", "")))
     if expected == "RuntimeError":
         return args.exc_type is RuntimeError
     if expected == "RpcError":
