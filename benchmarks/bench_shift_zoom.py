@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _common as C  # noqa: E402
 
 NAME = "bench_shift_zoom"
-EVAL_IMAGES = 10_000
 
 
 def main(argv=None) -> int:
@@ -42,22 +41,17 @@ def main(argv=None) -> int:
 
     import stackenv  # noqa: F401  (the project's TF environment, before TensorFlow loads)
 
-    import numpy as np
     import tensorflow as tf
-    from bench_tfx_example import digit_pixels
+    from bench_steps_per_call import standardised_digits
     from cnn_fastloop import _with_two_resamples
 
-    from models.cnn import features, preprocessing
+    from models.cnn import features
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn
     from models.common import references, regime
     from models.common.distribution import make_strategy
 
-    pixels, labels = digit_pixels(args.images + EVAL_IMAGES)
-    x = pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0
-    train = x[:args.images]
-    x = (x - train.mean(0)) / np.maximum(train.std(0), preprocessing.STD_FLOOR)
-    xt, yt, xe, ye = x[:args.images], labels[:args.images], x[args.images:], labels[args.images:]
+    xt, yt, xe, ye = standardised_digits(args.images)
     strategy = make_strategy("mirrored")
     hparams = CnnHyperparameters()
 

@@ -28,6 +28,21 @@ NAME = "bench_steps_per_call"
 EVAL_IMAGES = 10_000
 
 
+def standardised_digits(images: int):
+    """``images`` train and ``EVAL_IMAGES`` eval digits as the Trainer holds them: (xt, yt, xe, ye),
+    pixels standardised per pixel with the train part's statistics, as Transform does."""
+    import numpy as np
+    from bench_tfx_example import digit_pixels
+
+    from models.cnn import preprocessing
+
+    pixels, labels = digit_pixels(images + EVAL_IMAGES)
+    x = pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0
+    train = x[:images]
+    x = (x - train.mean(0)) / np.maximum(train.std(0), preprocessing.STD_FLOOR)
+    return x[:images], labels[:images], x[images:], labels[images:]
+
+
 def main(argv=None) -> int:
     p = C.base_parser(__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=40_000, help="train digits")
@@ -40,21 +55,15 @@ def main(argv=None) -> int:
 
     import stackenv  # noqa: F401  (the project's TF environment, before TensorFlow loads)
 
-    import numpy as np
     import tensorflow as tf
-    from bench_tfx_example import digit_pixels
 
-    from models.cnn import features, preprocessing
+    from models.cnn import features
     from models.cnn.hparams import CnnHyperparameters
     from models.cnn.model import build_cnn
     from models.common import references, regime
     from models.common.distribution import make_strategy
 
-    pixels, labels = digit_pixels(args.images + EVAL_IMAGES)
-    x = pixels.reshape(len(pixels), -1).astype(np.float32) / 255.0
-    train = x[:args.images]
-    x = (x - train.mean(0)) / np.maximum(train.std(0), preprocessing.STD_FLOOR)
-    xt, yt, xe, ye = x[:args.images], labels[:args.images], x[args.images:], labels[args.images:]
+    xt, yt, xe, ye = standardised_digits(args.images)
     strategy = make_strategy("mirrored")
     hparams = CnnHyperparameters()
     variants = {"one step per call": 1, f"{regime.STEPS_PER_EXECUTION} steps per call": regime.STEPS_PER_EXECUTION}
