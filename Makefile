@@ -9,6 +9,10 @@ OUTPUT ?= output
 MODEL ?= cnn
 ARGS ?=
 PYTEST_ARGS ?=
+# `make test` runs test files on this many processes (pytest-xdist; 0 runs them in this one). A test spends
+# much of its time in one Python thread (imports, tracing, a subprocess starting), so two keep two cores
+# busy; each file stays on one process, so its module fixtures (a pipeline run many tests read) run once.
+PYTEST_WORKERS ?= 2
 
 IMAGE ?= tfx-project:latest
 
@@ -19,7 +23,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 help:
 	@echo "make setup  - create .venv on the stack this system runs (TFX 1.21 on glibc >= 2.39, else TFX 1.16; STACK=, PYTHON=)"
 	@echo "make run    - set up if needed, run the pipeline (MODEL=$(MODEL), OUTPUT=$(OUTPUT), ARGS=...)"
-	@echo "make test   - set up if needed, lint, run the test suite (PYTEST_ARGS=...)"
+	@echo "make test   - set up if needed, lint, run the test suite on $(PYTEST_WORKERS) processes (PYTEST_WORKERS=, PYTEST_ARGS=...)"
 	@echo "make lint   - ruff, the layer contract (lint-imports) and mypy; rules in pyproject.toml"
 	@echo "make bench  - run the benchmarks (ratios side by side; bench-quick for a smoke run)"
 	@echo "make report - write output/report.html (+ .json) for the last run"
@@ -43,7 +47,7 @@ run: setup
 
 # Lint first: a lint failure fails `make test` (and CI) before the slow tests start.
 test: setup chromium lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --numprocesses $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # ruff (style), import-linter (the layer contract in pyproject.toml, docs/ARCHITECTURE.md), mypy (types).
 lint: setup

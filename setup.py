@@ -42,10 +42,11 @@ setup(
         "tfx-1-16": ["tfx==1.16.0", "tensorflow==2.16.2", "tensorflow-model-analysis==0.47.1", "kfp==2.5.0",
                      "tensorflow-io==0.37.1"],
         "tfx-1-21": ["tfx==1.21.0", "tensorflow==2.21.0", "tensorflow-model-analysis==0.52.0", "kfp==2.16.1"],
-        "dev": ["pytest", "pytest-timeout", "ruff", "mypy", "import-linter", "moto[s3]", "flask", "flask-cors",
-                "croniter"],
-        # moto: a local S3 for tests; croniter: an independent cron parser the --schedule checks are
-        # compared with; mypy and import-linter: `make lint` (types, the layer contract)
+        "dev": ["pytest", "pytest-timeout", "pytest-xdist", "ruff", "mypy", "import-linter", "moto[s3]", "flask",
+                "flask-cors", "croniter"],
+        # pytest-xdist: `make test` runs test files on two processes (Makefile, PYTEST_WORKERS); moto: a local
+        # S3 for tests; croniter: an independent cron parser the --schedule checks are compared with; mypy and
+        # import-linter: `make lint` (types, the layer contract)
         # The metrics notebook: Jupyter, its widgets (TFMA's views), Plotly (the project's offline views:
         # plotly.js and its JupyterLab renderer ship in the wheel) and a headless runner.
         # nbclassic + ipywidgets 7.6 (whose front end is widgetsnbextension 3.5): the only front end
