@@ -129,7 +129,8 @@ def _training_blocks(card: dict[str, Any], training: dict[str, Any]) -> list[Blo
     settings = dict(card.get("training") or {})
     settings.pop("family", None)
     items = [f"{name}: {value}" for name, value in sorted(settings.items()) if value not in ("", None)]
-    for key in ("regime", "epochs_run", "best_epoch", "steps_per_epoch", "stopped_early", "class_weights"):
+    for key in ("regime", "epochs_run", "best_epoch", "steps_per_epoch", "stopped_early", "stopped_at_time_budget",
+                "steps_run", "class_weights"):
         if key in training:
             items.append(f"{key}: {training[key]}")
     if training.get("hparams"):

@@ -90,6 +90,10 @@ def test_advice_counts_steps_as_the_training_line_does():
     words = advice.diagnosis(rising)
     assert words.startswith("underfitting (the held-out score still rose at the last check, step 1500): "
                             "train longer (--train-steps 3000; this run's budget was 1500 steps)"), words
+    # A time budget cut the sixth check short at step 1,400: the advice counts the steps that were trained.
+    words = advice.diagnosis({**rising, "steps_run": 1400, "stopped_at_time_budget": True, "time_budget_s": 1800})
+    assert words.startswith("underfitting (the held-out score still rose at the last check, step 1400): "
+                            "train longer (--train-steps 2800; this run's budget was 1400 steps)"), words
     loss_falling = {**_image_record(2, 4, accuracy=[0.6, 0.7, 0.7, 0.7], val_accuracy=[0.6, 0.7, 0.7, 0.7],
                                     loss=[1.2, 1.0, 0.9, 0.85], val_loss=[1.3, 1.1, 1.0, 0.96]), "steps_per_epoch": 100}
     assert advice.diagnosis(loss_falling).startswith(

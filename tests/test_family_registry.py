@@ -79,7 +79,7 @@ def test_cli_options_are_declared_by_the_families_and_fill_their_settings(capsys
     text = " ".join(_run_help(capsys).split())
     assert "cnn (image classifier) or seq2seq (text continuation)" in text
     assert "(1 to 100000; default: cnn 15 (while the train split fits" in text
-    assert "streamed), seq2seq 6 (at most, and 20000 steps at most" in text  # tests/test_step_budget_doc.py
+    assert "streamed), seq2seq 6 (at most, and 20000 steps or 30 minutes" in text  # tests/test_step_budget_doc.py
     assert "(1e-09 to 10; default: cnn 0.001, seq2seq 0.003)" in text
     assert "--batch-size BATCH_SIZE batch size per replica (1 to 65536; default: 64)" in text
     assert "(cnn: accuracy, seq2seq: top-5 next-word accuracy) >= this, on top of --gate-margin (0 to 1; default: " \

@@ -209,6 +209,11 @@ def test_the_training_line_names_the_regime_each_family_records():
               "stopped_early": False}
     assert gate_summary.training_line(budget).startswith(
         "Training: kept step 20000 of 20000 (checked every 3334 steps; ran to the step budget")
+    # A slower machine: the 30-minute budget cut the fifth check at step 14,000.
+    timed = {**budget, "best_epoch": 5, "epochs_run": 5, "steps_run": 14000, "stopped_at_time_budget": True,
+             "time_budget_s": 1800}
+    assert gate_summary.training_line(timed).startswith(
+        "Training: kept step 14000 of 14000 (checked every 3334 steps; stopped at the 30-minute training budget")
     kept = {**early, "kernel_head": {"kept": True, "why": "auto", "centers": 480, "holdout_accuracy": 0.85,
                                      "softmax_holdout_accuracy": 0.8}}
     assert gate_summary.training_line(kept).endswith(

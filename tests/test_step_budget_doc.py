@@ -56,11 +56,11 @@ def _cnn_statement() -> dict[str, int]:
 
 
 def _seq2seq_statement() -> dict[str, int]:
-    found = _stated(r"seq2seq (\d+) \(at most, and (\d+) steps at most: the held-out top-5 is checked that many "
-                    r"times, evenly, training stops early after (\d+) checks without a better one, and the best is "
-                    r"kept\)")
-    passes, max_steps, patience = (int(value) for value in found.groups())
-    return {"passes": passes, "max_steps": max_steps, "patience": patience}
+    found = _stated(r"seq2seq (\d+) \(at most, and (\d+) steps or (\d+) minutes of training at most: the held-out "
+                    r"top-5 is checked that many times, evenly, training stops early after (\d+) checks without a "
+                    r"better one, and the best is kept\)")
+    passes, max_steps, minutes, patience = (int(value) for value in found.groups())
+    return {"passes": passes, "max_steps": max_steps, "minutes": minutes, "patience": patience}
 
 
 def _run_without_flags(family: str) -> tuple[TrainingSettings, dict]:
@@ -210,3 +210,35 @@ def test_the_text_model_trains_the_stated_budget_and_stops_as_stated(monkeypatch
     assert settings.epochs * settings.steps_per_epoch(budget) >= budget  # checked that many times, evenly
     assert built["patience"] == stated["patience"] < stated["passes"]  # it can stop early
     assert built["monitor"] == "val_next_token_top5"  # "a better held-out top-5"
+
+
+def test_the_text_model_stops_at_the_stated_training_time(monkeypatch):
+    """A default run ends training once the stated minutes have passed, mid-check if need be, and the cut check
+    is still scored; --train-steps and multi-worker training are not timed."""
+    import tensorflow as tf
+
+    from models.common import callbacks
+    from models.seq2seq import trainer
+
+    stated = _seq2seq_statement()
+    settings, _ = _run_without_flags("seq2seq")
+    timer = trainer.time_budget(settings)
+    assert timer is not None and timer.seconds == stated["minutes"] * 60
+    assert trainer.time_budget(dataclasses.replace(settings, explicit_steps=True)) is None
+    assert trainer.time_budget(dataclasses.replace(settings, strategy="multi_worker")) is None
+
+    # A clock that moves a sixth of the budget, plus a second, at every step: the budget is crossed at step 6.
+    now = [0.0]
+    monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+
+    class Tick(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            now[0] += timer.seconds / 6 + 1
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.ones((80, 2), np.float32)
+    history = model.fit(x, x[:, :1], batch_size=8, epochs=3, steps_per_epoch=4, validation_data=(x, x[:, :1]),
+                        callbacks=[Tick(), timer], verbose=0)
+    assert timer.reached and timer.steps == 6
+    assert history.epoch == [0, 1] and len(history.history["val_loss"]) == 2  # the cut check was scored

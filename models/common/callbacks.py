@@ -73,6 +73,33 @@ class StopAtStep(_CountsSteps):
             self.model.stop_training = True
 
 
+class StopAfterSeconds(_CountsSteps):
+    """End training once ``seconds`` of it have passed, after the step that crossed them.
+
+    A step budget is a time budget only on the machine it was sized on: a million words' 20,000 text steps
+    took 21 minutes on one 2-core machine and would take about 48 on another (docs/history/benchmarks-log.md,
+    "A time budget for the text model"). Keras still ends the cut epoch (validation, then ``BestWeights``),
+    so the weights kept are the best check's, the cut one's included. Not for multi-worker training: each
+    worker would decide at its own step, and the collective ops of one that went on would wait for ever.
+    """
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+        self.steps = 0
+        self.reached = False
+        self._started = time.monotonic()
+
+    def on_train_begin(self, logs=None):
+        self._started = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += self._new_steps(batch)
+        if not self.reached and time.monotonic() - self._started >= self.seconds:
+            self.reached = True
+            self.model.stop_training = True
+
+
 class BestWeights(tf.keras.callbacks.Callback):
     """Early stopping that always ends on the best epoch's weights.
 

@@ -28,7 +28,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from data.manifest import facts_in
 from models.common import references
-from models.common.callbacks import BestWeights
+from models.common.callbacks import BestWeights, StopAfterSeconds
 from models.common.distribution import make_strategy
 from models.common.inputs import make_dataset
 from models.common.multi_worker import export_dir
@@ -61,10 +61,14 @@ MAX_PAIRED_WINDOWS = 20_000
 #: Epochs without a better held-out top-5 before training stops (when --train-steps is not given).
 EARLY_STOP_PATIENCE = 2
 #: Steps a run trains at most when --train-steps is not given: the passes' budget grows with the corpus (a
-#: million words' 6 passes are 33,144 steps), and this keeps such a run near 25 minutes on 2 cores with the
+#: million words' 6 passes are 33,144 steps), and this kept such a run near 25 minutes on 2 cores with the
 #: network well above its counts; its held-out top-5 still rose at the end, so --train-steps trains longer
 #: (docs/history/benchmarks-log.md, "Text at a million words").
 MAX_STEPS = 20_000
+#: Seconds of training at most when --train-steps is not given (``MAX_STEPS`` may come first): the same steps
+#: took more than twice as long on a slower 2-core machine, and a run should end in a time a user can plan for
+#: on any of them (docs/history/benchmarks-log.md, "A time budget for the text model").
+MAX_TRAINING_SECONDS = 30 * 60
 TRAINING_FILE = "training.json"
 
 
@@ -279,6 +283,14 @@ def step_budget(settings: TrainingSettings, train_steps: int) -> int:
     return train_steps if settings.explicit_steps else min(train_steps, MAX_STEPS)
 
 
+def time_budget(settings: TrainingSettings) -> StopAfterSeconds | None:
+    """The callback that ends training after ``MAX_TRAINING_SECONDS``, unless --train-steps set the length or
+    workers train together (they would stop at different steps: ``StopAfterSeconds``)."""
+    if settings.explicit_steps or settings.strategy == "multi_worker":
+        return None
+    return StopAfterSeconds(MAX_TRAINING_SECONDS)
+
+
 def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], tokens: _Tokens, spec: dict,
            strategy, warm, fit_file: str, holdout_file: str, split: dict[str, int]) -> tuple[Any, dict[str, Any]]:
     """The network trained on the fit windows; the best epoch on the held-out ones is kept (without
@@ -308,12 +320,22 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
              settings.epochs, steps_per_epoch, global_batch)
     stopper = BestWeights(monitor="val_next_token_top5",
                           patience=settings.epochs if settings.explicit_steps else EARLY_STOP_PATIENCE)
+    timer = time_budget(settings)
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
     history = fit(settings, model, train, evaluation, attr.evolve(fn_args, train_steps=budget, eval_steps=eval_steps),
-                  log, validate_every_epoch=True, callbacks=(stopper,))
+                  log, validate_every_epoch=True, callbacks=(stopper, timer) if timer else (stopper,))
+    timed: dict[str, Any] = {}
+    if timer is not None:
+        timed = {"time_budget_s": MAX_TRAINING_SECONDS, "stopped_at_time_budget": timer.reached}
+    if timer is not None and timer.reached:
+        timed["steps_run"] = timer.steps
+        log.info("Training stopped at its %d-minute budget after %d of %d steps; the best check's weights are kept "
+                 "(--train-steps trains exactly that many steps)", MAX_TRAINING_SECONDS // 60, timer.steps,
+                 total_steps)
     return model, {
         "regime": "fixed_steps" if settings.explicit_steps else "early_stopping", "steps": total_steps,
         "epochs_run": stopper.epochs_run, "best_epoch": stopper.best_epoch + 1, "steps_per_epoch": steps_per_epoch,
+        **timed,
         # Per epoch: loss and next_token_top5 on the fit windows and (val_) held-out ones, what the
         # summary's advice reads (overfitting or underfitting).
         "curves": {key: [float(v) for v in values] for key, values in history.history.items()},

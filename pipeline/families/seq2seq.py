@@ -129,9 +129,9 @@ FAMILY = register(ModelFamily(
     # reference + --gate-margin (a floor of the default corpus's bigram, 0.36, refused every small text).
     defaults=TrainingDefaults(epochs=6, batch_size=64, learning_rate=3e-3, min_accuracy=0.0,
                               min_accuracy_note="gated on its strongest n-gram reference",
-                              epochs_note=("at most, and 20000 steps at most: the held-out top-5 is checked "
-                                           "that many times, evenly, training stops early after 2 checks "
-                                           "without a better one, and the best is kept")),
+                              epochs_note=("at most, and 20000 steps or 30 minutes of training at most: the "
+                                           "held-out top-5 is checked that many times, evenly, training stops "
+                                           "early after 2 checks without a better one, and the best is kept")),
     # TFMA's name of the top-5 SparseTopKCategoricalAccuracy (models/seq2seq/evaluation.py: GATE_METRIC).
     gate_metric="sparse_top_k_categorical_accuracy",
     gate_metric_label="Top-5 next-word accuracy",

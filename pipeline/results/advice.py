@@ -12,6 +12,7 @@ shows instead of a fixed "train longer":
 - underfitting: the held-out score was still rising at the last epoch, or the held-out loss
   still falling -> more epochs, or a bigger model.
 """
+import math
 from typing import Any
 
 #: Fit-minus-held-out gap of the key score above which a model has memorised its train data.
@@ -31,22 +32,23 @@ class _Clock:
 
     def __init__(self, training: dict[str, Any]):
         self.every = training.get("steps_per_epoch")
+        self.ran = training.get("steps_run")  # the steps done when a time budget cut the last check short
 
     def count(self, check: int) -> int:
-        return check * self.every if self.every else check
+        return min(check * self.every, self.ran or math.inf) if self.every else check
 
     def at(self, check: int) -> str:
         return f"{'step' if self.every else 'epoch'} {self.count(check)}"
 
     def last(self, ran: int) -> str:
-        return f"the last check, step {ran * self.every}" if self.every else f"the last epoch, {ran}"
+        return f"the last check, step {self.count(ran)}" if self.every else f"the last epoch, {ran}"
 
     def underfitting(self, ran: int) -> str:
         """Train longer: with the defaults the step budget grows with the square root of the data, so
         --epochs alone may not move it; --train-steps sets it."""
         if not self.every:
             return f"more epochs (--epochs) {_BIGGER}"
-        steps = ran * self.every
+        steps = self.count(ran)
         return f"train longer (--train-steps {2 * steps}; this run's budget was {steps} steps) {_BIGGER}"
 
 

@@ -54,8 +54,11 @@ def training_line(training: dict[str, Any] | None) -> str | None:
         weights += " (held-out accuracy " + ", ".join(
             f"{k.replace('_', ' ')} {v:.4f}" for k, v in sorted(trials.items())) + ")"
     stop = "stopped early" if training.get("stopped_early") else "ran to the step budget"
+    if training.get("stopped_at_time_budget"):
+        stop = f"stopped at the {training['time_budget_s'] // 60}-minute training budget"
     every = training["steps_per_epoch"]
-    last = min(training["epochs_run"] * every, training.get("steps") or math.inf)  # a step budget may cut the last
+    # A step or time budget may cut the last epoch.
+    last = training.get("steps_run") or min(training["epochs_run"] * every, training.get("steps") or math.inf)
     return (f"Training: kept step {min(training['best_epoch'] * every, last)} of {last} "
             f"(checked every {every} steps; {stop}; best on {training['holdout_examples']} "
             f"held-out train examples), {weights}{_kernel_head_clause(training.get('kernel_head'))}")
