@@ -315,12 +315,13 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
                                  jit_compile=settings.jit_compile, total_steps=total_steps, **hyper)
 
     model = warm.build(build)
-    log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps (%d epochs x %d), "
+    timer = time_budget(settings)
+    log.info("Training seq2seq %s (vocab %d, %d context -> %d target tokens): %d steps (%d epochs x %d)%s, "
              "global batch %d", hyper, tokens.vocab_size, tokens.context, tokens.target, total_steps,
-             settings.epochs, steps_per_epoch, global_batch)
+             settings.epochs, steps_per_epoch, f" or {MAX_TRAINING_SECONDS // 60} minutes, whichever comes first"
+             if timer else "", global_batch)
     stopper = BestWeights(monitor="val_next_token_top5",
                           patience=settings.epochs if settings.explicit_steps else EARLY_STOP_PATIENCE)
-    timer = time_budget(settings)
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
     history = fit(settings, model, train, evaluation, attr.evolve(fn_args, train_steps=budget, eval_steps=eval_steps),
                   log, validate_every_epoch=True, callbacks=(stopper, timer) if timer else (stopper,))
