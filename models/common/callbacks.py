@@ -76,9 +76,9 @@ class StopAtStep(_CountsSteps):
 class StopAfterSeconds(_CountsSteps):
     """End training once ``seconds`` of it have passed, after the step that crossed them.
 
-    A step budget is a time budget only on the machine it was sized on: a million words' 20,000 text steps
-    took 21 minutes on one 2-core machine and would take about 48 on another (docs/history/benchmarks-log.md,
-    "A time budget for the text model"). Keras still ends the cut epoch (validation, then ``BestWeights``),
+    A step budget is a time budget only on the machine it was sized on: the text model's steps ran at less than
+    half the rate on a second 2-core machine (docs/history/benchmarks-log.md, "A time budget for the text
+    model"). Keras still ends the cut epoch (validation, then ``BestWeights``),
     so the weights kept are the best check's, the cut one's included. Not for multi-worker training: each
     worker would decide at its own step, and the collective ops of one that went on would wait for ever.
     """

@@ -325,11 +325,11 @@ def _train(fn_args: FnArgs, settings: TrainingSettings, hyper: dict[str, Any], t
     eval_steps = max(1, math.ceil(max(1, split["holdout"]) / global_batch))
     history = fit(settings, model, train, evaluation, attr.evolve(fn_args, train_steps=budget, eval_steps=eval_steps),
                   log, validate_every_epoch=True, callbacks=(stopper, timer) if timer else (stopper,))
-    timed: dict[str, Any] = {}
+    timed: dict[str, Any] = {}  # training.json's account of the time budget, when there was one
     if timer is not None:
-        timed = {"time_budget_s": MAX_TRAINING_SECONDS, "stopped_at_time_budget": timer.reached}
+        timed = {"time_budget_s": MAX_TRAINING_SECONDS, "stopped_at_time_budget": timer.reached,
+                 **({"steps_run": timer.steps} if timer.reached else {})}
     if timer is not None and timer.reached:
-        timed["steps_run"] = timer.steps
         log.info("Training stopped at its %d-minute budget after %d of %d steps; the best check's weights are kept "
                  "(--train-steps trains exactly that many steps)", MAX_TRAINING_SECONDS // 60, timer.steps,
                  total_steps)
