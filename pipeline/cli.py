@@ -39,9 +39,29 @@ EXIT_INTERRUPTED = 130
 SENTENCE_END = [".", "?", "!"]  # generate --sentence: the tokens that end one
 
 
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record is emitted, not when logging was configured.
+
+    The commands also run in-process (a notebook, the KFP step's `main`, a caller that redirects
+    stderr for a while): a handler bound to the stream of that moment would later write to a closed
+    or forgotten file, and every warning would become a "--- Logging error ---" traceback.
+    """
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S",
-                        force=True)
+                        handlers=[_CurrentStderrHandler()], force=True)
     # TFX/Beam/TF log every step at INFO, harmless deprecations at WARNING, and a failing
     # component's traceback at ERROR. Without -v the run reports failures itself (one
     # paragraph, traceback saved to output/logs/), so their logs stay quiet.

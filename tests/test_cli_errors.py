@@ -97,3 +97,30 @@ def test_deploy_to_an_unreachable_host_fails_fast_with_a_hint(tmp_path):
     result = run_cli("deploy", "--host", f"http://127.0.0.1:{port}", "--package", package)
     assert time.monotonic() - started < 60
     _assert_user_error(result, f"127.0.0.1:{port}", "port-forward")
+
+
+def test_logging_configured_in_process_follows_stderr_after_it_is_redirected_and_closed():
+    """A command run in-process (a notebook, the KFP step's main) under a stderr that is later
+    closed must not turn every later warning into a "--- Logging error ---" traceback."""
+    import contextlib
+    import io
+    import logging
+
+    from pipeline import cli
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        first = io.StringIO()
+        with contextlib.redirect_stderr(first):
+            cli._configure_logging(verbose=False)
+            logging.getLogger("pipeline").warning("while configured")
+        first.close()
+        second = io.StringIO()
+        with contextlib.redirect_stderr(second):
+            logging.getLogger("pipeline").warning("after the first stderr closed")
+        assert "after the first stderr closed" in second.getvalue()
+        assert "Logging error" not in second.getvalue()
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
